@@ -1,0 +1,178 @@
+// backends/cpu/cpu_backend.cpp: the CPU backend on oneDNN (engine, stream, reorders, fills).
+#include <omp.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "backends/cpu/onednn.h"
+
+namespace tbd {
+namespace cpu {
+
+std::string DnnlTraits::message(dnnl_status_t s) {
+  switch (s) {
+    case dnnl_out_of_memory: return "out of memory";
+    case dnnl_invalid_arguments: return "invalid arguments";
+    case dnnl_unimplemented: return "unimplemented (no implementation for these shapes/formats)";
+    case dnnl_runtime_error: return "runtime error";
+    default: return "status " + std::to_string(static_cast<int>(s));
+  }
+}
+
+CpuBackend::CpuBackend()
+    : Backend(make_host_raw_allocator()), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+
+std::string CpuBackend::device_name() const {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto pos = line.find(':');
+      if (pos != std::string::npos) return line.substr(pos + 2);
+    }
+  }
+  return "cpu";
+}
+
+static const char* isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::sse41: return "sse41";
+    default: return "other";
+  }
+}
+
+std::map<std::string, std::string> CpuBackend::describe() const {
+  const dnnl_version_t* v = dnnl_version();
+  std::map<std::string, std::string> m;
+  m["onednn_version"] = std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                        std::to_string(v->patch);
+  m["onednn_isa"] = isa_name(dnnl::get_effective_cpu_isa());
+  m["threads"] = std::to_string(num_threads());
+  return m;
+}
+
+int CpuBackend::num_threads() const { return omp_get_max_threads(); }
+
+void CpuBackend::copy_from_host(const Tensor& dst, const void* src) {
+  if (dst.layout() == Layout::kRowMajor) {
+    std::memcpy(dst.raw(), src, dst.bytes());
+    return;
+  }
+  TensorDesc plain = dst.desc();
+  plain.layout = Layout::kRowMajor;
+  dnnl::memory s = mem_of(*this, md_of(plain), const_cast<void*>(src));
+  dnnl::memory d = mem_of(*this, dst);
+  dnnl::reorder(s, d).execute(stream_, s, d);
+}
+
+void CpuBackend::copy_to_host(void* dst, const Tensor& src) {
+  if (src.layout() == Layout::kRowMajor) {
+    std::memcpy(dst, src.raw(), src.bytes());
+    return;
+  }
+  TensorDesc plain = src.desc();
+  plain.layout = Layout::kRowMajor;
+  dnnl::memory s = mem_of(*this, src);
+  dnnl::memory d = mem_of(*this, md_of(plain), dst);
+  dnnl::reorder(s, d).execute(stream_, s, d);
+}
+
+void CpuBackend::reorder(const Tensor& dst, const Tensor& src) {
+  TBD_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype(),
+            "reorder: dst ", dst.desc().to_string(), " and src ", src.desc().to_string(),
+            " differ in shape or dtype");
+  if (dst.layout() == src.layout()) {
+    if (dst.raw() != src.raw()) std::memcpy(dst.raw(), src.raw(), src.bytes());
+    return;
+  }
+  dnnl::memory s = mem_of(*this, src);
+  dnnl::memory d = mem_of(*this, dst);
+  dnnl::reorder(s, d).execute(stream_, s, d);
+}
+
+void CpuBackend::fill(const Tensor& dst, float value) {
+  TBD_CHECK(dst.dtype() == DType::kF32 || value == 0.f, "fill: only f32 tensors take non-zero");
+  if (value == 0.f) {
+    std::memset(dst.raw(), 0, dst.bytes());
+    return;
+  }
+  float* p = dst.f32();
+  const int64_t n = dst.numel();
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) p[i] = value;
+}
+
+void CpuBackend::accumulate(const Tensor& dst, const Tensor& src) {
+  TBD_CHECK(dst.desc().shape == src.desc().shape && dst.layout() == src.layout() &&
+                dst.dtype() == DType::kF32 && src.dtype() == DType::kF32,
+            "accumulate: dst ", dst.desc().to_string(), " and src ", src.desc().to_string(),
+            " must match (f32)");
+  float* d = dst.f32();
+  const float* s = src.f32();
+  const int64_t n = dst.numel();
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+}
+
+CpuBackend& as_cpu(Backend& be) {
+  auto* cpu = dynamic_cast<CpuBackend*>(&be);
+  TBD_CHECK(cpu != nullptr, "expected the CPU backend, got ", to_string(be.kind()));
+  return *cpu;
+}
+
+dnnl::memory::data_type dnnl_dtype(DType t) {
+  switch (t) {
+    case DType::kF32: return dnnl::memory::data_type::f32;
+    case DType::kBF16: return dnnl::memory::data_type::bf16;
+    case DType::kF16: return dnnl::memory::data_type::f16;
+    case DType::kI32: return dnnl::memory::data_type::s32;
+  }
+  return dnnl::memory::data_type::undef;
+}
+
+dnnl::memory::dims dnnl_dims(const Shape& s) { return dnnl::memory::dims(s.dims()); }
+
+dnnl::memory::desc md_of(const TensorDesc& d) {
+  using tag = dnnl::memory::format_tag;
+  if (d.layout == Layout::kNChw16c) return {dnnl_dims(d.shape), dnnl_dtype(d.dtype), tag::nChw16c};
+  static const tag plain[] = {tag::a, tag::ab, tag::abc, tag::abcd, tag::abcde, tag::abcdef};
+  TBD_CHECK(d.shape.rank() >= 1 && d.shape.rank() <= 6, "oneDNN tensors have rank 1..6, got ",
+            d.shape.to_string());
+  return {dnnl_dims(d.shape), dnnl_dtype(d.dtype), plain[d.shape.rank() - 1]};
+}
+
+dnnl::memory mem_of(CpuBackend& be, const Tensor& t) {
+  return dnnl::memory(md_of(t.desc()), be.engine(), t.raw());
+}
+
+dnnl::memory mem_of(CpuBackend& be, const dnnl::memory::desc& md, void* data) {
+  return dnnl::memory(md, be.engine(), data);
+}
+
+void execute(CpuBackend& be, const dnnl::primitive& p,
+             const std::unordered_map<int, dnnl::memory>& args, const char* who) {
+  try {
+    p.execute(be.stream(), args);
+  } catch (const dnnl::error& e) {
+    TBD_FAIL(who, ": oneDNN execution failed: ", e.what());
+  }
+}
+
+Tensor scratchpad_for(CpuBackend& be, const dnnl::memory::desc& scratch_md) {
+  std::size_t bytes = scratch_md.get_size();
+  if (bytes == 0) return Tensor();
+  return be.empty(Shape{static_cast<int64_t>((bytes + 3) / 4)}, MemCategory::kWorkspace);
+}
+
+}  // namespace cpu
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<cpu::CpuBackend>(); }
+
+}  // namespace tbd

@@ -1,0 +1,66 @@
+// backends/cpu/onednn.h: the CPU backend's oneDNN context and helpers for layer implementations.
+//
+// Only files under backends/cpu and layers/cpu include this (dnnl.hpp is heavy). Primitives are
+// created once at build with scratchpad_mode::user, so their scratch comes from the tracking
+// allocator as `workspace` and a step performs no hidden allocations.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <unordered_map>
+
+#include "core/backend.h"
+#include "core/error.h"
+
+namespace tbd::cpu {
+
+struct DnnlTraits {
+  static constexpr const char* kLibrary = "oneDNN";
+  static bool ok(dnnl_status_t s) { return s == dnnl_success; }
+  static std::string message(dnnl_status_t s);
+};
+#define TBD_DNNL_CHECK(call) TBD_STATUS_CHECK(::tbd::cpu::DnnlTraits, call)
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend();
+  DeviceKind kind() const override { return DeviceKind::kCpu; }
+  std::string device_name() const override;
+  std::map<std::string, std::string> describe() const override;
+  int num_threads() const override;
+
+  void copy_from_host(const Tensor& dst, const void* src) override;
+  void copy_to_host(void* dst, const Tensor& src) override;
+  void reorder(const Tensor& dst, const Tensor& src) override;
+  void fill(const Tensor& dst, float value) override;
+  void accumulate(const Tensor& dst, const Tensor& src) override;
+  void synchronize() override {}
+
+  dnnl::engine& engine() { return engine_; }
+  dnnl::stream& stream() { return stream_; }
+
+ private:
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+};
+
+// The CPU backend behind a Backend& (throws if it is another kind).
+CpuBackend& as_cpu(Backend& be);
+
+dnnl::memory::data_type dnnl_dtype(DType t);
+dnnl::memory::dims dnnl_dims(const Shape& s);
+// Memory descriptor of a tensor: plain (a, ab, abc, abcd, ...) or nChw16c.
+dnnl::memory::desc md_of(const TensorDesc& d);
+// Wraps a tensor's buffer (no copy).
+dnnl::memory mem_of(CpuBackend& be, const Tensor& t);
+dnnl::memory mem_of(CpuBackend& be, const dnnl::memory::desc& md, void* data);
+
+// Runs a primitive with its arguments, and the scratchpad if it has one. Throws tbd::Error
+// naming `who` on a oneDNN failure.
+void execute(CpuBackend& be, const dnnl::primitive& p,
+             const std::unordered_map<int, dnnl::memory>& args, const char* who);
+
+// A primitive's user scratchpad, allocated once at build as workspace.
+Tensor scratchpad_for(CpuBackend& be, const dnnl::memory::desc& scratch_md);
+
+}  // namespace tbd::cpu

@@ -1,0 +1,65 @@
+// core/backend.h: the device a model runs on.
+//
+// A Backend owns the device context (oneDNN engine and stream; CUDA stream and library
+// handles), the tracking allocator, and the few data-movement primitives that are not layers:
+// host <-> device copies in plain layout, reorders between layouts, fill, accumulate. Layers
+// are looked up per backend kind in the layer registry (layers/layer.h), so a new backend slots
+// in without touching the layers' callers. A Backend must outlive every tensor it allocated.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/allocator.h"
+#include "core/tensor.h"
+
+namespace tbd {
+
+class Backend {
+ public:
+  explicit Backend(std::unique_ptr<RawAllocator> raw) : allocator_(std::move(raw)) {}
+  virtual ~Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  virtual DeviceKind kind() const = 0;
+  virtual std::string device_name() const = 0;
+  // Facts for the run's context: library versions, threads, clocks ("onednn_version" -> "2.6.3").
+  virtual std::map<std::string, std::string> describe() const = 0;
+  virtual int num_threads() const = 0;
+
+  TrackingAllocator& allocator() { return allocator_; }
+  Tensor empty(const TensorDesc& desc, MemCategory category);
+  Tensor empty(Shape shape, MemCategory category, Layout layout = Layout::kRowMajor,
+               DType dtype = DType::kF32) {
+    return empty(TensorDesc{std::move(shape), dtype, layout}, category);
+  }
+
+  // Host data is always plain row-major of the tensor's logical shape.
+  virtual void copy_from_host(const Tensor& dst, const void* src) = 0;
+  virtual void copy_to_host(void* dst, const Tensor& src) = 0;
+  // dst = src with layout conversion; same shape and dtype.
+  virtual void reorder(const Tensor& dst, const Tensor& src) = 0;
+  virtual void fill(const Tensor& dst, float value) = 0;
+  // dst += src elementwise (same shape and layout); used for gradients of shared tensors.
+  virtual void accumulate(const Tensor& dst, const Tensor& src) = 0;
+  // Waits for all queued work (a no-op on CPU, where every call is synchronous).
+  virtual void synchronize() = 0;
+
+ private:
+  TrackingAllocator allocator_;
+};
+
+enum class BackendChoice { kAuto, kCpu, kCuda };
+
+// kAuto: CUDA when a device is usable, else CPU; `notice` (if given) receives a one-line
+// explanation of the fallback. kCuda without a usable device throws with the CUDA error text.
+std::unique_ptr<Backend> make_backend(BackendChoice choice, std::string* notice = nullptr);
+std::unique_ptr<Backend> make_cpu_backend();
+// Whether this build has the CUDA backend, and if so whether a device is usable (why not).
+bool cuda_compiled();
+bool cuda_usable(std::string* why_not);
+
+}  // namespace tbd

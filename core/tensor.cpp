@@ -1,0 +1,81 @@
+// core/tensor.cpp: shape/dtype helpers and tensor views.
+#include "core/tensor.h"
+
+#include <sstream>
+
+#include "core/allocator.h"
+#include "core/error.h"
+
+namespace tbd {
+
+std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::kF32: return 4;
+    case DType::kBF16: return 2;
+    case DType::kF16: return 2;
+    case DType::kI32: return 4;
+  }
+  return 0;
+}
+
+const char* to_string(DType t) {
+  switch (t) {
+    case DType::kF32: return "f32";
+    case DType::kBF16: return "bf16";
+    case DType::kF16: return "f16";
+    case DType::kI32: return "i32";
+  }
+  return "?";
+}
+
+const char* to_string(DeviceKind d) { return d == DeviceKind::kCpu ? "cpu" : "cuda"; }
+
+const char* to_string(Layout l) { return l == Layout::kRowMajor ? "row_major" : "nChw16c"; }
+
+const char* to_string(MemCategory c) {
+  switch (c) {
+    case MemCategory::kWeights: return "weights";
+    case MemCategory::kWeightGrads: return "weight_grads";
+    case MemCategory::kOptimizerState: return "optimizer_state";
+    case MemCategory::kFeatureMaps: return "feature_maps";
+    case MemCategory::kWorkspace: return "workspace";
+    case MemCategory::kDynamic: return "dynamic";
+    case MemCategory::kCount: break;
+  }
+  return "?";
+}
+
+int64_t Shape::numel() const {
+  int64_t n = 1;
+  for (int64_t d : dims_) n *= d;
+  return n;
+}
+
+std::string Shape::to_string() const {
+  std::ostringstream os;
+  os << "(";
+  for (std::size_t i = 0; i < dims_.size(); ++i) os << (i ? ", " : "") << dims_[i];
+  os << ")";
+  return os.str();
+}
+
+std::string TensorDesc::to_string() const {
+  return shape.to_string() + " " + tbd::to_string(dtype) + " " + tbd::to_string(layout);
+}
+
+Buffer::~Buffer() {
+  if (alloc_ && ptr_) alloc_->deallocate(ptr_, bytes_, category_);
+}
+
+MemCategory Tensor::category() const {
+  return buf_ ? buf_->category() : MemCategory::kDynamic;
+}
+
+Tensor Tensor::view(Shape shape, Layout layout) const {
+  TBD_CHECK(shape.numel() == numel(), "Tensor::view: ", shape.to_string(), " has ", shape.numel(),
+            " elements, tensor ", desc_.shape.to_string(), " has ", numel());
+  TensorDesc d{std::move(shape), desc_.dtype, layout};
+  return Tensor(std::move(d), device_, buf_);
+}
+
+}  // namespace tbd

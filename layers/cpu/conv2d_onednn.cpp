@@ -1,0 +1,193 @@
+// layers/cpu/conv2d_onednn.cpp: Conv2d on oneDNN (fprop, dgrad, wgrad primitives).
+//
+// Activations: x in whatever layout the producer left it (plain or nChw16c); y is nChw16c when
+// K % 16 == 0 (what oneDNN's AVX-512/AVX2 kernels want), so blocked data flows on to the next
+// layer. Master weights stay row-major (oihw) so that `weights` is exactly 4 bytes x params and
+// optimizers stay layout-free; when the primitives prefer a blocked weight format, the weights
+// are reordered into a workspace copy once per forward (and once per backward-data if that
+// primitive wants another format). wgrad writes a blocked scratch that is reordered into the
+// row-major gradient with a sum post-op, which is the (+=) accumulation of the gradient policy.
+#include "backends/cpu/onednn.h"
+#include "layers/conv2d.h"
+
+namespace tbd::cpu {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+class Conv2dOneDnn final : public Layer {
+ public:
+  Conv2dOneDnn(Backend& be, const std::string& name, const Conv2dConfig& cfg,
+               const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cfg_(cfg), cpu_(as_cpu(be)) {
+    check_arity(in.size(), 1, "inputs");
+    const Shape& xs = in[0].shape;
+    Shape ys = conv2d_output_shape(name, cfg, xs);
+    Layout y_layout = ys[1] % 16 == 0 ? Layout::kNChw16c : Layout::kRowMajor;
+    outputs_ = {TensorDesc{ys, DType::kF32, y_layout}};
+    flops_ = conv2d_flops(cfg, xs, ys);
+
+    const int64_t C = xs[1], K = cfg.out_channels, G = cfg.groups;
+    Shape w_shape{K, C / G, cfg.kernel_h, cfg.kernel_w};
+    int64_t fan_in = (C / G) * cfg.kernel_h * cfg.kernel_w;
+    int64_t fan_out = (K / G) * cfg.kernel_h * cfg.kernel_w;
+    add_param("weight", w_shape, Init::kHeNormal, fan_in, fan_out);
+    if (cfg.bias) add_param("bias", Shape{K}, Init::kZeros, fan_in, fan_out, /*decay=*/false);
+
+    memory::dims w_dims = G == 1 ? memory::dims{K, C, cfg.kernel_h, cfg.kernel_w}
+                                 : memory::dims{G, K / G, C / G, cfg.kernel_h, cfg.kernel_w};
+    w_user_md_ = memory::desc(w_dims, memory::data_type::f32, G == 1 ? tag::oihw : tag::goihw);
+    memory::desc w_any(w_dims, memory::data_type::f32, tag::any);
+    memory::desc b_md = cfg.bias ? memory::desc({K}, memory::data_type::f32, tag::a)
+                                 : memory::desc();
+    memory::desc x_md = md_of(in[0]);
+    memory::desc y_md = md_of(outputs_[0]);
+    memory::dims strides{cfg.stride_h, cfg.stride_w};
+    memory::dims dil{cfg.dilation_h - 1, cfg.dilation_w - 1};  // oneDNN counts extra gaps
+    memory::dims pad_l{cfg.pad_h, cfg.pad_w};
+    // Right padding so that oneDNN's output size formula gives exactly P and Q.
+    memory::dims pad_r{
+        (ys[2] - 1) * cfg.stride_h + (cfg.kernel_h - 1) * cfg.dilation_h + 1 - xs[2] - cfg.pad_h,
+        (ys[3] - 1) * cfg.stride_w + (cfg.kernel_w - 1) * cfg.dilation_w + 1 - xs[3] - cfg.pad_w};
+
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    auto& eng = cpu_.engine();
+    try {
+      fwd_pd_ = dnnl::convolution_forward::primitive_desc(
+          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                          dnnl::algorithm::convolution_direct, x_md, w_any, b_md,
+                                          y_md, strides, dil, pad_l, pad_r),
+          attr, eng);
+      bwd_data_pd_ = dnnl::convolution_backward_data::primitive_desc(
+          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, x_md, w_any,
+                                                y_md, strides, dil, pad_l, pad_r),
+          attr, eng, fwd_pd_);
+      bwd_w_pd_ = dnnl::convolution_backward_weights::primitive_desc(
+          dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_md,
+                                                   w_any, b_md, y_md, strides, dil, pad_l, pad_r),
+          attr, eng, fwd_pd_);
+    } catch (const dnnl::error& e) {
+      throw_layer_error(kind(), name, std::string("oneDNN has no convolution for x ") +
+                                          in[0].to_string() + ": " + e.what());
+    }
+    fwd_ = dnnl::convolution_forward(fwd_pd_);
+    bwd_data_ = dnnl::convolution_backward_data(bwd_data_pd_);
+    bwd_w_ = dnnl::convolution_backward_weights(bwd_w_pd_);
+
+    // Workspace: blocked weight copies, the wgrad scratch, and one shared scratchpad.
+    w_fwd_ = blocked_copy(fwd_pd_.weights_desc());
+    w_bwd_ = fwd_pd_.weights_desc() == bwd_data_pd_.weights_desc()
+                 ? w_fwd_
+                 : blocked_copy(bwd_data_pd_.weights_desc());
+    dw_scratch_ = be.empty(Shape{static_cast<int64_t>(bwd_w_pd_.diff_weights_desc().get_size() / 4)},
+                           MemCategory::kWorkspace);
+    if (cfg.bias) db_scratch_ = be.empty(Shape{K}, MemCategory::kWorkspace);
+    std::size_t scratch = std::max({fwd_pd_.scratchpad_desc().get_size(),
+                                    bwd_data_pd_.scratchpad_desc().get_size(),
+                                    bwd_w_pd_.scratchpad_desc().get_size()});
+    if (scratch) scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)},
+                                     MemCategory::kWorkspace);
+
+    dnnl::primitive_attr sum_attr;
+    dnnl::post_ops po;
+    po.append_sum(1.0f);
+    sum_attr.set_post_ops(po);
+    dw_to_user_ = dnnl::reorder(
+        dnnl::reorder::primitive_desc(eng, bwd_w_pd_.diff_weights_desc(), eng, w_user_md_, sum_attr));
+    if (w_fwd_.defined()) {
+      w_to_fwd_ = dnnl::reorder(
+          dnnl::reorder::primitive_desc(eng, w_user_md_, eng, fwd_pd_.weights_desc()));
+    }
+    if (w_bwd_.defined() && w_bwd_.raw() != w_fwd_.raw()) {
+      w_to_bwd_ = dnnl::reorder(
+          dnnl::reorder::primitive_desc(eng, w_user_md_, eng, bwd_data_pd_.weights_desc()));
+    }
+  }
+
+  const char* kind() const override { return Conv2dConfig::kKind; }
+
+  std::string describe() const override {
+    const Shape& x = inputs_[0].shape;
+    return detail::concat("x ", x.to_string(), " K=", cfg_.out_channels, " ", cfg_.kernel_h, "x",
+                          cfg_.kernel_w, " s", cfg_.stride_h, " p", cfg_.pad_h,
+                          cfg_.groups > 1 ? " g" + std::to_string(cfg_.groups) : "");
+  }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    auto& e = cpu_.engine();
+    memory w_mem = user_weights();
+    if (w_fwd_.defined()) {
+      memory w_blk(fwd_pd_.weights_desc(), e, w_fwd_.raw());
+      execute(cpu_, w_to_fwd_, {{DNNL_ARG_FROM, w_mem}, {DNNL_ARG_TO, w_blk}}, "Conv2d reorder");
+      w_mem = w_blk;
+    }
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem_of(cpu_, *x[0])},
+                                         {DNNL_ARG_WEIGHTS, w_mem},
+                                         {DNNL_ARG_DST, mem_of(cpu_, *y[0])}};
+    if (cfg_.bias) args[DNNL_ARG_BIAS] = mem_of(cpu_, params_[1].value);
+    add_scratch(args, fwd_pd_.scratchpad_desc());
+    execute(cpu_, fwd_, args, "Conv2d forward");
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    auto& e = cpu_.engine();
+    if (dx[0] != nullptr) {  // dgrad
+      memory w_mem = user_weights();
+      if (w_bwd_.defined()) {
+        memory w_blk(bwd_data_pd_.weights_desc(), e, w_bwd_.raw());
+        // The forward already reordered into w_fwd_; reuse it when the formats agree.
+        if (w_bwd_.raw() != w_fwd_.raw()) {
+          execute(cpu_, w_to_bwd_, {{DNNL_ARG_FROM, w_mem}, {DNNL_ARG_TO, w_blk}},
+                  "Conv2d reorder");
+        }
+        w_mem = w_blk;
+      }
+      std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, mem_of(cpu_, *dy[0])},
+                                           {DNNL_ARG_WEIGHTS, w_mem},
+                                           {DNNL_ARG_DIFF_SRC, mem_of(cpu_, *dx[0])}};
+      add_scratch(args, bwd_data_pd_.scratchpad_desc());
+      execute(cpu_, bwd_data_, args, "Conv2d backward data");
+    }
+    // wgrad into scratch, then += into the row-major gradient.
+    memory dw_blk(bwd_w_pd_.diff_weights_desc(), e, dw_scratch_.raw());
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem_of(cpu_, *x[0])},
+                                         {DNNL_ARG_DIFF_DST, mem_of(cpu_, *dy[0])},
+                                         {DNNL_ARG_DIFF_WEIGHTS, dw_blk}};
+    if (cfg_.bias) args[DNNL_ARG_DIFF_BIAS] = mem_of(cpu_, db_scratch_);
+    add_scratch(args, bwd_w_pd_.scratchpad_desc());
+    execute(cpu_, bwd_w_, args, "Conv2d backward weights");
+    memory dw_user(w_user_md_, e, params_[0].grad.raw());
+    execute(cpu_, dw_to_user_, {{DNNL_ARG_FROM, dw_blk}, {DNNL_ARG_TO, dw_user}},
+            "Conv2d weight-gradient accumulate");
+    if (cfg_.bias) be_.accumulate(params_[1].grad, db_scratch_);
+  }
+
+ private:
+  memory user_weights() { return memory(w_user_md_, cpu_.engine(), params_[0].value.raw()); }
+
+  Tensor blocked_copy(const memory::desc& prim_md) {
+    if (prim_md == w_user_md_) return Tensor();
+    return be_.empty(Shape{static_cast<int64_t>(prim_md.get_size() / 4)}, MemCategory::kWorkspace);
+  }
+
+  void add_scratch(std::unordered_map<int, memory>& args, const memory::desc& md) {
+    if (md.get_size()) args[DNNL_ARG_SCRATCHPAD] = memory(md, cpu_.engine(), scratch_.raw());
+  }
+
+  Conv2dConfig cfg_;
+  CpuBackend& cpu_;
+  memory::desc w_user_md_;
+  dnnl::convolution_forward::primitive_desc fwd_pd_;
+  dnnl::convolution_backward_data::primitive_desc bwd_data_pd_;
+  dnnl::convolution_backward_weights::primitive_desc bwd_w_pd_;
+  dnnl::primitive fwd_, bwd_data_, bwd_w_, dw_to_user_, w_to_fwd_, w_to_bwd_;
+  Tensor w_fwd_, w_bwd_, dw_scratch_, db_scratch_, scratch_;
+};
+
+TBD_REGISTER_LAYER(Conv2dConfig, DeviceKind::kCpu, Conv2dOneDnn);
+
+}  // namespace
+}  // namespace tbd::cpu

@@ -1,0 +1,170 @@
+// layers/layer.h: the Layer interface, parameters, FLOP counts and the per-backend registry.
+//
+// Gradient policy (the one place it is written down):
+//   * Parameter gradients ACCUMULATE: backward() adds into Param::grad (+=). The owner zeroes
+//     them (Graph::zero_grad) once per step; this lets shared weights and micro-batches work.
+//   * Activation gradients ASSIGN: backward() overwrites dx (=). When a tensor feeds several
+//     layers the graph sums the contributions itself (Backend::accumulate).
+//   * A null dx pointer means "this input needs no gradient" (data, labels): skip the work.
+//
+// Argument order everywhere: outputs, inputs, weights, problem description. A layer is built
+// once for fixed input descriptors (shape, dtype, layout): shapes are checked there (errors name
+// the layer, the argument and the dims), parameters and saved state are allocated there, and
+// library primitives are created there. forward()/backward() never allocate.
+//
+// Each layer kind has a Config struct with `static constexpr const char* kKind`, shape
+// inference and a FLOP formula shared by every backend (layers/<kind>.h), and one
+// implementation file per backend (layers/cpu/<kind>_onednn.cpp, layers/cuda/<kind>_cudnn.cu)
+// that registers its factory with TBD_REGISTER_LAYER.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace tbd {
+
+// Analytic floating-point operations (multiply and add counted separately, so an FMA is 2).
+struct Flops {
+  double fwd = 0;
+  double bwd_data = 0;
+  double bwd_weights = 0;
+  double bwd() const { return bwd_data + bwd_weights; }
+  double total() const { return fwd + bwd_data + bwd_weights; }
+  Flops& operator+=(const Flops& o) {
+    fwd += o.fwd;
+    bwd_data += o.bwd_data;
+    bwd_weights += o.bwd_weights;
+    return *this;
+  }
+};
+
+// How a parameter is initialised (deterministically, from the graph's seed).
+enum class Init {
+  kZeros,
+  kOnes,
+  kHeNormal,        // N(0, 2/fan_in): conv and linear layers followed by ReLU
+  kXavierUniform,   // U(-a, a), a = sqrt(6/(fan_in+fan_out)): attention, LSTM, embeddings
+  kNormal002,       // N(0, 0.02): embeddings in the Transformer convention
+  kUniformFanIn,    // U(-1/sqrt(fan_in), 1/sqrt(fan_in)): RNN defaults
+};
+
+struct Param {
+  std::string name;  // "conv1.weight"
+  Tensor value;      // category weights, row-major
+  Tensor grad;       // category weight_grads, same desc as value
+  Init init = Init::kZeros;
+  int64_t fan_in = 1;
+  int64_t fan_out = 1;
+  bool decay = true;  // weight decay applies (false for biases and norm scales)
+};
+
+using TensorRefs = std::span<const Tensor* const>;
+using MutTensorRefs = std::span<Tensor* const>;
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  virtual const char* kind() const = 0;
+  const std::string& name() const { return name_; }
+  const std::vector<TensorDesc>& input_descs() const { return inputs_; }
+  const std::vector<TensorDesc>& output_descs() const { return outputs_; }
+  std::vector<Param>& params() { return params_; }
+  const std::vector<Param>& params() const { return params_; }
+  const Flops& flops() const { return flops_; }
+  // A one-line description of the problem: "x (32, 64, 56, 56) k=64 3x3 s1 p1".
+  virtual std::string describe() const { return name_; }
+
+  // Training mode by default; eval mode changes batchnorm (running stats) and dropout (off).
+  virtual void set_training(bool training) { training_ = training; }
+  bool training() const { return training_; }
+
+  // y: outputs (allocated by the caller with output_descs()), x: inputs.
+  virtual void forward(MutTensorRefs y, TensorRefs x) = 0;
+  // dx: input gradients (assign; entries may be null), x/y: the forward's inputs and outputs,
+  // dy: output gradients. Parameter gradients accumulate.
+  virtual void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) = 0;
+
+ protected:
+  Layer(Backend& be, std::string name, std::vector<TensorDesc> inputs)
+      : be_(be), name_(std::move(name)), inputs_(std::move(inputs)) {}
+
+  // Allocates a parameter and its gradient (row-major f32).
+  Param& add_param(const std::string& suffix, Shape shape, Init init, int64_t fan_in,
+                   int64_t fan_out, bool decay = true);
+  // Checks the arity of a call (names the layer on failure).
+  void check_arity(std::size_t got, std::size_t want, const char* what) const;
+
+  Backend& be_;
+  std::string name_;
+  std::vector<TensorDesc> inputs_;
+  std::vector<TensorDesc> outputs_;
+  std::vector<Param> params_;
+  Flops flops_;
+  bool training_ = true;
+};
+
+// Helpers for the shape checks every layer makes at build. They throw tbd::Error with messages
+// like "Conv2d 'layer1.0.conv1': input x must have rank 4 (N, C, H, W), got (3, 224, 224)".
+[[noreturn]] void throw_layer_error(const char* kind, const std::string& name,
+                                    const std::string& msg);
+#define TBD_LAYER_CHECK(cond, kind, name, ...)                                        \
+  do {                                                                                 \
+    if (!(cond)) ::tbd::throw_layer_error(kind, name, ::tbd::detail::concat(__VA_ARGS__)); \
+  } while (0)
+void check_rank(const char* kind, const std::string& name, const char* arg, const TensorDesc& d,
+                int rank, const char* dims_doc);
+void check_positive(const char* kind, const std::string& name, const char* arg, const Shape& s);
+
+// ---- registry: one factory per (layer kind, backend kind) ----
+
+template <class Config>
+using LayerFactory = std::function<std::unique_ptr<Layer>(
+    Backend&, const std::string& name, const Config&, const std::vector<TensorDesc>& inputs)>;
+
+template <class Config>
+std::map<DeviceKind, LayerFactory<Config>>& layer_registry() {
+  static std::map<DeviceKind, LayerFactory<Config>> r;
+  return r;
+}
+
+template <class Config>
+bool register_layer(DeviceKind device, LayerFactory<Config> f) {
+  layer_registry<Config>()[device] = std::move(f);
+  return true;
+}
+
+// Builds a layer of Config's kind on `be`. Throws if the backend has no implementation.
+template <class Config>
+std::unique_ptr<Layer> make_layer(Backend& be, const std::string& name, const Config& cfg,
+                                  const std::vector<TensorDesc>& inputs) {
+  auto& r = layer_registry<Config>();
+  auto it = r.find(be.kind());
+  TBD_CHECK(it != r.end(), Config::kKind, " '", name, "': no implementation on backend ",
+            to_string(be.kind()));
+  return it->second(be, name, cfg, inputs);
+}
+
+#define TBD_LAYER_CONCAT_(a, b) a##b
+#define TBD_LAYER_CONCAT(a, b) TBD_LAYER_CONCAT_(a, b)
+// TBD_REGISTER_LAYER(Conv2dConfig, DeviceKind::kCpu, Conv2dOneDnn): the class must have a
+// constructor (Backend&, const std::string&, const Config&, const std::vector<TensorDesc>&).
+#define TBD_REGISTER_LAYER(Config, device, Impl)                                              \
+  static const bool TBD_LAYER_CONCAT(tbd_registered_, __LINE__) =                             \
+      ::tbd::register_layer<Config>(device, [](::tbd::Backend& be, const std::string& name,   \
+                                               const Config& cfg,                            \
+                                               const std::vector<::tbd::TensorDesc>& in) {  \
+        return std::unique_ptr<::tbd::Layer>(new Impl(be, name, cfg, in));                   \
+      })
+
+}  // namespace tbd

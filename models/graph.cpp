@@ -1,0 +1,233 @@
+// models/graph.cpp: building and running the static graph.
+#include "models/graph.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/random.h"
+
+namespace tbd {
+namespace {
+
+// Reorder on any backend, through Backend::reorder.
+class ReorderLayer final : public Layer {
+ public:
+  ReorderLayer(Backend& be, const std::string& name, const ReorderConfig& cfg,
+               const std::vector<TensorDesc>& in)
+      : Layer(be, name, in) {
+    check_arity(in.size(), 1, "inputs");
+    TensorDesc out = in[0];
+    out.layout = cfg.layout;
+    outputs_ = {out};
+  }
+  const char* kind() const override { return ReorderConfig::kKind; }
+  void forward(MutTensorRefs y, TensorRefs x) override { be_.reorder(*y[0], *x[0]); }
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+    if (dx[0]) be_.reorder(*dx[0], *dy[0]);
+  }
+};
+
+TBD_REGISTER_LAYER(ReorderConfig, DeviceKind::kCpu, ReorderLayer);
+TBD_REGISTER_LAYER(ReorderConfig, DeviceKind::kCuda, ReorderLayer);
+
+}  // namespace
+
+TensorId Graph::input(const std::string& name, Shape shape, DType dtype) {
+  TBD_CHECK(!finalized_, "Graph::input '", name, "' after finalize()");
+  check_positive("Graph", name, "input", shape);
+  TensorInfo t;
+  t.name = name;
+  t.desc = TensorDesc{std::move(shape), dtype, Layout::kRowMajor};
+  tensors_.push_back(std::move(t));
+  return static_cast<TensorId>(tensors_.size() - 1);
+}
+
+TensorId Graph::to_layout(TensorId id, Layout layout) {
+  if (desc(id).layout == layout) return id;
+  ReorderConfig cfg;
+  cfg.layout = layout;
+  std::string name = tensors_.at(id).name + ".to_" + to_string(layout);
+  return add_node(make_layer<ReorderConfig>(be_, name, cfg, {desc(id)}), {id})[0];
+}
+
+std::vector<TensorId> Graph::add_node(std::unique_ptr<Layer> layer, std::vector<TensorId> inputs) {
+  TBD_CHECK(!finalized_, "Graph: adding '", layer->name(), "' after finalize()");
+  Node n;
+  n.inputs = std::move(inputs);
+  bool req = !layer->params().empty();
+  for (TensorId id : n.inputs) req = req || tensors_.at(id).requires_grad;
+  const auto& outs = layer->output_descs();
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    TensorInfo t;
+    t.name = outs.size() == 1 ? layer->name() : layer->name() + ":" + std::to_string(i);
+    t.desc = outs[i];
+    t.producer = static_cast<int>(nodes_.size());
+    t.requires_grad = req;
+    tensors_.push_back(std::move(t));
+    n.outputs.push_back(static_cast<TensorId>(tensors_.size() - 1));
+  }
+  n.layer = std::move(layer);
+  nodes_.push_back(std::move(n));
+  return nodes_.back().outputs;
+}
+
+void Graph::set_loss(TensorId id) {
+  TBD_CHECK(desc(id).shape.numel() == 1, "Graph::set_loss: '", tensor_name(id),
+            "' must be a scalar, got ", desc(id).shape.to_string());
+  loss_ = id;
+}
+
+void Graph::finalize() {
+  TBD_CHECK(!finalized_, "Graph::finalize called twice");
+  TBD_CHECK(loss_ >= 0, "Graph::finalize: no loss set (call set_loss)");
+  for (auto& t : tensors_) {
+    MemCategory cat = t.producer < 0 ? MemCategory::kDynamic : MemCategory::kFeatureMaps;
+    t.value = be_.empty(t.desc, cat);
+    if (t.producer < 0) be_.fill(t.value, 0.f);
+  }
+  // Gradients: the loss seed, then consumers in reverse order decide who writes first.
+  tensors_[loss_].grad_live = true;
+  plans_.assign(nodes_.size(), NodePlan{});
+  std::map<TensorId, int> writes;  // consumers that already wrote each gradient (reverse order)
+  std::vector<std::pair<GradSlot*, TensorId>> fixups;  // scratch slot -> gradient it adds to
+  for (int ni = static_cast<int>(nodes_.size()) - 1; ni >= 0; --ni) {
+    Node& n = nodes_[ni];
+    NodePlan& p = plans_[ni];
+    bool outputs_live = false;
+    for (TensorId o : n.outputs) outputs_live = outputs_live || tensors_[o].grad_live;
+    bool needs = outputs_live && (!n.layer->params().empty() ||
+                                  std::any_of(n.inputs.begin(), n.inputs.end(), [&](TensorId i) {
+                                    return tensors_[i].requires_grad;
+                                  }));
+    p.run_backward = needs;
+    p.slots.resize(n.inputs.size());
+    if (!needs) continue;
+    std::map<std::string, int> used_here;
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      TensorInfo& t = tensors_[n.inputs[k]];
+      if (!t.requires_grad) continue;
+      t.grad_live = true;
+      if (writes[n.inputs[k]]++ > 0) {
+        std::string key = t.desc.to_string();
+        int idx = used_here[key]++;
+        auto& v = grad_scratch_[key];  // by desc, reused across nodes
+        while (static_cast<int>(v.size()) <= idx) v.push_back(be_.empty(t.desc, MemCategory::kDynamic));
+        p.slots[k].target = &v[idx];
+        fixups.push_back({&p.slots[k], n.inputs[k]});
+      }
+    }
+  }
+  for (auto& t : tensors_) {
+    if (t.requires_grad || &t == &tensors_[loss_]) {
+      t.grad = be_.empty(t.desc, MemCategory::kDynamic);
+      be_.fill(t.grad, 0.f);  // never-written gradients (unused outputs) stay zero
+    }
+  }
+  for (auto& [slot, id] : fixups) slot->accumulate_into = &tensors_[id].grad;
+  // Argument lists, fixed once.
+  for (std::size_t ni = 0; ni < nodes_.size(); ++ni) {
+    Node& n = nodes_[ni];
+    NodePlan& p = plans_[ni];
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      TensorInfo& t = tensors_[n.inputs[k]];
+      p.x.push_back(&t.value);
+      GradSlot& s = p.slots[k];
+      if (p.run_backward && t.requires_grad && s.target == nullptr) s.target = &t.grad;
+      p.dx.push_back(p.run_backward && t.requires_grad ? s.target : nullptr);
+    }
+    for (TensorId o : n.outputs) {
+      p.y.push_back(&tensors_[o].value);
+      p.yw.push_back(&tensors_[o].value);
+      p.dy.push_back(tensors_[o].grad.defined() ? &tensors_[o].grad : nullptr);
+    }
+  }
+  init_params();
+  finalized_ = true;
+}
+
+void Graph::init_params() {
+  for (Param* p : params()) {
+    Rng rng(seed_for(seed_, p->name));
+    switch (p->init) {
+      case Init::kZeros: be_.fill(p->value, 0.f); break;
+      case Init::kOnes: be_.fill(p->value, 1.f); break;
+      case Init::kHeNormal:
+        fill_normal(be_, p->value, rng, 0.0, std::sqrt(2.0 / static_cast<double>(p->fan_in)));
+        break;
+      case Init::kXavierUniform: {
+        double a = std::sqrt(6.0 / static_cast<double>(p->fan_in + p->fan_out));
+        fill_uniform(be_, p->value, rng, -a, a);
+        break;
+      }
+      case Init::kNormal002: fill_normal(be_, p->value, rng, 0.0, 0.02); break;
+      case Init::kUniformFanIn: {
+        double a = 1.0 / std::sqrt(static_cast<double>(p->fan_in));
+        fill_uniform(be_, p->value, rng, -a, a);
+        break;
+      }
+    }
+  }
+}
+
+void Graph::set_training(bool training) {
+  for (auto& n : nodes_) n.layer->set_training(training);
+}
+
+void Graph::forward_node(std::size_t i) {
+  NodePlan& p = plans_[i];
+  nodes_[i].layer->forward(p.yw, p.x);
+}
+
+void Graph::backward_node(std::size_t i) {
+  NodePlan& p = plans_[i];
+  if (!p.run_backward) return;
+  nodes_[i].layer->backward(p.dx, p.dy, p.x, p.y);
+  for (GradSlot& s : p.slots) {
+    if (s.accumulate_into) be_.accumulate(*s.accumulate_into, *s.target);
+  }
+}
+
+void Graph::forward() {
+  TBD_CHECK(finalized_, "Graph::forward before finalize()");
+  for (std::size_t i = 0; i < nodes_.size(); ++i) forward_node(i);
+}
+
+void Graph::backward() {
+  TBD_CHECK(finalized_, "Graph::backward before finalize()");
+  be_.fill(tensors_[loss_].grad, 1.f);
+  for (std::size_t i = nodes_.size(); i-- > 0;) backward_node(i);
+}
+
+void Graph::zero_grad() {
+  for (Param* p : params()) be_.fill(p->grad, 0.f);
+}
+
+float Graph::loss_value() {
+  float v = 0;
+  be_.synchronize();
+  be_.copy_to_host(&v, tensors_.at(loss_).value);
+  return v;
+}
+
+std::vector<Param*> Graph::params() {
+  std::vector<Param*> out;
+  for (auto& n : nodes_) {
+    for (Param& p : n.layer->params()) out.push_back(&p);
+  }
+  return out;
+}
+
+int64_t Graph::num_params() {
+  int64_t n = 0;
+  for (Param* p : params()) n += p->value.numel();
+  return n;
+}
+
+Flops Graph::flops() const {
+  Flops f;
+  for (const auto& n : nodes_) f += n.layer->flops();
+  return f;
+}
+
+}  // namespace tbd

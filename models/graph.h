@@ -1,0 +1,136 @@
+// models/graph.h: the static training graph.
+//
+// A model is a Graph built once for fixed input shapes: add() constructs each layer for its
+// input descriptors (shape checks, parameters, primitives), and finalize() allocates every
+// activation, gradient and scratch buffer and initialises the parameters from the seed. After
+// that, forward()/backward()/zero_grad() run the nodes in order / reverse order and never
+// allocate. Layouts: a layer whose Config declares `kAcceptsBlocked = true` takes oneDNN's
+// blocked activations as they are; for the others the graph inserts a Reorder node to
+// row-major, so blocked data flows through conv-bn-relu-pool chains untouched.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/layer.h"
+
+namespace tbd {
+
+using TensorId = int;
+
+// Layout conversion (a node the graph inserts; also usable directly).
+struct ReorderConfig {
+  static constexpr const char* kKind = "Reorder";
+  static constexpr bool kAcceptsBlocked = true;
+  Layout layout = Layout::kRowMajor;
+};
+
+class Graph {
+ public:
+  struct Node {
+    std::unique_ptr<Layer> layer;
+    std::vector<TensorId> inputs;
+    std::vector<TensorId> outputs;
+  };
+
+  explicit Graph(Backend& be, uint64_t seed = 0) : be_(be), seed_(seed) {}
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  Backend& backend() { return be_; }
+
+  // A graph input (data or labels): no gradient, category dynamic.
+  TensorId input(const std::string& name, Shape shape, DType dtype = DType::kF32);
+
+  // Adds a layer of Config's kind fed by `inputs`; returns its outputs.
+  template <class Config>
+  std::vector<TensorId> add(const std::string& name, const Config& cfg,
+                            std::vector<TensorId> inputs) {
+    constexpr bool blocked_ok = requires { Config::kAcceptsBlocked; } && [] {
+      if constexpr (requires { Config::kAcceptsBlocked; }) return Config::kAcceptsBlocked;
+      return false;
+    }();
+    if constexpr (!blocked_ok) {
+      for (TensorId& id : inputs) id = to_layout(id, Layout::kRowMajor);
+    }
+    std::vector<TensorDesc> descs;
+    for (TensorId id : inputs) descs.push_back(desc(id));
+    return add_node(make_layer<Config>(be_, name, cfg, descs), std::move(inputs));
+  }
+  // The common single-output case.
+  template <class Config>
+  TensorId add1(const std::string& name, const Config& cfg, std::vector<TensorId> inputs) {
+    auto out = add(name, cfg, std::move(inputs));
+    TBD_CHECK(out.size() == 1, Config::kKind, " '", name, "' has ", out.size(), " outputs");
+    return out[0];
+  }
+  // Returns `id` in `layout`, inserting a Reorder node when it differs.
+  TensorId to_layout(TensorId id, Layout layout);
+
+  // The scalar the backward pass starts from (dloss = 1).
+  void set_loss(TensorId id);
+  // Allocates activations, gradients and scratch; initialises parameters. Call once.
+  void finalize();
+  bool finalized() const { return finalized_; }
+
+  void set_training(bool training);
+  void forward();
+  void backward();  // needs forward() first; parameter gradients accumulate
+  void zero_grad();
+
+  const Tensor& tensor(TensorId id) const { return tensors_.at(id).value; }
+  const Tensor& grad(TensorId id) const { return tensors_.at(id).grad; }
+  const TensorDesc& desc(TensorId id) const { return tensors_.at(id).desc; }
+  const std::string& tensor_name(TensorId id) const { return tensors_.at(id).name; }
+  TensorId loss() const { return loss_; }
+  float loss_value();  // copies the loss to the host
+
+  std::vector<Node>& nodes() { return nodes_; }
+  std::vector<Param*> params();
+  int64_t num_params();
+  Flops flops() const;  // sum over nodes
+
+  // Runs one node's forward or backward alone (per-layer breakdowns).
+  void forward_node(std::size_t i);
+  void backward_node(std::size_t i);
+
+ private:
+  struct TensorInfo {
+    std::string name;
+    TensorDesc desc;
+    Tensor value;
+    Tensor grad;
+    int producer = -1;  // node index, -1 for graph inputs
+    bool requires_grad = false;
+    bool grad_live = false;  // some consumer (or the loss seed) writes the gradient
+  };
+  // Per node: where each input's gradient goes in backward.
+  struct GradSlot {
+    Tensor* target = nullptr;  // nullptr: no gradient needed
+    Tensor* accumulate_into = nullptr;  // non-null: target is scratch, add it here afterwards
+  };
+  struct NodePlan {
+    bool run_backward = false;
+    std::vector<const Tensor*> x, y, dy;
+    std::vector<Tensor*> yw, dx;
+    std::vector<GradSlot> slots;
+  };
+
+  std::vector<TensorId> add_node(std::unique_ptr<Layer> layer, std::vector<TensorId> inputs);
+  void init_params();
+
+  Backend& be_;
+  uint64_t seed_;
+  std::vector<TensorInfo> tensors_;
+  std::vector<Node> nodes_;
+  std::vector<NodePlan> plans_;
+  // Gradient scratch for tensors with several consumers, by desc (deque: stable addresses).
+  std::map<std::string, std::deque<Tensor>> grad_scratch_;
+  TensorId loss_ = -1;
+  bool finalized_ = false;
+};
+
+}  // namespace tbd

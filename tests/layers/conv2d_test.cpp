@@ -1,0 +1,143 @@
+// tests/layers/conv2d_test.cpp: Conv2d forward, dgrad and wgrad against a float64 reference.
+#include <gtest/gtest.h>
+
+#include "layers/conv2d.h"
+#include "tests/support/check.h"
+
+namespace tbd::test {
+namespace {
+
+struct ConvCase {
+  std::string name;
+  Shape x;  // (N, C, H, W)
+  Conv2dConfig cfg;
+  Layout layout = Layout::kRowMajor;
+};
+
+// Naive float64 convolution: y[n,k,p,q] = b[k] + sum_{c,r,s} x[n, g*Cg+c, h, w] * w[k, c, r, s].
+struct RefConv {
+  Shape x;
+  Conv2dConfig c;
+  int64_t N, C, H, W, K, R, S, P, Q, G, Cg, Kg;
+  RefConv(Shape xs, Conv2dConfig cfg) : x(xs), c(cfg) {
+    N = xs[0], C = xs[1], H = xs[2], W = xs[3], K = cfg.out_channels, R = cfg.kernel_h,
+    S = cfg.kernel_w, G = cfg.groups, Cg = C / G, Kg = K / G;
+    P = (H + 2 * c.pad_h - c.dilation_h * (R - 1) - 1) / c.stride_h + 1;
+    Q = (W + 2 * c.pad_w - c.dilation_w * (S - 1) - 1) / c.stride_w + 1;
+  }
+  template <class F>
+  void each(F f) const {  // f(y index, x index, w index, k)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t p = 0; p < P; ++p)
+          for (int64_t q = 0; q < Q; ++q) {
+            int64_t yi = ((n * K + k) * P + p) * Q + q;
+            int64_t g = k / Kg;
+            for (int64_t cc = 0; cc < Cg; ++cc)
+              for (int64_t r = 0; r < R; ++r)
+                for (int64_t s = 0; s < S; ++s) {
+                  int64_t h = p * c.stride_h - c.pad_h + r * c.dilation_h;
+                  int64_t w = q * c.stride_w - c.pad_w + s * c.dilation_w;
+                  if (h < 0 || h >= H || w < 0 || w >= W) continue;
+                  int64_t xi = ((n * C + g * Cg + cc) * H + h) * W + w;
+                  int64_t wi = ((k * Cg + cc) * R + r) * S + s;
+                  f(yi, xi, wi, k);
+                }
+          }
+  }
+  std::vector<Vec> forward(const std::vector<Vec>& xv, const std::vector<Vec>& p) const {
+    Vec y(N * K * P * Q, 0.0);
+    each([&](int64_t yi, int64_t xi, int64_t wi, int64_t) { y[yi] += xv[0][xi] * p[0][wi]; });
+    if (c.bias) {
+      for (int64_t i = 0; i < static_cast<int64_t>(y.size()); ++i) y[i] += p[1][(i / (P * Q)) % K];
+    }
+    return {y};
+  }
+  RefGrads backward(const std::vector<Vec>& xv, const std::vector<Vec>& p,
+                    const std::vector<Vec>& dy) const {
+    RefGrads g;
+    g.dx = {Vec(xv[0].size(), 0.0)};
+    g.dparams = {Vec(p[0].size(), 0.0)};
+    each([&](int64_t yi, int64_t xi, int64_t wi, int64_t) {
+      g.dx[0][xi] += dy[0][yi] * p[0][wi];
+      g.dparams[0][wi] += dy[0][yi] * xv[0][xi];
+    });
+    if (c.bias) {
+      Vec db(K, 0.0);
+      for (int64_t i = 0; i < static_cast<int64_t>(dy[0].size()); ++i) db[(i / (P * Q)) % K] += dy[0][i];
+      g.dparams.push_back(db);
+    }
+    return g;
+  }
+};
+
+class Conv2dTest : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(Conv2dTest, MatchesFloat64Reference) {
+  auto be = make_cpu_backend();
+  const ConvCase& tc = GetParam();
+  auto layer = make_layer(*be, "conv", tc.cfg, {TensorDesc{tc.x, DType::kF32, tc.layout}});
+  RefConv ref(tc.x, tc.cfg);
+  EXPECT_EQ(layer->output_descs()[0].shape, (Shape{ref.N, ref.K, ref.P, ref.Q}));
+  check_layer(
+      *be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+      [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); });
+}
+
+Conv2dConfig cfg(int64_t k, int64_t kernel, int64_t stride, int64_t pad, bool bias = false,
+                 int64_t groups = 1, int64_t dil = 1) {
+  Conv2dConfig c = Conv2dConfig::square(k, kernel, stride, pad, bias);
+  c.groups = groups;
+  c.dilation_h = c.dilation_w = dil;
+  return c;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Conv2dTest,
+    ::testing::Values(
+        ConvCase{"stem_batch1", Shape{1, 3, 9, 9}, cfg(16, 3, 2, 1)},              // stem-like, batch 1
+        ConvCase{"odd_sizes_bias", Shape{2, 5, 7, 6}, cfg(7, 3, 1, 1, true)},         // odd sizes, bias
+        ConvCase{"blocked_1x1", Shape{3, 16, 6, 6}, cfg(32, 1, 1, 0), Layout::kNChw16c},  // blocked in/out
+        ConvCase{"blocked_strided", Shape{2, 32, 8, 8}, cfg(16, 3, 2, 1), Layout::kNChw16c},  // strided, blocked
+        ConvCase{"groups_dilation", Shape{2, 4, 9, 9}, cfg(6, 3, 1, 2, false, 2, 2)},  // groups + dilation
+        ConvCase{"rect_kernel", Shape{1, 2, 5, 7}, [] {
+                   Conv2dConfig c = cfg(3, 1, 1, 0);
+                   c.kernel_h = 3, c.kernel_w = 2, c.stride_w = 2, c.pad_h = 1;
+                   return c;
+                 }()}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(Conv2dErrors, WrongRankNamesLayerArgumentAndDims) {
+  auto be = make_cpu_backend();
+  try {
+    make_layer(*be, "layer1.0.conv1", Conv2dConfig::square(8, 3),
+               {TensorDesc{Shape{3, 224, 224}}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("Conv2d 'layer1.0.conv1'"), std::string::npos) << m;
+    EXPECT_NE(m.find("input x"), std::string::npos) << m;
+    EXPECT_NE(m.find("(3, 224, 224)"), std::string::npos) << m;
+  }
+}
+
+TEST(Conv2dErrors, ImpossibleShapesAreRejected) {
+  auto be = make_cpu_backend();
+  EXPECT_THROW(make_layer(*be, "c", Conv2dConfig::square(8, 7), {TensorDesc{Shape{1, 3, 4, 4}}}),
+               Error);  // kernel larger than the padded input
+  EXPECT_THROW(make_layer(*be, "c", Conv2dConfig::square(8, 3), {TensorDesc{Shape{1, 0, 8, 8}}}),
+               Error);  // zero channels
+  EXPECT_THROW(make_layer(*be, "c", Conv2dConfig::square(-8, 3), {TensorDesc{Shape{1, 3, 8, 8}}}),
+               Error);  // negative K
+}
+
+TEST(Conv2dFlops, MatchesFormula) {
+  Conv2dConfig c = Conv2dConfig::square(64, 3, 1, 1);
+  Flops f = conv2d_flops(c, Shape{32, 64, 56, 56}, Shape{32, 64, 56, 56});
+  EXPECT_DOUBLE_EQ(f.fwd, 2.0 * 32 * 64 * 64 * 9 * 56 * 56);
+  EXPECT_DOUBLE_EQ(f.bwd_data, f.fwd);
+  EXPECT_DOUBLE_EQ(f.bwd_weights, f.fwd);
+}
+
+}  // namespace
+}  // namespace tbd::test

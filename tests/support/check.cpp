@@ -1,0 +1,200 @@
+// tests/support/check.cpp: comparison, finite differences and the layer harness.
+#include "tests/support/check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "core/random.h"
+
+namespace tbd::test {
+
+bool expect_close(const std::string& what, const Vec& got, const Vec& ref, Tol tol) {
+  if (got.size() != ref.size()) {
+    ADD_FAILURE() << what << ": size " << got.size() << " vs reference " << ref.size();
+    return false;
+  }
+  double max_abs = 0, max_rel = 0;
+  int64_t bad = 0;
+  std::ostringstream first;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    double err = std::fabs(got[i] - ref[i]);
+    bool ok = err <= tol.atol + tol.rtol * std::fabs(ref[i]);
+    if (std::isnan(got[i]) != std::isnan(ref[i])) ok = false;
+    max_abs = std::max(max_abs, err);
+    if (std::fabs(ref[i]) > 1e-12) max_rel = std::max(max_rel, err / std::fabs(ref[i]));
+    if (!ok) {
+      if (bad < 5) first << "\n  [" << i << "] got " << got[i] << " ref " << ref[i];
+      ++bad;
+    }
+  }
+  if (bad) {
+    ADD_FAILURE() << what << ": " << bad << " of " << got.size()
+                  << " elements out of tolerance (atol " << tol.atol << ", rtol " << tol.rtol
+                  << "); max abs err " << max_abs << ", max rel err " << max_rel
+                  << "; first mismatches:" << first.str();
+  }
+  return bad == 0;
+}
+
+static double dot_loss(const std::vector<Vec>& y, const std::vector<Vec>& dy) {
+  double s = 0;
+  for (std::size_t k = 0; k < y.size() && k < dy.size(); ++k) {
+    for (std::size_t i = 0; i < y[k].size(); ++i) s += y[k][i] * dy[k][i];
+  }
+  return s;
+}
+
+void check_reference_gradients(const RefForward& fwd, const RefBackward& bwd,
+                               const std::vector<Vec>& x, const std::vector<Vec>& params,
+                               const std::vector<Vec>& dy, const std::vector<bool>& x_needs_grad,
+                               int samples, Tol tol) {
+  RefGrads g = bwd(x, params, dy);
+  Rng rng(1234);
+  auto probe = [&](bool is_param, std::size_t which, const Vec& analytic, const char* label) {
+    const Vec& base = is_param ? params[which] : x[which];
+    ASSERT_EQ(analytic.size(), base.size()) << label << " " << which << ": gradient size";
+    int n = std::min<int64_t>(samples, static_cast<int64_t>(base.size()));
+    Vec got, want;
+    for (int s = 0; s < n; ++s) {
+      std::size_t i = n == static_cast<int64_t>(base.size()) ? s : rng.randint(0, base.size());
+      auto xp = x, pp = params;
+      Vec& v = is_param ? pp[which] : xp[which];
+      double orig = v[i];
+      v[i] = orig + kFdEps;
+      double lp = dot_loss(fwd(xp, pp), dy);
+      v[i] = orig - kFdEps;
+      double lm = dot_loss(fwd(xp, pp), dy);
+      got.push_back(analytic[i]);
+      want.push_back((lp - lm) / (2 * kFdEps));
+    }
+    expect_close(std::string("finite differences of reference ") + label + " " +
+                     std::to_string(which),
+                 got, want, tol);
+  };
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    if (k < x_needs_grad.size() && x_needs_grad[k]) probe(false, k, g.dx.at(k), "dx");
+  }
+  for (std::size_t k = 0; k < params.size(); ++k) probe(true, k, g.dparams.at(k), "dparam");
+}
+
+Vec to_host(Backend& be, const Tensor& t) {
+  Vec out(t.numel());
+  if (t.dtype() == DType::kI32) {
+    std::vector<int32_t> h(t.numel());
+    be.copy_to_host(h.data(), t);
+    std::copy(h.begin(), h.end(), out.begin());
+  } else {
+    std::vector<float> h(t.numel());
+    be.copy_to_host(h.data(), t);
+    std::copy(h.begin(), h.end(), out.begin());
+  }
+  return out;
+}
+
+void from_host(Backend& be, const Tensor& t, const Vec& v) {
+  if (t.dtype() == DType::kI32) {
+    std::vector<int32_t> h(v.begin(), v.end());
+    be.copy_from_host(t, h.data());
+  } else {
+    std::vector<float> h(v.begin(), v.end());
+    be.copy_from_host(t, h.data());
+  }
+}
+
+Vec random_vec(int64_t n, uint64_t seed, double lo, double hi) {
+  Rng rng(seed);
+  Vec v(n);
+  for (auto& e : v) e = rng.uniform(lo, hi);
+  return v;
+}
+
+// Round to float32 so that the reference sees exactly what the layer sees.
+static Vec as_f32(Vec v) {
+  for (auto& e : v) e = static_cast<float>(e);
+  return v;
+}
+
+void check_layer(Backend& be, Layer& layer, const RefForward& fwd, const RefBackward& bwd,
+                 const LayerCheckOptions& opt) {
+  layer.set_training(opt.training);
+  const auto& in = layer.input_descs();
+  const auto& out = layer.output_descs();
+  std::vector<Tensor> x, y, dx, dy;
+  std::vector<Vec> xh, ph, dyh;
+  std::vector<bool> needs(in.size());
+  for (std::size_t k = 0; k < in.size(); ++k) {
+    needs[k] = k < opt.x_needs_grad.size() ? opt.x_needs_grad[k] : in[k].dtype == DType::kF32;
+    x.push_back(be.empty(in[k], MemCategory::kDynamic));
+    Vec v = in[k].dtype == DType::kI32 ? Vec() : as_f32(random_vec(in[k].shape.numel(),
+                                                                   opt.seed * 31 + k, opt.x_lo,
+                                                                   opt.x_hi));
+    if (in[k].dtype == DType::kI32) {
+      Rng rng(opt.seed * 131 + k);
+      v.resize(in[k].shape.numel());
+      for (auto& e : v) e = static_cast<double>(rng.randint(opt.int_lo, opt.int_hi));
+    }
+    from_host(be, x.back(), v);
+    xh.push_back(v);
+    dx.push_back(be.empty(in[k], MemCategory::kDynamic));
+    be.fill(dx.back(), 0.f);
+  }
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    y.push_back(be.empty(out[k], MemCategory::kFeatureMaps));
+    dy.push_back(be.empty(out[k], MemCategory::kDynamic));
+    Vec v = as_f32(random_vec(out[k].shape.numel(), opt.seed * 77 + k));
+    from_host(be, dy.back(), v);
+    dyh.push_back(v);
+  }
+  std::vector<Vec> grad_start;
+  for (std::size_t k = 0; k < layer.params().size(); ++k) {
+    Param& p = layer.params()[k];
+    Vec v = as_f32(random_vec(p.value.numel(), opt.seed * 1000 + k, -opt.p_range, opt.p_range));
+    from_host(be, p.value, v);
+    ph.push_back(v);
+    // Start the gradient at a known non-zero value: backward must accumulate onto it.
+    Vec g0 = as_f32(random_vec(p.grad.numel(), opt.seed * 2000 + k, -0.25, 0.25));
+    from_host(be, p.grad, g0);
+    grad_start.push_back(g0);
+  }
+
+  std::vector<const Tensor*> xp, yp, dyp;
+  std::vector<Tensor*> yw, dxw;
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    xp.push_back(&x[k]);
+    dxw.push_back(needs[k] ? &dx[k] : nullptr);
+  }
+  for (std::size_t k = 0; k < y.size(); ++k) {
+    yp.push_back(&y[k]);
+    yw.push_back(&y[k]);
+    dyp.push_back(&dy[k]);
+  }
+  layer.forward(yw, xp);
+  layer.backward(dxw, dyp, xp, yp);
+  be.synchronize();
+
+  std::vector<Vec> yref = fwd(xh, ph);
+  ASSERT_EQ(yref.size(), y.size()) << layer.name() << ": reference output count";
+  for (std::size_t k = 0; k < y.size(); ++k) {
+    expect_close(layer.name() + " forward y" + std::to_string(k), to_host(be, y[k]), yref[k],
+                 opt.fwd_tol);
+  }
+  RefGrads g = bwd(xh, ph, dyh);
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    if (!needs[k]) continue;
+    expect_close(layer.name() + " backward dx" + std::to_string(k), to_host(be, dx[k]),
+                 g.dx.at(k), opt.bwd_data_tol);
+  }
+  for (std::size_t k = 0; k < layer.params().size(); ++k) {
+    Vec want = g.dparams.at(k);
+    for (std::size_t i = 0; i < want.size(); ++i) want[i] += grad_start[k][i];
+    expect_close(layer.params()[k].name + " gradient (accumulated)",
+                 to_host(be, layer.params()[k].grad), want, opt.bwd_weights_tol);
+  }
+  if (opt.run_fd) {
+    check_reference_gradients(fwd, bwd, xh, ph, dyh, needs, opt.fd_samples);
+  }
+}
+
+}  // namespace tbd::test

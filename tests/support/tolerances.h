@@ -1,0 +1,26 @@
+// tests/support/tolerances.h: every tolerance the tests use, each with its reason.
+// A value passes iff |x - ref| <= atol + rtol * |ref|.
+#pragma once
+
+namespace tbd::test {
+
+struct Tol {
+  double atol;
+  double rtol;
+};
+
+// float32 kernels vs the float64 reference: accumulation of up to ~1e4 products of O(1)
+// values loses ~1e-5 relative; blocked/Winograd-free oneDNN kernels stay well inside this.
+inline constexpr Tol kF32{1e-4, 1e-3};
+// Reductions over a whole batch or long sequences (batchnorm statistics, weight gradients
+// summed over N*P*Q positions, recurrent gradients through T steps): error grows with length.
+inline constexpr Tol kF32Reduction{5e-4, 5e-3};
+// Transcendentals (tanh/sigmoid/gelu/exp) in vectorised oneDNN and own kernels use
+// polynomial approximations accurate to a few ulp, amplified by chains of them (LSTM/GRU).
+inline constexpr Tol kF32Transcendental{1e-3, 5e-3};
+// Central finite differences of the float64 reference, eps = 1e-6: truncation error
+// O(eps^2) ~ 1e-12 and rounding error O(1e-16/eps) ~ 1e-10 per unit of output scale.
+inline constexpr double kFdEps = 1e-6;
+inline constexpr Tol kFiniteDiff{1e-6, 1e-5};
+
+}  // namespace tbd::test
