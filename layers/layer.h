@@ -64,6 +64,10 @@ struct Param {
   int64_t fan_in = 1;
   int64_t fan_out = 1;
   bool decay = true;  // weight decay applies (false for biases and norm scales)
+  // Set by Graph::tie: value and grad alias another layer's parameter (tied embeddings). A
+  // tied parameter is skipped by Graph::params() (the optimizer and the count see it once).
+  // Implementations therefore read value/grad pointers at execution, never cache them.
+  bool tied = false;
 };
 
 using TensorRefs = std::span<const Tensor* const>;

@@ -72,6 +72,17 @@ std::vector<TensorId> Graph::add_node(std::unique_ptr<Layer> layer, std::vector<
   return nodes_.back().outputs;
 }
 
+void Graph::tie(Param& dst, Param& src) {
+  TBD_CHECK(!finalized_, "Graph::tie '", dst.name, "' after finalize()");
+  TBD_CHECK(dst.value.shape() == src.value.shape(), "Graph::tie: '", dst.name, "' ",
+            dst.value.shape().to_string(), " and '", src.name, "' ",
+            src.value.shape().to_string(), " differ in shape");
+  TBD_CHECK(!src.tied, "Graph::tie: '", src.name, "' is itself tied");
+  dst.value = src.value;  // the old buffers are released here
+  dst.grad = src.grad;
+  dst.tied = true;
+}
+
 void Graph::set_loss(TensorId id) {
   TBD_CHECK(desc(id).shape.numel() == 1, "Graph::set_loss: '", tensor_name(id),
             "' must be a scalar, got ", desc(id).shape.to_string());
@@ -213,7 +224,9 @@ float Graph::loss_value() {
 std::vector<Param*> Graph::params() {
   std::vector<Param*> out;
   for (auto& n : nodes_) {
-    for (Param& p : n.layer->params()) out.push_back(&p);
+    for (Param& p : n.layer->params()) {
+      if (!p.tied) out.push_back(&p);
+    }
   }
   return out;
 }

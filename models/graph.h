@@ -70,6 +70,9 @@ class Graph {
   // Returns `id` in `layout`, inserting a Reorder node when it differs.
   TensorId to_layout(TensorId id, Layout layout);
 
+  // Makes `dst` share `src`'s value and gradient (same shape); gradients of both uses add up.
+  void tie(Param& dst, Param& src);
+
   // The scalar the backward pass starts from (dloss = 1).
   void set_loss(TensorId id);
   // Allocates activations, gradients and scratch; initialises parameters. Call once.
@@ -89,7 +92,7 @@ class Graph {
   float loss_value();  // copies the loss to the host
 
   std::vector<Node>& nodes() { return nodes_; }
-  std::vector<Param*> params();
+  std::vector<Param*> params();  // unique parameters (tied ones once)
   int64_t num_params();
   Flops flops() const;  // sum over nodes
 

@@ -1,0 +1,22 @@
+// layers/activation.h: elementwise activations (relu, gelu, tanh, sigmoid, leaky relu).
+//
+//   x: any shape, any layout  y: like x
+// FLOPs (per element, counted as the usual formula): relu 1/1, leaky relu 2/2,
+// tanh 4/3, sigmoid 4/3, gelu (erf) 8/10 for fwd/bwd_data. No weights.
+#pragma once
+
+#include "layers/layer.h"
+
+namespace tbd {
+
+enum class ActKind { kRelu, kLeakyRelu, kTanh, kSigmoid, kGelu };
+const char* to_string(ActKind k);
+
+struct ActivationConfig {
+  static constexpr const char* kKind = "Activation";
+  static constexpr bool kAcceptsBlocked = true;
+  ActKind act = ActKind::kRelu;
+  double alpha = 0.01;  // leaky relu slope
+};
+
+}  // namespace tbd

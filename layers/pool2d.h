@@ -1,0 +1,40 @@
+// layers/pool2d.h: max and average pooling, and global average pooling.
+//
+// Pool2d:           x: (N, C, H, W) any layout  y: (N, C, P, Q) same layout
+//   P = (H + 2*pad_h - kernel_h) / stride_h + 1 (floor), Q likewise.
+// GlobalAvgPool2d:  x: (N, C, H, W) any layout  y: (N, C) row-major (ready for Linear)
+// FLOPs: max fwd N*C*P*Q*R*S compares, bwd_data N*C*P*Q; avg fwd N*C*P*Q*(R*S+1),
+// bwd_data N*C*P*Q*(R*S+1); global avg: fwd N*C*H*W, bwd_data N*C*H*W.
+#pragma once
+
+#include "layers/layer.h"
+
+namespace tbd {
+
+enum class PoolKind { kMax, kAvg };
+
+struct Pool2dConfig {
+  static constexpr const char* kKind = "Pool2d";
+  static constexpr bool kAcceptsBlocked = true;
+  PoolKind pool = PoolKind::kMax;
+  int64_t kernel_h = 2, kernel_w = 2;
+  int64_t stride_h = 2, stride_w = 2;
+  int64_t pad_h = 0, pad_w = 0;
+  bool count_include_pad = true;  // average pooling divisor (PyTorch default)
+
+  static Pool2dConfig square(PoolKind kind, int64_t kernel, int64_t stride, int64_t pad = 0) {
+    Pool2dConfig c;
+    c.pool = kind;
+    c.kernel_h = c.kernel_w = kernel;
+    c.stride_h = c.stride_w = stride;
+    c.pad_h = c.pad_w = pad;
+    return c;
+  }
+};
+
+struct GlobalAvgPool2dConfig {
+  static constexpr const char* kKind = "GlobalAvgPool2d";
+  static constexpr bool kAcceptsBlocked = true;
+};
+
+}  // namespace tbd
