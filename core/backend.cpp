@@ -1,9 +1,27 @@
 // core/backend.cpp: backend selection.
 #include "core/backend.h"
 
+#include <chrono>
+
 #include "core/error.h"
 
 namespace tbd {
+
+static int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void Backend::start_timer() {
+  synchronize();
+  timer_start_ns_ = steady_ns();
+}
+
+double Backend::stop_timer() {
+  synchronize();
+  return static_cast<double>(steady_ns() - timer_start_ns_) * 1e-9;
+}
 
 Tensor Backend::empty(const TensorDesc& desc, MemCategory category) {
   for (int64_t d : desc.shape.dims()) {

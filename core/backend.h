@@ -48,8 +48,23 @@ class Backend {
   // Waits for all queued work (a no-op on CPU, where every call is synchronous).
   virtual void synchronize() = 0;
 
+  // ---- hooks for the benchmark binary (generic: fixtures never include device headers) ----
+  // Applies a command-line option ("math" -> "fp32" | "tf32"). Returns false when this backend
+  // has no such option (the caller reports it as ignored); throws tbd::Error on a bad value.
+  virtual bool set_option(const std::string& key, const std::string& value) { return false; }
+  // Times the work queued between start_timer() and stop_timer(), in seconds. The default waits
+  // for the device and reads the host's steady clock; a backend with device timers (CUDA
+  // events) overrides all three and says so in device_timer(), and fixtures then report that
+  // time through Google Benchmark's manual time.
+  virtual bool device_timer() const { return false; }
+  virtual void start_timer();
+  virtual double stop_timer();
+  // Evicts device caches (the GPU's L2) before a cold-cache iteration; no-op by default.
+  virtual void flush_l2() {}
+
  private:
   TrackingAllocator allocator_;
+  int64_t timer_start_ns_ = 0;
 };
 
 enum class BackendChoice { kAuto, kCpu, kCuda };

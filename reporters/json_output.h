@@ -1,0 +1,18 @@
+// reporters/json_output.h: making the JSON file safe to read.
+//
+// Google Benchmark writes non-finite numbers as the bare tokens NaN and Infinity (e.g. the
+// coefficient of variation of a counter whose mean is 0, with --benchmark_repetitions), which
+// strict JSON parsers (nlohmann, jq, most non-Python readers) reject. tbd_bench rewrites them
+// as null in its temporary file before renaming it into place (fixtures/main.cpp).
+#pragma once
+
+#include <string>
+
+namespace tbd {
+
+// Replaces the tokens NaN, -NaN, Infinity and -Infinity outside strings with null.
+std::string sanitize_json_numbers(const std::string& text);
+// Applies sanitize_json_numbers to a file in place; false if it could not be read or written.
+bool sanitize_json_file(const std::string& path);
+
+}  // namespace tbd

@@ -1,0 +1,420 @@
+// tests/bench/bench_test.cpp: tbd_bench, run as users run it, on tiny configurations.
+//
+// The binary is started as a subprocess (its path comes from CMake: TBD_BENCH_BINARY) with
+// Google Benchmark's own flags (--benchmark_filter, --benchmark_min_time=0.01,
+// --benchmark_out) and the suite's (--tbd_batches=1, --tbd_memory_limit, --tbd_test_models),
+// and its JSON is parsed and checked, not eyeballed: counters present and in range, absent
+// where they do not apply, the memory breakdown consistent, weights = 4 x parameters, filters
+// selecting what they say, bad flags failing with their message, a failing configuration
+// reported as an error row while the others run, and the output file complete with no
+// temporary left behind. Also unit tests of the name grammar (fixtures/names.h).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fixtures/names.h"
+#include "reporters/json_output.h"
+
+namespace tbd::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Result {
+  int rc = -1;
+  std::string out;  // stdout and stderr together
+};
+
+// Runs tbd_bench with `args` (a shell-quoted string) and captures its output.
+Result run_bench(const std::string& args) {
+  std::string cmd = std::string(TBD_BENCH_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  int status = pclose(p);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> v;
+  std::stringstream ss(s);
+  std::string l;
+  while (std::getline(ss, l)) {
+    if (!l.empty()) v.push_back(l);
+  }
+  return v;
+}
+
+// Benchmark names from --benchmark_list_tests output (the CPU-fallback notice is skipped).
+std::vector<std::string> list(const std::string& args) {
+  Result r = run_bench("--tbd_backend=cpu --benchmark_list_tests " + args);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  std::vector<std::string> names;
+  for (const std::string& l : lines(r.out)) {
+    if (l.rfind("tbd:", 0) != 0) names.push_back(l);
+  }
+  return names;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "tbd_bench_test.XXXXXX").string();
+    path_ = mkdtemp(t.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  fs::path operator/(const std::string& f) const { return fs::path(path_) / f; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Runs with JSON output and returns the parsed file; checks it is complete and no .tmp is left.
+json run_json(const std::string& args, Result* result = nullptr) {
+  TempDir dir;
+  fs::path out = dir / "run.json";
+  Result r = run_bench("--tbd_backend=cpu --benchmark_min_time=0.01 --benchmark_out=" +
+                       out.string() + " " + args);
+  if (result) *result = r;
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_FALSE(fs::exists(out.string() + ".tmp")) << "temporary JSON left behind";
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    EXPECT_EQ(e.path().filename(), "run.json") << "unexpected file " << e.path();
+  }
+  std::ifstream f(out);
+  EXPECT_TRUE(f.good()) << "no JSON written\n" << r.out;
+  if (!f.good()) return json::object();
+  return json::parse(f);  // throws (test error) on a truncated file
+}
+
+const json* find_row(const json& j, const std::string& name) {
+  for (const json& b : j["benchmarks"]) {
+    if (b["name"] == name) return &b;
+  }
+  return nullptr;
+}
+
+const char* kMemCounters[] = {"mem_weights",      "mem_weight_grads", "mem_optimizer_state",
+                              "mem_feature_maps", "mem_workspace",    "mem_dynamic"};
+
+// The counters every successful row has, in range.
+void expect_common_counters(const json& b) {
+  SCOPED_TRACE(b["name"].get<std::string>());
+  ASSERT_FALSE(b.value("error_occurred", false)) << b.value("error_message", "");
+  for (const char* k : {"flop", "flops", "fp32_utilization", "peak_memory_bytes", "cpu_utilization"}) {
+    EXPECT_TRUE(b.contains(k)) << k;
+  }
+  EXPECT_GT(b["flop"].get<double>(), 0);
+  EXPECT_GT(b["flops"].get<double>(), 0);
+  double u = b["fp32_utilization"];
+  EXPECT_GT(u, 0);
+  EXPECT_LE(u, 1);
+  double cpu = b["cpu_utilization"];
+  EXPECT_GT(cpu, 0);
+  EXPECT_LE(cpu, 1.05);  // process CPU time over wall x threads (clock skew: small slack)
+  double sum = 0;
+  for (const char* k : kMemCounters) {
+    ASSERT_TRUE(b.contains(k)) << k;
+    EXPECT_GE(b[k].get<double>(), 0) << k;
+    sum += b[k].get<double>();
+  }
+  EXPECT_LE(sum, b["peak_memory_bytes"].get<double>());
+  EXPECT_GT(b["peak_memory_bytes"].get<double>(), 0);
+  // GPU-only counters are absent on the CPU (never zero).
+  for (const char* k : {"gpu_utilization", "tensor_utilization", "device_fp32_flop"}) {
+    EXPECT_FALSE(b.contains(k)) << k;
+  }
+}
+
+// ---- the name grammar ----
+
+TEST(BenchNames, ParsesLayerNames) {
+  auto n = parse_bench_name("Conv2d/resnet50.layer2.0.conv2/fwd/batch:32");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->family, BenchFamily::kLayer);
+  EXPECT_EQ(n->kind, "Conv2d");
+  EXPECT_EQ(n->model, "resnet50");
+  EXPECT_EQ(n->layer, "layer2.0.conv2");
+  EXPECT_EQ(n->phase, "fwd");
+  EXPECT_EQ(n->batch, 32);
+  EXPECT_EQ(n->str(), "Conv2d/resnet50.layer2.0.conv2/fwd/batch:32");
+
+  auto g = parse_bench_name("Gemm/square1024/fwdbwd/batch:1");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->model, "");
+  EXPECT_EQ(g->layer, "square1024");
+  EXPECT_EQ(g->phase, "fwdbwd");
+}
+
+TEST(BenchNames, ParsesOptimizerAndModelNames) {
+  auto o = parse_bench_name("Adam/resnet50/step");
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->family, BenchFamily::kOptimizer);
+  EXPECT_EQ(o->kind, "Adam");
+  EXPECT_EQ(o->model, "resnet50");
+  EXPECT_EQ(o->batch, -1);
+  EXPECT_EQ(o->str(), "Adam/resnet50/step");
+
+  auto m = parse_bench_name("Transformer/train/batch:8");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->family, BenchFamily::kModel);
+  EXPECT_EQ(m->kind, "Transformer");
+  EXPECT_EQ(m->batch, 8);
+  EXPECT_EQ(m->str(), "Transformer/train/batch:8");
+}
+
+TEST(BenchNames, KeepsGoogleBenchmarkSuffixesApart) {
+  auto n = parse_bench_name("LSTM/seq2seq.decoder/bwd/batch:64/repeats:3/manual_time_stddev");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->kind, "LSTM");
+  EXPECT_EQ(n->batch, 64);
+  EXPECT_EQ(n->aggregate, "stddev");
+  EXPECT_EQ(n->suffixes, (std::vector<std::string>{"repeats:3", "manual_time"}));
+  EXPECT_EQ(n->str(), "LSTM/seq2seq.decoder/bwd/batch:64");
+  auto m = parse_bench_name("ResNet50/train/batch:32_mean");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->aggregate, "mean");
+  EXPECT_EQ(m->batch, 32);
+}
+
+TEST(BenchNames, RejectsWhatIsNotInTheGrammar) {
+  for (const char* bad : {"", "Conv2d", "Conv2d/resnet50.conv1/fwd", "Conv2d/resnet50.conv1/up/batch:1",
+                          "Conv2d/resnet50.conv1/fwd/batch:0", "Conv2d/resnet50.conv1/fwd/batch:x",
+                          "Conv2d//fwd/batch:1", "Conv2d/.conv1/fwd/batch:1", "ResNet50/train/8",
+                          "SGD/resnet50/steps", "a/b/c/d/e"}) {
+    EXPECT_FALSE(parse_bench_name(bad)) << bad;
+  }
+}
+
+TEST(BenchNames, FormattersMatchTheGrammar) {
+  EXPECT_EQ(layer_bench_name("Linear", "transformer.output_proj", "bwd", 8),
+            "Linear/transformer.output_proj/bwd/batch:8");
+  EXPECT_EQ(optimizer_bench_name("RMSprop", "resnet50"), "RMSprop/resnet50/step");
+  EXPECT_EQ(model_bench_name("ResNet50", 96), "ResNet50/train/batch:96");
+}
+
+TEST(JsonOutput, NonFiniteNumbersBecomeNullOutsideStrings) {
+  std::string in = R"({"a": NaN, "b": -Infinity, "c": [Infinity, -NaN], "s": "NaN \" Infinity", "d": 1.5})";
+  std::string want = R"({"a": null, "b": null, "c": [null, null], "s": "NaN \" Infinity", "d": 1.5})";
+  EXPECT_EQ(sanitize_json_numbers(in), want);
+  EXPECT_NO_THROW(json::parse(sanitize_json_numbers(in)));
+}
+
+// ---- the binary: listing, filters, flags ----
+
+TEST(TbdBench, ListsEveryKindAndEveryNameParses) {
+  std::vector<std::string> names = list("");
+  std::set<std::string> kinds, phases, unique(names.begin(), names.end());
+  EXPECT_EQ(unique.size(), names.size()) << "duplicate benchmark names";
+  for (const std::string& s : names) {
+    auto n = parse_bench_name(s);
+    ASSERT_TRUE(n) << s;
+    EXPECT_EQ(n->str(), s);
+    kinds.insert(n->kind);
+    phases.insert(n->phase);
+  }
+  for (const char* k : {"Conv2d", "BatchNorm2d", "Activation", "Pool2d", "GlobalAvgPool2d", "Linear",
+                        "Gemm", "MultiHeadAttention", "LayerNorm", "SoftmaxCrossEntropy", "LSTM", "GRU",
+                        "LSTMCell", "Embedding", "Dropout", "SGD", "Adam", "RMSprop", "ResNet50",
+                        "Transformer"}) {
+    EXPECT_TRUE(kinds.count(k)) << k;
+  }
+  EXPECT_EQ(phases, (std::set<std::string>{"fwd", "bwd", "fwdbwd", "step", "train"}));
+  for (const char* must : {"Conv2d/resnet50.layer2.0.conv2/fwd/batch:32", "Gemm/square1024/fwd/batch:1",
+                           "SGD/resnet50/step", "ResNet50/train/batch:128",
+                           "Transformer/train/batch:8", "Conv2d/resnet50.conv1/bwd/batch:64"}) {
+    EXPECT_TRUE(unique.count(must)) << must;
+  }
+}
+
+TEST(TbdBench, FiltersSelectWhatTheySay) {
+  std::vector<std::string> t = list("--benchmark_filter=Transformer");
+  ASSERT_FALSE(t.empty());
+  for (const std::string& s : t) EXPECT_EQ(s.rfind("Transformer/train/batch:", 0), 0u) << s;
+
+  std::vector<std::string> c = list("'--benchmark_filter=^Conv2d/.*/fwd/' --tbd_batches=1");
+  ASSERT_FALSE(c.empty());
+  for (const std::string& s : c) {
+    auto n = parse_bench_name(s);
+    ASSERT_TRUE(n) << s;
+    EXPECT_EQ(n->kind, "Conv2d");
+    EXPECT_EQ(n->phase, "fwd");
+    EXPECT_EQ(n->batch, 1);
+  }
+  EXPECT_GE(c.size(), 20u);  // every distinct ResNet-50 convolution
+
+  std::vector<std::string> neg = list("--benchmark_filter=-batch: --tbd_batches=1");
+  EXPECT_EQ(neg, (std::vector<std::string>{"SGD/resnet50/step", "Adam/resnet50/step",
+                                          "RMSprop/resnet50/step"}));
+}
+
+TEST(TbdBench, BatchesAndQuickShapeTheAxis) {
+  for (const std::string& s : list("--tbd_batches=2,16")) {
+    auto n = parse_bench_name(s);
+    ASSERT_TRUE(n) << s;
+    if (n->batch != -1) {
+      EXPECT_TRUE(n->batch == 2 || n->batch == 16) << s;
+    }
+  }
+  std::vector<std::string> quick = list("--tbd_quick");
+  std::set<std::string> kinds;
+  for (const std::string& s : quick) kinds.insert(parse_bench_name(s)->kind);
+  EXPECT_GE(kinds.size(), 20u);
+  EXPECT_LT(quick.size(), 120u);
+  EXPECT_TRUE(std::count(quick.begin(), quick.end(), "ResNet50/train/batch:1") == 1);
+}
+
+TEST(TbdBench, BadFlagsFailWithTheirMessage) {
+  struct Case {
+    const char* args;
+    std::vector<const char*> says;
+  };
+  for (const Case& c : {Case{"--tbd_backend=tpu", {"--tbd_backend", "auto|cpu|cuda", "tpu"}},
+                        Case{"--tbd_math=fp16", {"--tbd_math", "fp32|tf32"}},
+                        Case{"--tbd_batches=1,0", {"--tbd_batches", "positive integers"}},
+                        Case{"--tbd_memory_limit=lots", {"--tbd_memory_limit", "GiB"}},
+                        Case{"--tbd_threads=-2", {"--tbd_threads", "positive integer"}},
+                        Case{"--tbd_quick=maybe", {"--tbd_quick", "true|false"}},
+                        Case{"--tbd_backend", {"--tbd_backend", "needs a value"}},
+                        Case{"--tbd_fast", {"unknown flag --tbd_fast", "--tbd_backend"}},
+                        Case{"--benchmark_nonsense=1", {"--benchmark_nonsense"}}}) {
+    Result r = run_bench(std::string(c.args) + " --benchmark_list_tests");
+    EXPECT_NE(r.rc, 0) << c.args;
+    for (const char* s : c.says) EXPECT_NE(r.out.find(s), std::string::npos) << c.args << ": " << r.out;
+  }
+}
+
+TEST(TbdBench, HelpListsTheTbdFlags) {
+  Result r = run_bench("--help");
+  EXPECT_EQ(r.rc, 0);
+  for (const char* s : {"--benchmark_filter", "--tbd_backend=auto|cpu|cuda", "--tbd_math", "--tbd_batches",
+                        "--tbd_quick", "--tbd_memory_limit", "--tbd_threads", "--tbd_breakdown",
+                        "--tbd_cold_l2"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s;
+  }
+}
+
+// ---- the binary: rows, counters, context ----
+
+TEST(TbdBench, LayerRowsCarryTheCountersAndTheContext) {
+  Result r;
+  json j = run_json("'--benchmark_filter=^Conv2d/resnet50.layer1.0.conv1/' --tbd_batches=1", &r);
+  ASSERT_TRUE(j.contains("benchmarks")) << r.out;
+  ASSERT_EQ(j["benchmarks"].size(), 3u) << r.out;
+  // layer1.0.conv1: 64 -> 64 channels, 1x1, on 56x56: 64*64 weights, 2*N*K*C*P*Q FLOPs per pass.
+  const double pass = 2.0 * 1 * 64 * 64 * 56 * 56;
+  const double flop[] = {pass, 2 * pass, 3 * pass};
+  int i = 0;
+  for (const char* phase : {"fwd", "bwd", "fwdbwd"}) {
+    const json* b = find_row(j, std::string("Conv2d/resnet50.layer1.0.conv1/") + phase + "/batch:1");
+    ASSERT_NE(b, nullptr) << phase;
+    expect_common_counters(*b);
+    EXPECT_DOUBLE_EQ((*b)["flop"].get<double>(), flop[i++]) << phase;
+    EXPECT_EQ((*b)["mem_weights"].get<double>(), 4.0 * 64 * 64) << phase;
+    EXPECT_EQ((*b)["mem_optimizer_state"].get<double>(), 0) << phase;
+    ASSERT_TRUE(b->contains("items_per_second"));
+    // items = samples (batch 1): samples/s times FLOPs per sample is the FLOP rate.
+    EXPECT_NEAR((*b)["items_per_second"].get<double>() * (*b)["flop"].get<double>(),
+                (*b)["flops"].get<double>(), 1e-6 * (*b)["flops"].get<double>());
+  }
+  const json& ctx = j["context"];
+  for (const char* k : {"backend", "device", "peak_fp32_flops", "peak_fp32_method", "threads", "math",
+                        "git_commit", "git_dirty", "build_type", "onednn_version", "timing"}) {
+    EXPECT_TRUE(ctx.contains(k)) << k;
+  }
+  EXPECT_EQ(ctx["backend"], "cpu");
+  EXPECT_GT(std::stod(ctx["peak_fp32_flops"].get<std::string>()), 1e9);
+  EXPECT_NE(ctx["peak_fp32_method"].get<std::string>().find("measured"), std::string::npos);
+  EXPECT_EQ(ctx["git_commit"].get<std::string>().size(), 40u);
+  // The readable table: progress counter and the columns.
+  EXPECT_NE(r.out.find("[1/3]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GFLOP/s"), std::string::npos) << r.out;
+}
+
+TEST(TbdBench, ModelFixtureTimesTrainingSteps) {
+  json j = run_json("--tbd_test_models '--benchmark_filter=^TestConvNet/' --tbd_batches=2");
+  const json* b = find_row(j, "TestConvNet/train/batch:2");
+  ASSERT_NE(b, nullptr) << j.dump(1);
+  expect_common_counters(*b);
+  // Weights are exactly 4 bytes per parameter; the test model's SGD keeps no state.
+  EXPECT_EQ((*b)["mem_weights"].get<double>(), 4.0 * (16 * 3 * 3 * 3 + 16 * 16 * 3 * 3));
+  EXPECT_EQ((*b)["mem_weight_grads"].get<double>(), (*b)["mem_weights"].get<double>());
+  EXPECT_EQ((*b)["mem_optimizer_state"].get<double>(), 0);
+  EXPECT_GT((*b)["mem_feature_maps"].get<double>(), 0);
+  // Extra items: 16x16 pixels per sample, per second.
+  ASSERT_TRUE(b->contains("pixels_per_second"));
+  EXPECT_NEAR((*b)["pixels_per_second"].get<double>(), 256 * (*b)["items_per_second"].get<double>(),
+              1e-6 * (*b)["pixels_per_second"].get<double>());
+}
+
+TEST(TbdBench, AFailingConfigIsAnErrorRowAndTheRunGoesOn) {
+  // 4 MiB: layer1.0.conv1 fits at batch 1 (1.6 MiB) but not at batch 8, and the optimizer's
+  // 25.6 M parameters (100 MB) do not fit at all.
+  Result r;
+  json j = run_json("'--benchmark_filter=^Conv2d/resnet50.layer1.0.conv1/fwd/|^SGD/' "
+                    "--tbd_batches=1,8 --tbd_memory_limit=0.004", &r);
+  ASSERT_EQ(j["benchmarks"].size(), 3u) << r.out;
+  const json* ok = find_row(j, "Conv2d/resnet50.layer1.0.conv1/fwd/batch:1");
+  ASSERT_NE(ok, nullptr);
+  expect_common_counters(*ok);
+  for (const char* name : {"Conv2d/resnet50.layer1.0.conv1/fwd/batch:8", "SGD/resnet50/step"}) {
+    const json* b = find_row(j, name);
+    ASSERT_NE(b, nullptr) << name;
+    EXPECT_TRUE(b->value("error_occurred", false)) << name;
+    std::string msg = b->value("error_message", "");
+    EXPECT_EQ(msg.rfind("out of memory: needs ", 0), 0u) << msg;
+    EXPECT_NE(msg.find("have "), std::string::npos) << msg;
+    EXPECT_FALSE(b->contains("flops")) << name;
+  }
+  EXPECT_NE(r.out.find("ERROR: out of memory"), std::string::npos) << r.out;
+}
+
+TEST(TbdBench, RepetitionsAggregateAndNamesStillParse) {
+  json j = run_json("'--benchmark_filter=^Conv2d/resnet50.layer1.0.conv1/fwd/' --tbd_batches=1 "
+                    "--benchmark_repetitions=2 --benchmark_report_aggregates_only=true");
+  ASSERT_GE(j["benchmarks"].size(), 3u);
+  for (const json& b : j["benchmarks"]) {
+    auto n = parse_bench_name(b["name"]);
+    ASSERT_TRUE(n) << b["name"];
+    EXPECT_FALSE(n->aggregate.empty());
+    EXPECT_EQ(n->str(), "Conv2d/resnet50.layer1.0.conv1/fwd/batch:1");
+  }
+}
+
+TEST(TbdBench, AnInterruptedRunLeavesNoFile) {
+  TempDir dir;
+  fs::path out = dir / "run.json";
+  std::string cmd = std::string(TBD_BENCH_BINARY) +
+                    " --tbd_backend=cpu --benchmark_min_time=30 '--benchmark_filter=^Conv2d/resnet50.conv1/fwd/' "
+                    "--tbd_batches=1 --benchmark_out=" + out.string() + " >/dev/null 2>&1 & pid=$!; "
+                    "sleep 2; kill -INT $pid; wait $pid";
+  std::system(("bash -c '" + [&] {
+                 std::string q;
+                 for (char c : cmd) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+                 return q;
+               }() + "'").c_str());
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out.string() + ".tmp"));
+}
+
+}  // namespace
+}  // namespace tbd::test
