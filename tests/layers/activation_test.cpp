@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "layers/activation.h"
+#include "tests/layers/layer_steps.h"
 #include "tests/support/check.h"
 
 namespace tbd::test {
@@ -152,6 +153,18 @@ TEST(ActivationFlops, MatchesFormula) {
   EXPECT_DOUBLE_EQ(f(ActKind::kGelu).fwd, 8 * e);
   EXPECT_DOUBLE_EQ(f(ActKind::kGelu).bwd_data, 10 * e);
   EXPECT_DOUBLE_EQ(f(ActKind::kGelu).bwd_weights, 0);
+}
+
+TEST(ActivationSteps, AllocateNothing) {
+  auto be = make_cpu_backend();
+  for (ActKind k : {ActKind::kRelu, ActKind::kLeakyRelu, ActKind::kTanh, ActKind::kSigmoid,
+                    ActKind::kGelu}) {
+    ActivationConfig c;
+    c.act = k;
+    auto layer = make_layer(*be, "act", c,
+                            {TensorDesc{Shape{2, 16, 3, 3}, DType::kF32, Layout::kNChw16c}});
+    EXPECT_EQ(allocations_in_step(*be, *layer), 0u) << to_string(k);
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "layers/batchnorm2d.h"
+#include "tests/layers/layer_steps.h"
 #include "tests/support/check.h"
 
 namespace tbd::test {
@@ -242,6 +243,17 @@ TEST(BatchNorm2dFlops, MatchesFormula) {
   auto be = make_cpu_backend();
   auto layer = make_layer(*be, "bn", BatchNorm2dConfig{}, {TensorDesc{Shape{2, 3, 4, 5}}});
   EXPECT_DOUBLE_EQ(layer->flops().fwd, 8.0 * 2 * 3 * 4 * 5);
+}
+
+TEST(BatchNorm2dSteps, AllocateNothing) {
+  auto be = make_cpu_backend();
+  for (Layout l : {Layout::kRowMajor, Layout::kNChw16c}) {
+    auto layer = make_layer(*be, "bn", BatchNorm2dConfig{},
+                            {TensorDesc{Shape{2, 16, 3, 3}, DType::kF32, l}});
+    EXPECT_EQ(allocations_in_step(*be, *layer), 0u) << to_string(l);
+    layer->set_training(false);
+    EXPECT_EQ(allocations_in_step(*be, *layer), 0u) << to_string(l) << " eval";
+  }
 }
 
 }  // namespace

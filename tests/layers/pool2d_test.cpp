@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "layers/pool2d.h"
+#include "tests/layers/layer_steps.h"
 #include "tests/support/check.h"
 
 namespace tbd::test {
@@ -223,6 +224,19 @@ TEST(Pool2dFlops, MatchesFormula) {
   Flops g = global_avg_pool2d_flops(Shape{32, 2048, 7, 7});
   EXPECT_DOUBLE_EQ(g.fwd, 32.0 * 2048 * 49);
   EXPECT_DOUBLE_EQ(g.bwd_data, 32.0 * 2048 * 49);
+}
+
+TEST(Pool2dSteps, AllocateNothing) {
+  auto be = make_cpu_backend();
+  for (Layout l : {Layout::kRowMajor, Layout::kNChw16c}) {
+    TensorDesc x{Shape{2, 16, 7, 7}, DType::kF32, l};
+    auto mx = make_layer(*be, "max", pool(PoolKind::kMax, 3, 2, 1), {x});
+    EXPECT_EQ(allocations_in_step(*be, *mx), 0u) << to_string(l);
+    auto av = make_layer(*be, "avg", pool(PoolKind::kAvg, 3, 2, 1), {x});
+    EXPECT_EQ(allocations_in_step(*be, *av), 0u) << to_string(l);
+    auto gap = make_layer(*be, "gap", GlobalAvgPool2dConfig{}, {x});
+    EXPECT_EQ(allocations_in_step(*be, *gap), 0u) << to_string(l);
+  }
 }
 
 }  // namespace
