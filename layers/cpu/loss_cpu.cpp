@@ -3,9 +3,9 @@
 // Cross-entropy works row by row (OpenMP over rows): max and sum of the logits in one pass,
 // then sum exp(z - max) in a second, giving the numerically stable log-sum-exp that backward
 // reuses (saved per row) to form softmax = exp(z - lse) without redoing the reductions. The
-// exponentials use a vectorizable Cody-Waite + polynomial exp (cephes expf constants, ~1 ulp
-// on the range softmax uses), since libm's expf does not vectorize; it underflows to 2^-126
-// rather than 0 below exp(-87), which is below every value a softmax sum can notice.
+// exponentials use a vectorizable Cody-Waite + polynomial exp (cephes expf constants, ~1.5
+// ulp), since libm's expf does not vectorize; it saturates at exp(-87) ~ 1.6e-38 rather than
+// underflowing to 0, far below anything a softmax sum or gradient can notice.
 // Per-row (per-block for MSE) partial losses are summed serially in double, so the loss is
 // bit-identical across runs and thread schedules.
 #include <algorithm>
@@ -19,13 +19,25 @@
 namespace tbd::cpu {
 namespace {
 
-// exp(x) for x in float range; vectorizes under `omp simd` (no calls, no branches).
+// exp(x) for any float x (+-inf saturate to exp(-87) / exp(88), NaN propagates), ~1.5 ulp;
+// vectorizes under `omp simd`: no calls and no branches. The clamp to [-87, 88] works on the
+// bit pattern with mask arithmetic because GCC will not if-convert float compares (they may
+// trap) in a loop that stores, nor a short-circuit &&.
 inline float exp_poly(float x) {
-  x = std::min(std::max(x, -87.0f), 88.0f);
+  int32_t b = std::bit_cast<int32_t>(x);
+  const int32_t lo = std::bit_cast<int32_t>(-87.0f), hi = std::bit_cast<int32_t>(88.0f);
+  const int32_t neg_inf = std::bit_cast<int32_t>(-std::numeric_limits<float>::infinity());
+  const int32_t pos_inf = std::bit_cast<int32_t>(std::numeric_limits<float>::infinity());
+  // Negative floats have negative bit patterns that grow with the magnitude.
+  int32_t m = -static_cast<int32_t>((b > lo) & (b <= neg_inf));  // x < -87 or -inf
+  b = (lo & m) | (b & ~m);
+  m = -static_cast<int32_t>((b > hi) & (b <= pos_inf));  // x > 88 or +inf
+  b = (hi & m) | (b & ~m);
+  x = std::bit_cast<float>(b);
   // n = round(x / ln2) by the 1.5 * 2^23 trick (SSE2 has no round instruction).
   const float shifter = 12582912.0f;
-  float n = (x * 1.44269504088896341f + shifter) - shifter;
-  float r = x - n * 0.693359375f;
+  const float n = (x * 1.44269504088896341f + shifter) - shifter;
+  float r = x - n * 0.693359375f;  // Cody-Waite: ln2 in two parts
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -96,8 +108,11 @@ class SoftmaxCrossEntropyCpu final : public Layer {
       for (int64_t v = 0; v < V; ++v) s += exp_poly(zr[v] - mx);
       const float l = mx + std::log(s);
       lse[m] = l;
-      // -(1-ls) log p[label] - ls/V sum_v log p[v], with log p[v] = z[v] - lse.
-      row_loss[m] = (1 - ls) * (l - zr[label]) + ls * (l - sum_z / static_cast<float>(V));
+      // -(1-ls) log p[label] - ls/V sum_v log p[v], with log p[v] = z[v] - lse. The smoothing
+      // term only when ls > 0: masked (-inf) logits make it 0 * inf otherwise.
+      float row = (1 - ls) * (l - zr[label]);
+      if (ls > 0) row += ls * (l - sum_z / static_cast<float>(V));
+      row_loss[m] = row;
     }
     if (bad_row >= 0) {
       throw_layer_error(kind(), name_,
