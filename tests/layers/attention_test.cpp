@@ -18,6 +18,8 @@ struct MhaCase {
   bool training = true;
   bool run_fd = true;
 };
+void PrintTo(const MhaCase& c, std::ostream* os) { *os << c.name; }
+
 
 MultiHeadAttentionConfig mha(int64_t heads, bool cross = false, bool causal = false,
                              bool padding = false, bool bias = true, double dropout = 0.0) {
