@@ -2,12 +2,13 @@
 //
 // Activation: cuDNN for relu, tanh and sigmoid (cudnnActivationForward/Backward); own kernels
 // for leaky relu and the erf form of GELU, which cuDNN's legacy activation lacks.
-// Dropout: the counter-based mask of core/splitmix.h (bit-identical to the CPU backend), kept
-// for backward as one bit per element (feature_maps), written a warp at a time with
-// __ballot_sync.
+// Dropout: the counter-based mask of layers/dropout.h (dropout_keep, host and device code), so
+// masks are bit-identical to the CPU backend's; kept for backward as one byte per element
+// (feature_maps), like the CPU.
 // Pool2d: cuDNN pooling (deterministic max; average including or excluding padding).
 // GlobalAvgPool2d: own kernels (a warp per (n, c) plane), with no limit on the window size.
-// Elementwise layers take any layout (their result does not depend on it).
+// Shape checks and FLOP counts are the shared ones (layers/<kind>.cpp); only row-major tensors
+// exist on CUDA, and elementwise layers would not care anyway.
 #include "backends/cuda/cuda_backend.h"
 #include "core/splitmix.h"
 #include "layers/activation.h"
@@ -20,17 +21,6 @@ namespace tbd::cuda {
 namespace {
 
 // ---- Activation ----
-
-const char* act_name(ActKind k) {
-  switch (k) {
-    case ActKind::kRelu: return "relu";
-    case ActKind::kLeakyRelu: return "leaky_relu";
-    case ActKind::kTanh: return "tanh";
-    case ActKind::kSigmoid: return "sigmoid";
-    case ActKind::kGelu: return "gelu";
-  }
-  return "?";
-}
 
 __global__ void leaky_relu_fwd_kernel(const float* __restrict__ x, float* __restrict__ y,
                                       int64_t n, float alpha) {
@@ -69,20 +59,10 @@ class ActivationCuda final : public Layer {
                  const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
     check_arity(in.size(), 1, "inputs");
-    TBD_LAYER_CHECK(in[0].shape.rank() >= 1, kind(), name, "input x must have rank >= 1, got ",
-                    in[0].shape.to_string());
-    check_positive(kind(), name, "x", in[0].shape);
-    check_f32(kind(), name, "x", in[0]);
-    outputs_ = {in[0]};
+    outputs_ = {TensorDesc{activation_output_shape(name, cfg, in[0]), DType::kF32,
+                           in[0].layout}};
     n_ = in[0].shape.numel();
-    double e = static_cast<double>(n_);
-    switch (cfg.act) {
-      case ActKind::kRelu: flops_ = Flops{e, e, 0}; break;
-      case ActKind::kLeakyRelu: flops_ = Flops{2 * e, 2 * e, 0}; break;
-      case ActKind::kTanh:
-      case ActKind::kSigmoid: flops_ = Flops{4 * e, 3 * e, 0}; break;
-      case ActKind::kGelu: flops_ = Flops{8 * e, 10 * e, 0}; break;
-    }
+    flops_ = activation_flops(cfg, in[0].shape);
     if (uses_cudnn()) {
       cudnnActivationMode_t mode = cfg.act == ActKind::kRelu   ? CUDNN_ACTIVATION_RELU
                                    : cfg.act == ActKind::kTanh ? CUDNN_ACTIVATION_TANH
@@ -97,7 +77,7 @@ class ActivationCuda final : public Layer {
 
   const char* kind() const override { return ActivationConfig::kKind; }
   std::string describe() const override {
-    return detail::concat(act_name(cfg_.act), " x ", inputs_[0].shape.to_string(),
+    return detail::concat(to_string(cfg_.act), " x ", inputs_[0].shape.to_string(),
                           uses_cudnn() ? " | cudnn" : " | own kernel");
   }
 
@@ -154,24 +134,19 @@ TBD_REGISTER_LAYER(ActivationConfig, DeviceKind::kCuda, ActivationCuda);
 
 // ---- Dropout ----
 
-// Grid-stride over n rounded up to whole warps, so that every lane of a warp reaches the
-// ballot: lane k of the warp at element i0 decides element i0 + k, lane 0 stores the 32 bits.
 __global__ void dropout_fwd_kernel(const float* __restrict__ x, float* __restrict__ y,
-                                   uint32_t* __restrict__ mask, int64_t n, uint64_t key,
+                                   uint8_t* __restrict__ mask, int64_t n, uint64_t step_base,
                                    uint32_t threshold, float scale) {
-  const int64_t n_pad = (n + 31) / 32 * 32;
-  TBD_GRID_STRIDE(i, n_pad) {
-    const bool keep = i < n && dropout_keep(key, static_cast<uint64_t>(i), threshold);
-    if (i < n) y[i] = keep ? x[i] * scale : 0.f;
-    const unsigned bits = __ballot_sync(0xffffffffu, keep);
-    if ((threadIdx.x & 31) == 0) mask[i / 32] = bits;
+  TBD_GRID_STRIDE(i, n) {
+    const bool keep = dropout_keep(step_base, i, threshold);
+    mask[i] = keep;
+    y[i] = keep ? x[i] * scale : 0.f;
   }
 }
 
-__global__ void dropout_bwd_kernel(const float* __restrict__ dy,
-                                   const uint32_t* __restrict__ mask, float* __restrict__ dx,
-                                   int64_t n, float scale) {
-  TBD_GRID_STRIDE(i, n) { dx[i] = (mask[i / 32] >> (i % 32)) & 1u ? dy[i] * scale : 0.f; }
+__global__ void dropout_bwd_kernel(const float* __restrict__ dy, const uint8_t* __restrict__ mask,
+                                   float* __restrict__ dx, int64_t n, float scale) {
+  TBD_GRID_STRIDE(i, n) { dx[i] = mask[i] ? dy[i] * scale : 0.f; }
 }
 
 class DropoutCuda final : public Layer {
@@ -180,22 +155,20 @@ class DropoutCuda final : public Layer {
               const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
     check_arity(in.size(), 1, "inputs");
-    TBD_LAYER_CHECK(in[0].shape.rank() >= 1, kind(), name, "input x must have rank >= 1, got ",
-                    in[0].shape.to_string());
-    check_positive(kind(), name, "x", in[0].shape);
-    check_f32(kind(), name, "x", in[0]);
-    TBD_LAYER_CHECK(cfg.p >= 0 && cfg.p < 1, kind(), name, "invalid config: p=", cfg.p,
-                    " (need 0 <= p < 1)");
+    dropout_output_shape(name, cfg, in[0]);
     outputs_ = {in[0]};
+    flops_ = dropout_flops(in[0].shape);
     n_ = in[0].shape.numel();
-    flops_ = Flops{2.0 * n_, 1.0 * n_, 0};
-    mask_ = be.empty(Shape{(n_ + 31) / 32}, MemCategory::kFeatureMaps, Layout::kRowMajor,
-                     DType::kI32);
+    key_ = dropout_key(cfg, name);
+    threshold_ = dropout_threshold(cfg.p);
+    scale_ = cfg.p < 1 ? static_cast<float>(1.0 / (1.0 - cfg.p)) : 0.f;  // p = 1: y = 0
+    // One byte per element (the tensor dtypes have no u8).
+    mask_ = be.empty(Shape{(n_ + 3) / 4}, MemCategory::kFeatureMaps);
   }
 
   const char* kind() const override { return DropoutConfig::kKind; }
   std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " p=", cfg_.p);
+    return detail::concat("x ", inputs_[0].to_string(), " p=", cfg_.p);
   }
 
   void forward(MutTensorRefs y, TensorRefs x) override {
@@ -204,10 +177,9 @@ class DropoutCuda final : public Layer {
       be_.reorder(*y[0], *x[0]);  // a copy
       return;
     }
-    const uint64_t key = dropout_key(cfg_.seed, step_++);
-    dropout_fwd_kernel<<<grid_for((n_ + 31) / 32 * 32), kBlock, 0, cu_.stream()>>>(
-        x[0]->f32(), y[0]->f32(), mask_.data<uint32_t>(), n_, key, dropout_threshold(cfg_.p),
-        scale());
+    const uint64_t base = dropout_step_base(key_, step_++);
+    dropout_fwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(
+        x[0]->f32(), y[0]->f32(), mask_.data<uint8_t>(), n_, base, threshold_, scale_);
     TBD_CUDA_CHECK_LAST();
   }
 
@@ -218,16 +190,17 @@ class DropoutCuda final : public Layer {
       return;
     }
     dropout_bwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(
-        dy[0]->f32(), mask_.data<uint32_t>(), dx[0]->f32(), n_, scale());
+        dy[0]->f32(), mask_.data<uint8_t>(), dx[0]->f32(), n_, scale_);
     TBD_CUDA_CHECK_LAST();
   }
 
  private:
-  float scale() const { return static_cast<float>(1.0 / (1.0 - cfg_.p)); }
-
   DropoutConfig cfg_;
   CudaBackend& cu_;
   int64_t n_ = 0;
+  uint64_t key_ = 0;
+  uint32_t threshold_ = 0;
+  float scale_ = 1.f;
   uint64_t step_ = 0;  // forwards in training mode so far: a new mask each
   Tensor mask_;
 };
@@ -242,28 +215,12 @@ class Pool2dCudnn final : public Layer {
               const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
     check_arity(in.size(), 1, "inputs");
-    check_rank(kind(), name, "x", in[0], 4, "(N, C, H, W)");
-    check_f32(kind(), name, "x", in[0]);
-    check_row_major(kind(), name, "x", in[0]);
     const Shape& xs = in[0].shape;
-    TBD_LAYER_CHECK(cfg.kernel_h > 0 && cfg.kernel_w > 0 && cfg.stride_h > 0 &&
-                        cfg.stride_w > 0 && cfg.pad_h >= 0 && cfg.pad_w >= 0 &&
-                        cfg.pad_h < cfg.kernel_h && cfg.pad_w < cfg.kernel_w,
-                    kind(), name, "invalid config: kernel ", cfg.kernel_h, "x", cfg.kernel_w,
-                    " stride ", cfg.stride_h, "x", cfg.stride_w, " pad ", cfg.pad_h, "x",
-                    cfg.pad_w, " (padding must be smaller than the kernel)");
-    TBD_LAYER_CHECK(xs[2] + 2 * cfg.pad_h >= cfg.kernel_h && xs[3] + 2 * cfg.pad_w >= cfg.kernel_w,
-                    kind(), name, "input x ", xs.to_string(), " is smaller than the ",
-                    cfg.kernel_h, "x", cfg.kernel_w, " kernel with padding ", cfg.pad_h, "x",
-                    cfg.pad_w);
-    const int64_t P = (xs[2] + 2 * cfg.pad_h - cfg.kernel_h) / cfg.stride_h + 1;
-    const int64_t Q = (xs[3] + 2 * cfg.pad_w - cfg.kernel_w) / cfg.stride_w + 1;
-    Shape ys{xs[0], xs[1], P, Q};
+    const Shape ys = pool2d_output_shape(name, cfg, in[0]);
+    check_row_major(kind(), name, "x", in[0]);
+    const int64_t P = ys[2], Q = ys[3];
     outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
-    const double out = static_cast<double>(ys.numel());
-    const double win = static_cast<double>(cfg.kernel_h) * cfg.kernel_w;
-    flops_ = cfg.pool == PoolKind::kMax ? Flops{out * win, out, 0}
-                                        : Flops{out * (win + 1), out * (win + 1), 0};
+    flops_ = pool2d_flops(cfg, xs, ys);
 
     cudnnPoolingMode_t mode = cfg.pool == PoolKind::kMax ? CUDNN_POOLING_MAX_DETERMINISTIC
                               : cfg.count_include_pad
@@ -286,7 +243,7 @@ class Pool2dCudnn final : public Layer {
 
   const char* kind() const override { return Pool2dConfig::kKind; }
   std::string describe() const override {
-    return detail::concat(cfg_.pool == PoolKind::kMax ? "max" : "avg", " x ",
+    return detail::concat(to_string(cfg_.pool), " x ",
                           inputs_[0].shape.to_string(), " ", cfg_.kernel_h, "x", cfg_.kernel_w,
                           " s", cfg_.stride_h, " p", cfg_.pad_h);
   }
@@ -342,15 +299,13 @@ class GlobalAvgPool2dCuda final : public Layer {
                       const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cu_(as_cuda(be)) {
     check_arity(in.size(), 1, "inputs");
-    check_rank(kind(), name, "x", in[0], 4, "(N, C, H, W)");
-    check_f32(kind(), name, "x", in[0]);
+    const Shape ys = global_avg_pool2d_output_shape(name, in[0]);
     check_row_major(kind(), name, "x", in[0]);
     const Shape& xs = in[0].shape;
     planes_ = xs[0] * xs[1];
     hw_ = xs[2] * xs[3];
-    outputs_ = {TensorDesc{Shape{xs[0], xs[1]}, DType::kF32, Layout::kRowMajor}};
-    const double e = static_cast<double>(xs.numel());
-    flops_ = Flops{e, e, 0};
+    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
+    flops_ = global_avg_pool2d_flops(xs);
   }
 
   const char* kind() const override { return GlobalAvgPool2dConfig::kKind; }

@@ -9,7 +9,9 @@
 // column sums done as a GEMV against a vector of ones (beta = 1).
 // Embedding's weight gradient scatters with atomicAdd: rows hit by several ids sum in an
 // unspecified order, so dW may differ in the last bits from run to run (documented
-// non-determinism; the forward and dx-free backward are otherwise exact).
+// non-determinism). An id outside [0, V) cannot throw from a kernel (checking on the host
+// would cost a synchronisation per step): its output row is NaN and it adds no gradient.
+// Shape checks and FLOP counts are the shared ones (layers/linear.cpp, layers/embedding.cpp).
 #include <cmath>
 
 #include "backends/cuda/cuda_backend.h"
@@ -80,18 +82,15 @@ class LinearCublas final : public Layer {
                const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
     check_arity(in.size(), 1, "inputs");
-    check_plain_f32(kind(), name, "x", in[0]);
-    TBD_LAYER_CHECK(cfg.out_features > 0, kind(), name,
-                    "invalid config: out_features=", cfg.out_features);
+    const Shape ys = linear_output_shape(name, cfg, in[0].shape);
+    check_f32(kind(), name, "x", in[0]);
+    check_row_major(kind(), name, "x", in[0]);
     const Shape& xs = in[0].shape;
     din_ = as_int(xs[-1], kind(), name, "D_in");
     dout_ = as_int(cfg.out_features, kind(), name, "D_out");
     m_ = as_int(xs.numel() / din_, kind(), name, "M");
-    std::vector<int64_t> yd = xs.dims();
-    yd.back() = dout_;
-    outputs_ = {TensorDesc{Shape(yd), DType::kF32, Layout::kRowMajor}};
-    const double mnk = 2.0 * m_ * din_ * dout_, bias = cfg.bias ? 1.0 * m_ * dout_ : 0.0;
-    flops_ = Flops{mnk + bias, mnk, mnk + bias};
+    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
+    flops_ = linear_flops(cfg, xs);
     add_param("weight", Shape{dout_, din_}, cfg.init, din_, dout_);
     if (cfg.bias) {
       add_param("bias", Shape{dout_}, Init::kZeros, din_, dout_, /*decay=*/false);
@@ -215,43 +214,22 @@ class GemmCublas final : public Layer {
       : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
     check_arity(in.size(), 2, "inputs");
     const char* k = kind();
+    GemmDims d;
+    const Shape ys = gemm_output_shape(name, cfg, in[0].shape, in[1].shape, &d);
     for (int i = 0; i < 2; ++i) {
       const char* arg = i == 0 ? "a" : "b";
-      TBD_LAYER_CHECK(in[i].shape.rank() >= 2, k, name, "input ", arg,
-                      " must have rank >= 2 (B..., rows, cols), got ", in[i].shape.to_string());
-      check_plain_f32(k, name, arg, in[i]);
+      check_f32(k, name, arg, in[i]);
+      check_row_major(k, name, arg, in[i]);
     }
-    const Shape& as = in[0].shape;
-    const Shape& bs = in[1].shape;
-    shared_b_ = bs.rank() == 2 && as.rank() > 2;
-    TBD_LAYER_CHECK(bs.rank() == 2 || bs.rank() == as.rank(), k, name,
-                    "input b must have rank 2 or the rank of a ", as.to_string(), ", got ",
-                    bs.to_string());
-    int64_t batch = 1;
-    std::vector<int64_t> yd;
-    for (int i = 0; i < as.rank() - 2; ++i) {
-      TBD_LAYER_CHECK(bs.rank() == 2 || bs[i] == as[i], k, name, "batch dims of a ",
-                      as.to_string(), " and b ", bs.to_string(), " differ");
-      batch *= as[i];
-      yd.push_back(as[i]);
-    }
-    const int64_t M = cfg.trans_a ? as[-1] : as[-2];
-    const int64_t Ka = cfg.trans_a ? as[-2] : as[-1];
-    const int64_t Kb = cfg.trans_b ? bs[-1] : bs[-2];
-    const int64_t N = cfg.trans_b ? bs[-2] : bs[-1];
-    TBD_LAYER_CHECK(Ka == Kb, k, name, "inner dims differ: op(a) of ", as.to_string(),
-                    " has K=", Ka, ", op(b) of ", bs.to_string(), " has K=", Kb,
-                    " (trans_a=", cfg.trans_a, ", trans_b=", cfg.trans_b, ")");
-    M_ = as_int(M, k, name, "M");
-    N_ = as_int(N, k, name, "N");
-    K_ = as_int(Ka, k, name, "K");
-    B_ = as_int(batch, k, name, "batch");
-    as_int(batch * M, k, name, "batch*M");
-    yd.push_back(M);
-    yd.push_back(N);
-    outputs_ = {TensorDesc{Shape(yd), DType::kF32, Layout::kRowMajor}};
-    const double bmnk = 2.0 * B_ * M_ * N_ * K_;
-    flops_ = Flops{bmnk, 2 * bmnk, cfg.bias ? 1.0 * B_ * M_ * N_ : 0.0};
+    shared_b_ = d.b_shared;
+    M_ = as_int(d.m, k, name, "M");
+    N_ = as_int(d.n, k, name, "N");
+    K_ = as_int(d.k, k, name, "K");
+    B_ = as_int(d.batch, k, name, "batch");
+    as_int(d.batch * d.m, k, name, "batch*M");
+    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
+    flops_ = gemm_flops(cfg, d);
+    const int64_t N = d.n;
     if (cfg.bias) {
       add_param("bias", Shape{N}, Init::kZeros, K_, N_, /*decay=*/false);
       ones_ = ones_vector(be, static_cast<int64_t>(B_) * M_);
@@ -371,24 +349,14 @@ class EmbeddingCuda final : public Layer {
                 const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
     check_arity(in.size(), 1, "inputs");
-    const char* k = kind();
-    TBD_LAYER_CHECK(in[0].shape.rank() >= 1, k, name, "input ids must have rank >= 1, got ",
-                    in[0].shape.to_string());
-    check_positive(k, name, "ids", in[0].shape);
-    TBD_LAYER_CHECK(in[0].dtype == DType::kI32, k, name, "input ids must be i32, got ",
-                    in[0].to_string());
-    check_row_major(k, name, "ids", in[0]);
-    TBD_LAYER_CHECK(cfg.num_embeddings > 0 && cfg.dim > 0 && cfg.padding_idx >= -1 &&
-                        cfg.padding_idx < cfg.num_embeddings,
-                    k, name, "invalid config: num_embeddings=", cfg.num_embeddings,
-                    " dim=", cfg.dim, " padding_idx=", cfg.padding_idx);
+    const Shape ys = embedding_output_shape(name, cfg, in[0]);
+    check_row_major(kind(), name, "ids", in[0]);
     m_ = in[0].shape.numel();
-    std::vector<int64_t> yd = in[0].shape.dims();
-    yd.push_back(cfg.dim);
-    outputs_ = {TensorDesc{Shape(yd), DType::kF32, Layout::kRowMajor}};
-    flops_ = Flops{0, 0, static_cast<double>(m_) * cfg.dim};
-    add_param("weight", Shape{cfg.num_embeddings, cfg.dim}, cfg.init, cfg.num_embeddings,
-              cfg.dim);
+    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
+    flops_ = embedding_flops(cfg, in[0].shape);
+    // fan_in = dim, fan_out = num_embeddings: PyTorch's convention (layers/embedding.h).
+    add_param("weight", Shape{cfg.num_embeddings, cfg.dim}, cfg.init, cfg.dim,
+              cfg.num_embeddings);
   }
 
   const char* kind() const override { return EmbeddingConfig::kKind; }

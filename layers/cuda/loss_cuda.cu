@@ -3,9 +3,11 @@
 // Both losses reduce to one scalar in two fixed-shape passes (per-row or per-block partials,
 // then one block summing them in order), so the loss is bit-identical from run to run.
 // SoftmaxCrossEntropy keeps each row's log-sum-exp and the number of counted rows for
-// backward (feature_maps) and recomputes the probabilities there; a block per row.
-// An out-of-range label (neither in [0, V) nor ignore_index) makes the loss NaN: the device
-// cannot throw, and a NaN is impossible to overlook.
+// backward (feature_maps) and recomputes the probabilities there; a block per row. When every
+// row is ignored, loss and gradient are 0 (layers/loss.h).
+// Deviation from the CPU backend: an out-of-range label (neither in [0, V) nor ignore_index)
+// makes the loss NaN instead of throwing, since a kernel cannot throw and checking on the host
+// would cost a synchronisation per step; a NaN loss is impossible to overlook.
 #include <cmath>
 
 #include "backends/cuda/cuda_backend.h"
@@ -102,24 +104,15 @@ class SoftmaxCrossEntropyCuda final : public Layer {
       : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
     check_arity(in.size(), 2, "inputs");
     const char* k = kind();
-    check_rank(k, name, "logits", in[0], 2, "(M, V)");
-    check_f32(k, name, "logits", in[0]);
+    softmax_cross_entropy_output_shape(name, cfg, in[0], in[1]);
     check_row_major(k, name, "logits", in[0]);
-    check_rank(k, name, "labels", in[1], 1, "(M)");
-    TBD_LAYER_CHECK(in[1].dtype == DType::kI32, k, name, "input labels must be i32, got ",
-                    in[1].to_string());
-    TBD_LAYER_CHECK(in[1].shape[0] == in[0].shape[0], k, name, "labels ",
-                    in[1].shape.to_string(), " must have one entry per row of logits ",
-                    in[0].shape.to_string());
-    TBD_LAYER_CHECK(cfg.label_smoothing >= 0 && cfg.label_smoothing <= 1, k, name,
-                    "invalid config: label_smoothing=", cfg.label_smoothing);
-    TBD_LAYER_CHECK(in[0].shape[0] <= INT32_MAX, k, name, "logits ", in[0].shape.to_string(),
+    check_row_major(k, name, "labels", in[1]);
+    V_ = in[0].shape[-1];
+    M_ = in[0].shape.numel() / V_;
+    TBD_LAYER_CHECK(M_ <= INT32_MAX, k, name, "logits ", in[0].shape.to_string(),
                     " has more rows than a grid has blocks");
-    M_ = in[0].shape[0];
-    V_ = in[0].shape[1];
     outputs_ = {TensorDesc{Shape{1}, DType::kF32, Layout::kRowMajor}};
-    const double mv = static_cast<double>(M_) * V_;
-    flops_ = Flops{4 * mv, 3 * mv, 0};
+    flops_ = softmax_cross_entropy_flops(in[0].shape);
     lse_ = be.empty(Shape{M_}, MemCategory::kFeatureMaps);
     count_ = be.empty(Shape{1}, MemCategory::kFeatureMaps);
     row_loss_ = be.empty(Shape{2 * M_}, MemCategory::kWorkspace);  // M doubles
@@ -207,20 +200,12 @@ class MseLossCuda final : public Layer {
               const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cu_(as_cuda(be)) {
     check_arity(in.size(), 2, "inputs");
-    const char* k = kind();
-    for (int i = 0; i < 2; ++i) {
-      const char* arg = i == 0 ? "pred" : "target";
-      TBD_LAYER_CHECK(in[i].shape.rank() >= 1, k, name, "input ", arg,
-                      " must have rank >= 1, got ", in[i].shape.to_string());
-      check_positive(k, name, arg, in[i].shape);
-      check_f32(k, name, arg, in[i]);
-    }
-    TBD_LAYER_CHECK(in[0].shape == in[1].shape && in[0].layout == in[1].layout, k, name,
-                    "pred ", in[0].to_string(), " and target ", in[1].to_string(),
-                    " must have the same shape and layout");
+    mse_loss_output_shape(name, in[0], in[1]);
+    check_row_major(kind(), name, "pred", in[0]);
+    check_row_major(kind(), name, "target", in[1]);
     n_ = in[0].shape.numel();
     outputs_ = {TensorDesc{Shape{1}, DType::kF32, Layout::kRowMajor}};
-    flops_ = Flops{3.0 * n_, 3.0 * n_, 0};
+    flops_ = mse_loss_flops(in[0].shape);
     parts_ = static_cast<int>(std::min<int64_t>(grid_for(n_), 1024));
     partial_ = be.empty(Shape{2 * int64_t{parts_}}, MemCategory::kWorkspace);  // doubles
   }

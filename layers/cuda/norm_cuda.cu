@@ -6,7 +6,8 @@
 // dgamma/dbeta accumulate through cuDNN's beta for parameter gradients. Two paths cuDNN has no
 // call for use our own kernel: backward in eval mode (running statistics are constants) and
 // backward without dx (a first layer fed by data).
-// LayerNorm: a warp per row for forward and dx; dgamma/dbeta as column sums over rows in
+// LayerNorm: a warp per row for forward and dx (saved per row: mean and 1/sqrt(var + eps),
+// feature_maps); dgamma/dbeta as column sums over rows in
 // fixed-size chunks (a partial-sum buffer, then an ordered final sum), so results are
 // deterministic.
 #include "backends/cuda/cuda_backend.h"
@@ -51,23 +52,31 @@ __global__ void bn_backward_own_kernel(const float* __restrict__ x, const float*
   }
 }
 
-class BatchNorm2dCudnn final : public Layer {
+// Running statistics when each channel has a single value (N*H*W == 1): cuDNN would scale the
+// batch variance by M/(M-1) = 1/0; like the CPU backend, use the biased variance (0) instead.
+__global__ void bn_running_single_kernel(const float* __restrict__ batch_mean,
+                                         float* __restrict__ rm, float* __restrict__ rv,
+                                         int64_t C, float momentum) {
+  TBD_GRID_STRIDE(c, C) {
+    rm[c] = (1.f - momentum) * rm[c] + momentum * batch_mean[c];
+    rv[c] = (1.f - momentum) * rv[c];
+  }
+}
+
+class BatchNorm2dCudnn final : public BatchNorm2dLayer {
  public:
   BatchNorm2dCudnn(Backend& be, const std::string& name, const BatchNorm2dConfig& cfg,
                    const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
+      : BatchNorm2dLayer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
     check_arity(in.size(), 1, "inputs");
-    check_rank(kind(), name, "x", in[0], 4, "(N, C, H, W)");
-    check_f32(kind(), name, "x", in[0]);
+    batchnorm2d_output_shape(name, cfg, in[0]);
     check_row_major(kind(), name, "x", in[0]);
-    TBD_LAYER_CHECK(cfg.eps > 0 && cfg.eps >= CUDNN_BN_MIN_EPSILON && cfg.momentum >= 0 &&
-                        cfg.momentum <= 1,
-                    kind(), name, "invalid config: eps=", cfg.eps, " momentum=", cfg.momentum);
+    TBD_LAYER_CHECK(cfg.eps >= CUDNN_BN_MIN_EPSILON, kind(), name, "eps=", cfg.eps,
+                    " is below cuDNN's minimum ", CUDNN_BN_MIN_EPSILON);
     const Shape& xs = in[0].shape;
     N_ = xs[0], C_ = xs[1], HW_ = xs[2] * xs[3];
     outputs_ = {in[0]};
-    double e = static_cast<double>(xs.numel());
-    flops_ = Flops{8 * e, 10 * e, 4 * e};
+    flops_ = batchnorm2d_flops(xs);
 
     add_param("weight", Shape{C_}, Init::kOnes, C_, C_, /*decay=*/false);
     add_param("bias", Shape{C_}, Init::kZeros, C_, C_, /*decay=*/false);
@@ -82,6 +91,8 @@ class BatchNorm2dCudnn final : public Layer {
   }
 
   const char* kind() const override { return BatchNorm2dConfig::kKind; }
+  const Tensor& running_mean() const override { return running_mean_; }
+  const Tensor& running_var() const override { return running_var_; }
   std::string describe() const override {
     return detail::concat("x ", inputs_[0].shape.to_string(), " eps=", cfg_.eps,
                           " momentum=", cfg_.momentum, " | cudnn spatial");
@@ -92,11 +103,18 @@ class BatchNorm2dCudnn final : public Layer {
     check_arity(x.size(), 1, "forward inputs");
     cudnnHandle_t h = cu_.cudnn();
     if (training_) {
+      const bool single = N_ * HW_ == 1;  // cuDNN may take null running statistics
       TBD_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
           h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_desc_, x[0]->raw(), x_desc_, y[0]->raw(),
           bn_desc_, params_[0].value.raw(), params_[1].value.raw(), cfg_.momentum,
-          running_mean_.raw(), running_var_.raw(), cfg_.eps, save_mean_.raw(),
-          save_invstd_.raw()));
+          single ? nullptr : running_mean_.raw(), single ? nullptr : running_var_.raw(),
+          cfg_.eps, save_mean_.raw(), save_invstd_.raw()));
+      if (single) {
+        bn_running_single_kernel<<<grid_for(C_), kBlock, 0, cu_.stream()>>>(
+            save_mean_.f32(), running_mean_.f32(), running_var_.f32(), C_,
+            static_cast<float>(cfg_.momentum));
+        TBD_CUDA_CHECK_LAST();
+      }
     } else {
       TBD_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
           h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_desc_, x[0]->raw(), x_desc_, y[0]->raw(),
@@ -246,18 +264,18 @@ class LayerNormCuda final : public Layer {
                 const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
     check_arity(in.size(), 1, "inputs");
-    check_plain_f32(kind(), name, "x", in[0]);
-    TBD_LAYER_CHECK(cfg.eps > 0, kind(), name, "invalid config: eps=", cfg.eps);
+    layer_norm_output_shape(name, cfg, in[0].shape);
+    check_f32(kind(), name, "x", in[0]);
+    check_row_major(kind(), name, "x", in[0]);
     const Shape& xs = in[0].shape;
     D_ = xs[-1];
     M_ = xs.numel() / D_;
     TBD_LAYER_CHECK(D_ <= INT32_MAX, kind(), name, "last dim of x ", xs.to_string(),
                     " is too large");
     outputs_ = {in[0]};
-    double md = static_cast<double>(M_) * D_;
-    flops_ = Flops{8 * md, 12 * md, 4 * md};
-    add_param("weight", Shape{D_}, Init::kOnes, D_, D_, /*decay=*/false);
-    add_param("bias", Shape{D_}, Init::kZeros, D_, D_, /*decay=*/false);
+    flops_ = layer_norm_flops(xs);
+    add_param("gamma", Shape{D_}, Init::kOnes, D_, D_, /*decay=*/false);
+    add_param("beta", Shape{D_}, Init::kZeros, D_, D_, /*decay=*/false);
     mean_ = be.empty(Shape{M_}, MemCategory::kFeatureMaps);
     rstd_ = be.empty(Shape{M_}, MemCategory::kFeatureMaps);
     // Enough row chunks to spread the column sums over the device, at least 32 rows each.

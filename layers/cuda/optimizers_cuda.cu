@@ -48,7 +48,7 @@ __global__ void sgd_kernel(TensorTable tab, SgdArgs a) {
   TBD_TENSOR_LOOP(t, i) {
     float* w = tab.w[t];
     float g = tab.g[t][i] + tab.wd[t] * w[i];
-    if (a.momentum > 0.f) {
+    if (a.momentum != 0.f) {
       float* v = tab.s1[t];
       v[i] = a.momentum * v[i] + g;
       g = v[i];
@@ -81,7 +81,7 @@ __global__ void rmsprop_kernel(TensorTable tab, RmspropArgs a) {
     float* sq = tab.s1[t];
     sq[i] = a.alpha * sq[i] + (1.f - a.alpha) * g * g;
     const float step = g / (sqrtf(sq[i]) + a.eps);
-    if (a.momentum > 0.f) {
+    if (a.momentum != 0.f) {
       float* buf = tab.s2[t];
       buf[i] = a.momentum * buf[i] + step;
       w[i] -= a.lr * buf[i];
@@ -99,7 +99,8 @@ class CudaOptimizerBase : public Optimizer {
       : Optimizer(std::move(params)), cu_(as_cuda(be)), wd_(wd) {
     for (Param* p : params_) {
       TBD_CHECK(p != nullptr && p->value.defined() && p->grad.defined() &&
-                    p->value.dtype() == DType::kF32 && p->grad.shape() == p->value.shape() &&
+                    p->value.dtype() == DType::kF32 && p->value.layout() == Layout::kRowMajor &&
+                    p->grad.shape() == p->value.shape() &&
                     p->value.device() == DeviceKind::kCuda,
                 kind, ": parameter '", p ? p->name : "?",
                 "' must have an f32 CUDA value and a gradient of the same shape");
@@ -138,15 +139,14 @@ class CudaOptimizerBase : public Optimizer {
     }
   }
 
-  int64_t numel_all() const {
-    int64_t n = 0;
-    for (const Param* p : params_) n += p->value.numel();
-    return n;
-  }
-  int64_t numel_decayed() const {
-    int64_t n = 0;
-    for (const Param* p : params_) n += p->decay ? p->value.numel() : 0;
-    return n;
+  // Sum over parameters of numel * (base + decay_extra where the parameter decays): the
+  // CPU backend's count (layers/optimizer.h).
+  double count_flops(double base, double decay_extra) const {
+    double f = 0;
+    for (const Param* p : params_) {
+      f += static_cast<double>(p->value.numel()) * (base + (p->decay ? decay_extra : 0.0));
+    }
+    return f;
   }
 
   CudaBackend& cu_;
@@ -158,11 +158,9 @@ class SgdCuda final : public CudaOptimizerBase {
  public:
   SgdCuda(Backend& be, const SgdConfig& cfg, std::vector<Param*> params)
       : CudaOptimizerBase(be, SgdConfig::kKind, std::move(params), cfg.weight_decay,
-                          cfg.momentum > 0 ? 1 : 0),
+                          cfg.momentum != 0 ? 1 : 0),
         cfg_(cfg) {
-    // 2 for the update, 2 for momentum, 2 for weight decay where it applies.
-    flops_ = 2.0 * numel_all() + (cfg.momentum > 0 ? 2.0 * numel_all() : 0.0) +
-             (cfg.weight_decay != 0 ? 2.0 * numel_decayed() : 0.0);
+    flops_ = count_flops(2 + (cfg.momentum != 0 ? 2 : 0), cfg.weight_decay != 0 ? 2 : 0);
   }
   const char* kind() const override { return SgdConfig::kKind; }
   void step() override {
@@ -181,7 +179,7 @@ class AdamCuda final : public CudaOptimizerBase {
   AdamCuda(Backend& be, const AdamConfig& cfg, std::vector<Param*> params)
       : CudaOptimizerBase(be, AdamConfig::kKind, std::move(params), cfg.weight_decay, 2),
         cfg_(cfg) {
-    flops_ = 12.0 * numel_all();
+    flops_ = count_flops(12, cfg.weight_decay != 0 ? 2 : 0);
   }
   const char* kind() const override { return cfg_.decoupled ? "AdamW" : AdamConfig::kKind; }
   void step() override {
@@ -207,9 +205,9 @@ class RmspropCuda final : public CudaOptimizerBase {
  public:
   RmspropCuda(Backend& be, const RmspropConfig& cfg, std::vector<Param*> params)
       : CudaOptimizerBase(be, RmspropConfig::kKind, std::move(params), cfg.weight_decay,
-                          cfg.momentum > 0 ? 2 : 1),
+                          cfg.momentum != 0 ? 2 : 1),
         cfg_(cfg) {
-    flops_ = (cfg.momentum > 0 ? 10.0 : 8.0) * numel_all();
+    flops_ = count_flops(8 + (cfg.momentum != 0 ? 2 : 0), cfg.weight_decay != 0 ? 2 : 0);
   }
   const char* kind() const override { return RmspropConfig::kKind; }
   void step() override {

@@ -1,14 +1,18 @@
-// layers/cuda/tensor_ops_cuda.cu: Add, Concat, Split, Reshape and Transpose on CUDA.
+// layers/cuda/tensor_ops_cuda.cu: Add, Concat, Split, Reshape, Transpose and PositionalEncoding
+// on CUDA.
 //
 // Concat and Split are strided copies (cudaMemcpy2DAsync: `outer` rows of one input's slab
 // each), Reshape a plain copy (layers own their outputs), Transpose a gather kernel over the
-// output's coordinates; their backward passes run the inverse copies. Add is one kernel
-// forward and two copies backward. Shape rules: layers/tensor_ops.h.
+// output's coordinates; their backward passes run the inverse copies, and all of them move
+// elements of any 4-byte dtype (labels, indices). Add is one kernel forward and two copies
+// backward; PositionalEncoding adds a constant (T, D) table built on the host at construction.
+// Shape rules and FLOP counts: the shared functions of layers/tensor_ops.cpp.
 #include <numeric>
 
 #include "backends/cuda/cuda_backend.h"
 #include "layers/cuda/cuda_layer_util.h"
 #include "layers/cuda/kernel_util.cuh"
+#include "layers/positional_encoding.h"
 #include "layers/tensor_ops.h"
 
 namespace tbd::cuda {
@@ -32,21 +36,9 @@ class AddCuda final : public Layer {
   AddCuda(Backend& be, const std::string& name, const AddConfig&,
           const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cu_(as_cuda(be)) {
-    check_arity(in.size(), 2, "inputs");
-    const char* k = kind();
-    for (int i = 0; i < 2; ++i) {
-      const char* arg = i == 0 ? "x0" : "x1";
-      TBD_LAYER_CHECK(in[i].shape.rank() >= 1, k, name, "input ", arg,
-                      " must have rank >= 1, got ", in[i].shape.to_string());
-      check_positive(k, name, arg, in[i].shape);
-      check_f32(k, name, arg, in[i]);
-    }
-    TBD_LAYER_CHECK(in[0].shape == in[1].shape && in[0].layout == in[1].layout, k, name,
-                    "inputs x0 ", in[0].to_string(), " and x1 ", in[1].to_string(),
-                    " must have the same shape and layout");
-    outputs_ = {in[0]};
+    outputs_ = {add_output_desc(name, in)};
     n_ = in[0].shape.numel();
-    flops_ = Flops{static_cast<double>(n_), 0, 0};
+    flops_ = add_flops(in[0].shape);
   }
 
   const char* kind() const override { return AddConfig::kKind; }
@@ -87,19 +79,15 @@ AxisView axis_view(const Shape& s, int axis) {
   return v;
 }
 
-int normalize_axis(const char* kind, const std::string& name, int axis, int rank) {
-  TBD_LAYER_CHECK(axis >= -rank && axis < rank, kind, name, "axis ", axis,
-                  " is out of range for rank ", rank);
-  return axis < 0 ? axis + rank : axis;
-}
-
 // Copies piece (outer, len, inner) at offset `off` along the axis of whole (outer, total,
-// inner), in the direction given by `to_whole`.
-void copy_piece(CudaBackend& cu, float* whole, float* piece, const AxisView& v, int64_t total,
-                int64_t off, int64_t len, bool to_whole) {
-  const std::size_t row = static_cast<std::size_t>(len * v.inner) * sizeof(float);
-  const std::size_t pitch = static_cast<std::size_t>(total * v.inner) * sizeof(float);
-  float* w = whole + off * v.inner;
+// inner), in the direction given by `to_whole`; elements of `esize` bytes (any dtype).
+void copy_piece(CudaBackend& cu, const Tensor& whole_t, const Tensor& piece_t, const AxisView& v,
+                int64_t total, int64_t off, int64_t len, bool to_whole) {
+  const std::size_t esize = dtype_size(whole_t.dtype());
+  const std::size_t row = static_cast<std::size_t>(len * v.inner) * esize;
+  const std::size_t pitch = static_cast<std::size_t>(total * v.inner) * esize;
+  char* w = static_cast<char*>(whole_t.raw()) + off * v.inner * static_cast<int64_t>(esize);
+  char* piece = static_cast<char*>(piece_t.raw());
   if (v.outer == 1) {
     copy_d2d(cu, to_whole ? w : piece, to_whole ? piece : w, row);
     return;
@@ -118,26 +106,10 @@ class ConcatCuda final : public Layer {
   ConcatCuda(Backend& be, const std::string& name, const ConcatConfig& cfg,
              const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cu_(as_cuda(be)) {
-    const char* k = kind();
-    TBD_LAYER_CHECK(!in.empty(), k, name, "needs at least one input");
+    const Shape ys = concat_output_shape(name, cfg, in);
+    axis_ = normalize_axis(kind(), name, cfg.axis, ys.rank());
+    outputs_ = {TensorDesc{ys, in[0].dtype, Layout::kRowMajor}};
     const Shape& s0 = in[0].shape;
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      // concat, not "x" + std::to_string(i): GCC 12 reports a false -Wrestrict on the latter.
-      const std::string arg = detail::concat("x", i);
-      check_plain_f32(k, name, arg.c_str(), in[i]);
-    }
-    axis_ = normalize_axis(k, name, cfg.axis, s0.rank());
-    std::vector<int64_t> yd = s0.dims();
-    yd[axis_] = 0;
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      const Shape& s = in[i].shape;
-      bool same = s.rank() == s0.rank();
-      for (int d = 0; same && d < s.rank(); ++d) same = d == axis_ || s[d] == s0[d];
-      TBD_LAYER_CHECK(same, k, name, "input x", i, " ", s.to_string(),
-                      " must equal x0 ", s0.to_string(), " except along axis ", axis_);
-      yd[axis_] += s[axis_];
-    }
-    outputs_ = {TensorDesc{Shape(yd), DType::kF32, Layout::kRowMajor}};
     view_ = axis_view(s0, axis_);
   }
 
@@ -153,7 +125,7 @@ class ConcatCuda final : public Layer {
     int64_t off = 0;
     for (std::size_t i = 0; i < x.size(); ++i) {
       const int64_t len = inputs_[i].shape[axis_];
-      copy_piece(cu_, y[0]->f32(), x[i]->f32(), view_, total, off, len, /*to_whole=*/true);
+      copy_piece(cu_, *y[0], *x[i], view_, total, off, len, /*to_whole=*/true);
       off += len;
     }
   }
@@ -164,7 +136,7 @@ class ConcatCuda final : public Layer {
     for (std::size_t i = 0; i < dx.size(); ++i) {
       const int64_t len = inputs_[i].shape[axis_];
       if (dx[i] != nullptr) {
-        copy_piece(cu_, dy[0]->f32(), dx[i]->f32(), view_, total, off, len, /*to_whole=*/false);
+        copy_piece(cu_, *dy[0], *dx[i], view_, total, off, len, /*to_whole=*/false);
       }
       off += len;
     }
@@ -183,24 +155,12 @@ class SplitCuda final : public Layer {
   SplitCuda(Backend& be, const std::string& name, const SplitConfig& cfg,
             const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
-    const char* k = kind();
     check_arity(in.size(), 1, "inputs");
-    check_plain_f32(k, name, "x", in[0]);
     const Shape& xs = in[0].shape;
-    axis_ = normalize_axis(k, name, cfg.axis, xs.rank());
-    TBD_LAYER_CHECK(!cfg.sizes.empty(), k, name, "invalid config: no sizes");
-    int64_t sum = 0;
-    for (int64_t s : cfg.sizes) {
-      TBD_LAYER_CHECK(s > 0, k, name, "invalid config: sizes must be positive, got ", s);
-      sum += s;
+    for (const Shape& ys : split_output_shapes(name, cfg, in[0])) {
+      outputs_.push_back(TensorDesc{ys, in[0].dtype, Layout::kRowMajor});
     }
-    TBD_LAYER_CHECK(sum == xs[axis_], k, name, "sizes sum to ", sum, " but x ", xs.to_string(),
-                    " has ", xs[axis_], " along axis ", axis_);
-    for (int64_t s : cfg.sizes) {
-      std::vector<int64_t> d = xs.dims();
-      d[axis_] = s;
-      outputs_.push_back(TensorDesc{Shape(d), DType::kF32, Layout::kRowMajor});
-    }
+    axis_ = normalize_axis(kind(), name, cfg.axis, xs.rank());
     view_ = axis_view(xs, axis_);
   }
 
@@ -215,8 +175,7 @@ class SplitCuda final : public Layer {
     const int64_t total = inputs_[0].shape[axis_];
     int64_t off = 0;
     for (std::size_t i = 0; i < y.size(); ++i) {
-      copy_piece(cu_, x[0]->f32(), y[i]->f32(), view_, total, off, cfg_.sizes[i],
-                 /*to_whole=*/false);
+      copy_piece(cu_, *x[0], *y[i], view_, total, off, cfg_.sizes[i], /*to_whole=*/false);
       off += cfg_.sizes[i];
     }
   }
@@ -226,8 +185,7 @@ class SplitCuda final : public Layer {
     const int64_t total = inputs_[0].shape[axis_];
     int64_t off = 0;
     for (std::size_t i = 0; i < dy.size(); ++i) {
-      copy_piece(cu_, dx[0]->f32(), dy[i]->f32(), view_, total, off, cfg_.sizes[i],
-                 /*to_whole=*/true);
+      copy_piece(cu_, *dx[0], *dy[i], view_, total, off, cfg_.sizes[i], /*to_whole=*/true);
       off += cfg_.sizes[i];
     }
   }
@@ -248,33 +206,9 @@ class ReshapeCuda final : public Layer {
   ReshapeCuda(Backend& be, const std::string& name, const ReshapeConfig& cfg,
               const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cu_(as_cuda(be)) {
-    const char* k = kind();
     check_arity(in.size(), 1, "inputs");
-    check_plain_f32(k, name, "x", in[0]);
-    const int64_t n = in[0].shape.numel();
-    TBD_LAYER_CHECK(!cfg.shape.empty(), k, name, "invalid config: empty target shape");
-    std::vector<int64_t> d = cfg.shape;
-    int infer = -1;
-    int64_t known = 1;
-    for (std::size_t i = 0; i < d.size(); ++i) {
-      if (d[i] == -1) {
-        TBD_LAYER_CHECK(infer < 0, k, name, "target shape ", Shape(cfg.shape).to_string(),
-                        " has more than one -1");
-        infer = static_cast<int>(i);
-      } else {
-        TBD_LAYER_CHECK(d[i] > 0, k, name, "target shape ", Shape(cfg.shape).to_string(),
-                        " has a non-positive dim");
-        known *= d[i];
-      }
-    }
-    if (infer >= 0) {
-      TBD_LAYER_CHECK(n % known == 0, k, name, "cannot reshape x ", in[0].shape.to_string(),
-                      " to ", Shape(cfg.shape).to_string());
-      d[infer] = n / known;
-    }
-    TBD_LAYER_CHECK(Shape(d).numel() == n, k, name, "cannot reshape x ", in[0].shape.to_string(),
-                    " (", n, " elements) to ", Shape(d).to_string());
-    outputs_ = {TensorDesc{Shape(d), DType::kF32, Layout::kRowMajor}};
+    outputs_ = {TensorDesc{reshape_output_shape(name, cfg, in[0]), in[0].dtype,
+                           Layout::kRowMajor}};
   }
 
   const char* kind() const override { return ReshapeConfig::kKind; }
@@ -300,7 +234,7 @@ TBD_REGISTER_LAYER(ReshapeConfig, DeviceKind::kCuda, ReshapeCuda);
 
 // ---- Transpose ----
 
-constexpr int kMaxRank = 8;
+constexpr int kMaxRank = 12;  // transpose_output_shape allows up to 12 dims
 // dst[coords] = src[sum_k coords[k] * src_stride[k]]: `src_stride` is the source stride of the
 // axis that destination axis k comes from.
 struct PermuteArgs {
@@ -309,8 +243,9 @@ struct PermuteArgs {
   int64_t src_stride[kMaxRank] = {};
 };
 
-__global__ void permute_kernel(const float* __restrict__ src, float* __restrict__ dst, int64_t n,
-                               PermuteArgs a) {
+// Moves 4-byte elements as bits (f32 or i32 alike).
+__global__ void permute_kernel(const uint32_t* __restrict__ src, uint32_t* __restrict__ dst,
+                               int64_t n, PermuteArgs a) {
   TBD_GRID_STRIDE(i, n) {
     int64_t rest = i, off = 0;
     for (int k = a.rank - 1; k >= 0; --k) {
@@ -332,25 +267,15 @@ class TransposeCuda final : public Layer {
   TransposeCuda(Backend& be, const std::string& name, const TransposeConfig& cfg,
                 const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
-    const char* k = kind();
     check_arity(in.size(), 1, "inputs");
-    check_plain_f32(k, name, "x", in[0]);
+    const Shape ys = transpose_output_shape(name, cfg, in[0]);
+    TBD_LAYER_CHECK(dtype_size(in[0].dtype) == 4, kind(), name,
+                    "the CUDA transpose moves 4-byte elements (f32, i32), got ", in[0].to_string());
+    outputs_ = {TensorDesc{ys, in[0].dtype, Layout::kRowMajor}};
     const Shape& xs = in[0].shape;
     const int r = xs.rank();
-    TBD_LAYER_CHECK(static_cast<int>(cfg.perm.size()) == r && r <= kMaxRank, k, name, "perm has ",
-                    cfg.perm.size(), " entries for x ", xs.to_string(), " (rank <= ", kMaxRank,
-                    ")");
-    std::vector<int> inv(r, -1);
-    for (int i = 0; i < r; ++i) {
-      const int p = cfg.perm[i];
-      TBD_LAYER_CHECK(p >= 0 && p < r && inv[p] < 0, k, name,
-                      "perm is not a permutation of 0..", r - 1);
-      inv[p] = i;
-    }
-    std::vector<int64_t> yd(r);
-    for (int i = 0; i < r; ++i) yd[i] = xs[cfg.perm[i]];
-    Shape ys(yd);
-    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
+    std::vector<int> inv(r);
+    for (int i = 0; i < r; ++i) inv[cfg.perm[i]] = i;
     n_ = xs.numel();
     const std::vector<int64_t> xst = strides_of(xs), yst = strides_of(ys);
     fwd_.rank = bwd_.rank = r;
@@ -370,15 +295,15 @@ class TransposeCuda final : public Layer {
 
   void forward(MutTensorRefs y, TensorRefs x) override {
     check_arity(x.size(), 1, "forward inputs");
-    permute_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(x[0]->f32(), y[0]->f32(), n_,
-                                                              fwd_);
+    permute_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(x[0]->data<uint32_t>(),
+                                                              y[0]->data<uint32_t>(), n_, fwd_);
     TBD_CUDA_CHECK_LAST();
   }
 
   void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
     if (dx[0] == nullptr) return;
-    permute_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(dy[0]->f32(), dx[0]->f32(), n_,
-                                                              bwd_);
+    permute_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(dy[0]->data<uint32_t>(),
+                                                              dx[0]->data<uint32_t>(), n_, bwd_);
     TBD_CUDA_CHECK_LAST();
   }
 
@@ -390,6 +315,62 @@ class TransposeCuda final : public Layer {
 };
 
 TBD_REGISTER_LAYER(TransposeConfig, DeviceKind::kCuda, TransposeCuda);
+
+// ---- PositionalEncoding ----
+
+// y[n, t, d] = x[n, t, d] + table[t, d]: the table repeats every T*D elements.
+__global__ void add_table_kernel(const float* __restrict__ x, const float* __restrict__ table,
+                                 float* __restrict__ y, int64_t n, int64_t period) {
+  TBD_GRID_STRIDE(i, n) { y[i] = x[i] + table[i % period]; }
+}
+
+class PositionalEncodingCuda final : public Layer {
+ public:
+  PositionalEncodingCuda(Backend& be, const std::string& name, const PositionalEncodingConfig&,
+                         const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cu_(as_cuda(be)) {
+    check_arity(in.size(), 1, "inputs");
+    check_rank(kind(), name, "x", in[0], 3, "(N, T, D)");
+    check_f32(kind(), name, "x", in[0]);
+    check_row_major(kind(), name, "x", in[0]);
+    outputs_ = {in[0]};
+    const Shape& s = in[0].shape;
+    n_ = s.numel();
+    flops_.fwd = static_cast<double>(n_);
+    table_ = be.empty(Shape{s[1], s[2]}, MemCategory::kDynamic);
+    std::vector<float> h(s[1] * s[2]);
+    for (int64_t t = 0; t < s[1]; ++t) {
+      for (int64_t d = 0; d < s[2]; ++d) {
+        h[t * s[2] + d] = static_cast<float>(sinusoid(t, d, s[2]));
+      }
+    }
+    be.copy_from_host(table_, h.data());
+  }
+
+  const char* kind() const override { return PositionalEncodingConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("x ", inputs_[0].shape.to_string());
+  }
+
+  // y, x: (N, T, D)
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    add_table_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(x[0]->f32(), table_.f32(),
+                                                                y[0]->f32(), n_, table_.numel());
+    TBD_CUDA_CHECK_LAST();
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+    if (dx[0] != nullptr) copy_d2d(cu_, dx[0]->raw(), dy[0]->raw(), dy[0]->bytes());
+  }
+
+ private:
+  CudaBackend& cu_;
+  int64_t n_ = 0;
+  Tensor table_;  // (T, D)
+};
+
+TBD_REGISTER_LAYER(PositionalEncodingConfig, DeviceKind::kCuda, PositionalEncodingCuda);
 
 }  // namespace
 }  // namespace tbd::cuda

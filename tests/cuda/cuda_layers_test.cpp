@@ -28,6 +28,7 @@
 #include "layers/loss.h"
 #include "layers/optimizer.h"
 #include "layers/pool2d.h"
+#include "layers/positional_encoding.h"
 #include "layers/tensor_ops.h"
 #include "tests/support/check.h"
 
@@ -381,6 +382,38 @@ TEST_F(CudaTest, BatchNorm2d) {
   compare_layer(cpu(), gpu(), c, {f32({2, 4, 3, 3})}, eval);
 }
 
+TEST_F(CudaTest, BatchNorm2dRunningStatistics) {
+  // Two training forwards, then the running statistics of both backends; (1, 3, 1, 1) has one
+  // value per channel, where the unbiased variance is undefined and the biased one is used.
+  for (Shape xs : {Shape{4, 6, 5, 5}, Shape{1, 3, 1, 1}}) {
+    BatchNorm2dConfig c;
+    c.momentum = 0.3;
+    std::unique_ptr<Layer> l[2] = {make_layer<BatchNorm2dConfig>(cpu(), "bn", c, {f32(xs)}),
+                                   make_layer<BatchNorm2dConfig>(gpu(), "bn", c, {f32(xs)})};
+    Backend* be[2] = {&cpu(), &gpu()};
+    for (int step = 0; step < 2; ++step) {
+      Vec xv = f32_random(xs.numel(), 100 + step, -2, 3);
+      for (int b = 0; b < 2; ++b) {
+        Tensor x = be[b]->empty(xs, MemCategory::kDynamic);
+        Tensor y = be[b]->empty(xs, MemCategory::kDynamic);
+        from_host(*be[b], x, xv);
+        const Tensor* xp[] = {&x};
+        Tensor* yp[] = {&y};
+        l[b]->forward(yp, xp);
+        be[b]->synchronize();
+      }
+    }
+    auto* bc = dynamic_cast<BatchNorm2dLayer*>(l[0].get());
+    auto* bg = dynamic_cast<BatchNorm2dLayer*>(l[1].get());
+    ASSERT_NE(bc, nullptr);
+    ASSERT_NE(bg, nullptr) << "the CUDA BatchNorm2d must derive from BatchNorm2dLayer";
+    expect_close("running_mean " + xs.to_string(), to_host(gpu(), bg->running_mean()),
+                 to_host(cpu(), bc->running_mean()), kCudaF32);
+    expect_close("running_var " + xs.to_string(), to_host(gpu(), bg->running_var()),
+                 to_host(cpu(), bc->running_var()), kCudaF32);
+  }
+}
+
 TEST_F(CudaTest, LayerNorm) {
   compare_layer(cpu(), gpu(), LayerNormConfig{}, {f32({4, 7, 32})});
   compare_layer(cpu(), gpu(), LayerNormConfig{}, {f32({3, 100})});
@@ -421,6 +454,10 @@ TEST_F(CudaTest, SoftmaxCrossEntropy) {
   compare_layer(cpu(), gpu(), c, {f32({9, 11}), i32({9})}, o);
   c.label_smoothing = 0.1;
   compare_layer(cpu(), gpu(), c, {f32({9, 11}), i32({9})}, o);
+  CompareOptions all_ignored;  // loss and gradient 0
+  all_ignored.x_values[1] = Vec(4, -100.0);
+  compare_layer(cpu(), gpu(), c, {f32({4, 11}), i32({4})}, all_ignored);
+  compare_layer(cpu(), gpu(), c, {f32({2, 3, 11}), i32({2, 3})});  // (..., V) logits
   CompareOptions wide;
   wide.int_hi = 1000;
   compare_layer(cpu(), gpu(), c, {f32({4, 1000}), i32({4})}, wide);
@@ -473,6 +510,25 @@ TEST_F(CudaTest, TensorOps) {
   compare_layer(cpu(), gpu(), tr, {f32({3, 4, 5})});
 }
 
+TEST_F(CudaTest, TensorOpsMoveIntegers) {
+  CompareOptions o;
+  o.int_hi = 1000;
+  ConcatConfig cat;
+  cat.axis = 0;
+  compare_layer(cpu(), gpu(), cat, {i32({2, 3}), i32({4, 3})}, o);
+  TransposeConfig tr;
+  tr.perm = {1, 0};
+  compare_layer(cpu(), gpu(), tr, {i32({5, 3})}, o);
+  SplitConfig split;
+  split.axis = 1;
+  split.sizes = {1, 2};
+  compare_layer(cpu(), gpu(), split, {i32({4, 3})}, o);
+}
+
+TEST_F(CudaTest, PositionalEncoding) {
+  compare_layer(cpu(), gpu(), PositionalEncodingConfig{}, {f32({2, 7, 12})});
+}
+
 TEST_F(CudaTest, Conv2dRecordsItsAlgorithms) {
   auto l = make_layer<Conv2dConfig>(gpu(), "conv", Conv2dConfig::square(8, 3, 1, 1),
                                     {f32({2, 4, 8, 8})});
@@ -490,6 +546,7 @@ TEST_F(CudaTest, CudaLayersRejectBadShapes) {
   LinearConfig lin;
   lin.out_features = 4;
   EXPECT_THROW(make_layer<LinearConfig>(gpu(), "fc", lin, {f32({2, 0})}), Error);
+  EXPECT_THROW(make_layer<LinearConfig>(gpu(), "fc", lin, {f32({5})}), Error);  // rank >= 2
   GemmConfig g;
   EXPECT_THROW(make_layer<GemmConfig>(gpu(), "g", g, {f32({2, 3}), f32({4, 5})}), Error);
   try {
