@@ -17,6 +17,12 @@
 
 namespace tbd {
 
+// Arithmetic of matrix products and convolutions: strict FP32 (kFp32: TF32 off in cuBLAS and
+// cuDNN) or TF32 tensor cores (kTf32, CUDA only). A layer uses the mode in effect when it is
+// built. Room for bf16 later.
+enum class MathMode { kFp32, kTf32 };
+const char* to_string(MathMode m);  // "fp32", "tf32"
+
 class Backend {
  public:
   explicit Backend(std::unique_ptr<RawAllocator> raw) : allocator_(std::move(raw)) {}
@@ -29,6 +35,9 @@ class Backend {
   // Facts for the run's context: library versions, threads, clocks ("onednn_version" -> "2.6.3").
   virtual std::map<std::string, std::string> describe() const = 0;
   virtual int num_threads() const = 0;
+  // The CPU backend is strict FP32 only and rejects kTf32 with an error.
+  virtual void set_math_mode(MathMode m);
+  virtual MathMode math_mode() const { return MathMode::kFp32; }
 
   TrackingAllocator& allocator() { return allocator_; }
   Tensor empty(const TensorDesc& desc, MemCategory category);

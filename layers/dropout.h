@@ -31,17 +31,18 @@ Flops dropout_flops(const Shape& x);
 
 // The mask, shared by every backend and by the tests' reference. One splitmix64 hash gives
 // four 16-bit uniforms (elements 4j..4j+3); element i is dropped iff its uniform is below
-// threshold = round(p * 2^16), so the drop probability is p to within 2^-17.
+// threshold = round(p * 2^16), so the drop probability is p to within 2^-17. The per-element
+// functions are host and device code (TBD_HOST_DEVICE, core/splitmix.h): CUDA kernels call them.
 inline uint64_t dropout_key(const DropoutConfig& cfg, const std::string& layer_name) {
   return seed_for(cfg.seed, layer_name);
 }
 inline uint32_t dropout_threshold(double p) {
   return static_cast<uint32_t>(p * 65536.0 + 0.5);
 }
-inline uint64_t dropout_step_base(uint64_t key, uint64_t step) {
+TBD_HOST_DEVICE inline uint64_t dropout_step_base(uint64_t key, uint64_t step) {
   return splitmix64(key ^ (step * 0xD1B54A32D192ED03ull));
 }
-inline bool dropout_keep(uint64_t step_base, int64_t i, uint32_t threshold) {
+TBD_HOST_DEVICE inline bool dropout_keep(uint64_t step_base, int64_t i, uint32_t threshold) {
   uint64_t h = splitmix64(step_base + static_cast<uint64_t>(i >> 2));
   return ((h >> (16 * (i & 3))) & 0xFFFFu) >= threshold;
 }

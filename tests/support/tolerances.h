@@ -23,4 +23,16 @@ inline constexpr Tol kF32Transcendental{1e-3, 5e-3};
 inline constexpr double kFdEps = 1e-6;
 inline constexpr Tol kFiniteDiff{1e-6, 1e-5};
 
+// CUDA backend against the CPU backend, both strict FP32 (tests/cuda): two float32
+// implementations with different summation orders (cuDNN/cuBLAS tiles and warp-shuffle trees vs
+// oneDNN blocking), each within kF32Reduction of the exact result; strict mode still permits
+// cuDNN's FFT and Winograd convolutions, whose transforms add round-off near 1e-5 of the
+// operands' norm, hence the larger atol.
+inline constexpr Tol kCudaF32{1e-3, 5e-3};
+// CUDA with TF32 tensor cores against the CPU in FP32: TF32 rounds both operands of every
+// product to a 10-bit mantissa (relative error up to 2^-11 each); over the tests' reductions
+// (K up to ~2000 products of O(0.3) values with random signs) the error grows like sqrt(K) and
+// reaches ~3e-2 in the worst of a few thousand outputs.
+inline constexpr Tol kCudaTf32{3e-2, 1e-2};
+
 }  // namespace tbd::test
