@@ -18,12 +18,12 @@
 // without a usable device (it crashes without one, notes/cuda.md). When counters cannot be read
 // (no permission, unsupported device or chip) the FLOP counters stay absent, why_missing says
 // why, and the reason is logged once per process.
+#include <cudaTypedefs.h>
 #include <cupti.h>
 #include <cupti_profiler_host.h>
 #include <cupti_profiler_target.h>
 #include <cupti_range_profiler.h>
 #include <cupti_target.h>
-#include <cudaTypedefs.h>
 
 #include <algorithm>
 #include <atomic>
@@ -99,8 +99,8 @@ CUcontext current_context(int device) {
   TBD_CUDA_CHECK(cudaFree(nullptr));  // makes the primary context current on this thread
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult q{};
-  TBD_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000,
-                                                  cudaEnableDefault, &q));
+  TBD_CUDA_CHECK(
+      cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &q));
   TBD_CHECK(q == cudaDriverEntryPointSuccess && fn != nullptr,
             "CUPTI: the driver has no cuCtxGetCurrent entry point");
   CUcontext ctx = nullptr;
@@ -111,10 +111,14 @@ CUcontext current_context(int device) {
 
 const char* support_text(CUpti_Profiler_Support_Level l) {
   switch (l) {
-    case CUPTI_PROFILER_CONFIGURATION_SUPPORTED: return "supported";
-    case CUPTI_PROFILER_CONFIGURATION_DISABLED: return "disabled";
-    case CUPTI_PROFILER_CONFIGURATION_UNSUPPORTED: return "unsupported";
-    default: return "unknown";
+    case CUPTI_PROFILER_CONFIGURATION_SUPPORTED:
+      return "supported";
+    case CUPTI_PROFILER_CONFIGURATION_DISABLED:
+      return "disabled";
+    case CUPTI_PROFILER_CONFIGURATION_UNSUPPORTED:
+      return "unsupported";
+    default:
+      return "unknown";
   }
 }
 
@@ -176,8 +180,8 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t* buffe
 }
 
 const CUpti_ActivityKind kTimelineKinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_RUNTIME,
-    CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER,
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 
 // ---- the session ----
 
@@ -277,8 +281,8 @@ class CuptiSession final : public CounterSession {
   }
 
   void push_tag(int tag) override {
-    TBD_CUPTI_CHECK(cuptiActivityPushExternalCorrelationId(
-        CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, static_cast<uint64_t>(tag)));
+    TBD_CUPTI_CHECK(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
+                                                           static_cast<uint64_t>(tag)));
   }
   void pop_tag() override {
     uint64_t last = 0;
@@ -301,9 +305,12 @@ class CuptiSession final : public CounterSession {
     // Dense TF32 tensor FLOPs per SM per clock, from the datasheets: H100 SXM 494.7 TFLOP/s =
     // 132 SMs x 1.83 GHz x 2048; A100 156 TFLOP/s = 108 x 1.41 GHz x 1024; GA10x/AD10x 256.
     double per_sm_clk = 0;
-    if (major == 9) per_sm_clk = 2048;
-    else if (major == 8 && minor == 0) per_sm_clk = 1024;
-    else if (major == 8) per_sm_clk = 256;
+    if (major == 9)
+      per_sm_clk = 2048;
+    else if (major == 8 && minor == 0)
+      per_sm_clk = 1024;
+    else if (major == 8)
+      per_sm_clk = 256;
     peak_tf32_ = per_sm_clk * sms * clock_khz * 1e3;
     peak_source_ = detail::concat(
         "fp32: ", be_.peak_fp32_source(), "; tf32: ",
@@ -311,8 +318,7 @@ class CuptiSession final : public CounterSession {
                                         minor, ") x ", sms, " SMs x ", clock_khz / 1000,
                                         " MHz (cudaDevAttrClockRate, max boost)")
                        : detail::concat("unknown for sm_", major, minor),
-        "; tf32_tensor_flop = sm__ops_path_tensor_src_tf32_dst_fp32.sum x ",
-        kTf32FlopPerTensorOp,
+        "; tf32_tensor_flop = sm__ops_path_tensor_src_tf32_dst_fp32.sum x ", kTf32FlopPerTensorOp,
         kTf32Calibrated ? " (calibrated against a cuBLAS TF32 GEMM)"
                         : " (UNCALIBRATED: calibrate on a GPU against a cuBLAS TF32 GEMM)");
   }
@@ -331,8 +337,8 @@ class CuptiSession final : public CounterSession {
       TBD_FAIL("device ", device_, " does not support range profiling: architecture ",
                support_text(sup.architecture), ", SLI ", support_text(sup.sli), ", vGPU ",
                support_text(sup.vGpu), ", confidential compute ",
-               support_text(sup.confidentialCompute), ", CMP ", support_text(sup.cmp),
-               ", WSL ", support_text(sup.wsl));
+               support_text(sup.confidentialCompute), ", CMP ", support_text(sup.cmp), ", WSL ",
+               support_text(sup.wsl));
     }
 
     auto chip = TBD_CUPTI_PARAMS(CUpti_Device_GetChipName_Params);

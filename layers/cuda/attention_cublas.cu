@@ -48,9 +48,9 @@ void gemm_rm(CudaBackend& cb, bool trans_a, bool trans_b, int64_t m, int64_t n, 
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasComputeType_t ct = compute_type(cb.math_mode());
   if (batch == 1) {
-    TBD_CUBLAS_CHECK(cublasGemmEx(cb.cublas(), op_b, op_a, as_int(n), as_int(m), as_int(k),
-                                  &alpha, b, CUDA_R_32F, as_int(ldb), a, CUDA_R_32F, as_int(lda),
-                                  &beta, c, CUDA_R_32F, as_int(ldc), ct, CUBLAS_GEMM_DEFAULT));
+    TBD_CUBLAS_CHECK(cublasGemmEx(cb.cublas(), op_b, op_a, as_int(n), as_int(m), as_int(k), &alpha,
+                                  b, CUDA_R_32F, as_int(ldb), a, CUDA_R_32F, as_int(lda), &beta, c,
+                                  CUDA_R_32F, as_int(ldc), ct, CUBLAS_GEMM_DEFAULT));
   } else {
     TBD_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
         cb.cublas(), op_b, op_a, as_int(n), as_int(m), as_int(k), &alpha, b, CUDA_R_32F,
@@ -79,8 +79,8 @@ __global__ void split_heads_kernel(float* out, const float* in, const float* bia
 }
 
 // out (N*T, h*dh) = in (N, h, T, dh)
-__global__ void merge_heads_kernel(float* out, const float* in, int64_t N, int64_t T,
-                                   int64_t heads, int64_t dh) {
+__global__ void merge_heads_kernel(float* out, const float* in, int64_t N, int64_t T, int64_t heads,
+                                   int64_t dh) {
   const int64_t total = N * heads * T * dh;
   for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < total;
        o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(kThreads)
     float v = gr[j];
     if (dropout) {
       v = dropout_keep(seed, step, static_cast<uint64_t>(row) * Tk + j, p_drop) ? v * scale_keep
-                                                                                 : 0.0f;
+                                                                                : 0.0f;
     }
     return v;
   };
@@ -203,22 +203,19 @@ enum ParamIndex { kWq, kWk, kWv, kWo, kBq, kBk, kBv, kBo };
 class MultiHeadAttentionCublas final : public Layer {
  public:
   MultiHeadAttentionCublas(Backend& be, const std::string& name,
-                           const MultiHeadAttentionConfig& cfg,
-                           const std::vector<TensorDesc>& in)
+                           const MultiHeadAttentionConfig& cfg, const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cfg_(cfg), cb_(as_cuda(be)) {
     const char* k = MultiHeadAttentionConfig::kKind;
     const std::size_t want = 1 + (cfg.cross ? 1 : 0) + (cfg.padding_mask ? 1 : 0);
-    check_arity(in.size(), want, cfg.cross ? "inputs (q_in, kv_in[, kv_lengths])"
-                                           : "inputs (q_in[, kv_lengths])");
-    TBD_LAYER_CHECK(cfg.num_heads > 0, k, name, "num_heads must be positive, got ",
-                    cfg.num_heads);
+    check_arity(in.size(), want,
+                cfg.cross ? "inputs (q_in, kv_in[, kv_lengths])" : "inputs (q_in[, kv_lengths])");
+    TBD_LAYER_CHECK(cfg.num_heads > 0, k, name, "num_heads must be positive, got ", cfg.num_heads);
     TBD_LAYER_CHECK(cfg.dropout >= 0.0 && cfg.dropout < 1.0, k, name,
                     "dropout must be in [0, 1), got ", cfg.dropout);
     check_rank(k, name, "q_in", in[0], 3, "(N, Tq, D)");
     N_ = in[0].shape[0], Tq_ = in[0].shape[1], D_ = in[0].shape[2];
-    TBD_LAYER_CHECK(D_ % cfg.num_heads == 0, k, name, "model width D = ", D_,
-                    " of q_in ", in[0].shape.to_string(), " is not divisible by num_heads = ",
-                    cfg.num_heads);
+    TBD_LAYER_CHECK(D_ % cfg.num_heads == 0, k, name, "model width D = ", D_, " of q_in ",
+                    in[0].shape.to_string(), " is not divisible by num_heads = ", cfg.num_heads);
     H_ = cfg.num_heads, dh_ = D_ / H_;
     Tk_ = Tq_;
     if (cfg.cross) {
@@ -306,16 +303,16 @@ class MultiHeadAttentionCublas final : public Layer {
         static_cast<float>(cfg_.dropout), cfg_.seed, step_);
     TBD_CUDA_CHECK_LAST();
     const float* pd = dropout_active_ ? pd_.f32() : p_.f32();
-    gemm_rm(cb_, false, false, Tq_, dh_, Tk_, 1.0f, pd, Tk_, Tq_ * Tk_, vh_.f32(), dh_,
-            Tk_ * dh_, 0.0f, oh_.f32(), dh_, Tq_ * dh_, B);
-    merge_heads_kernel<<<blocks_for(Mq * D_), kThreads, 0, cb_.stream()>>>(o_.f32(), oh_.f32(),
-                                                                            N_, Tq_, H_, dh_);
+    gemm_rm(cb_, false, false, Tq_, dh_, Tk_, 1.0f, pd, Tk_, Tq_ * Tk_, vh_.f32(), dh_, Tk_ * dh_,
+            0.0f, oh_.f32(), dh_, Tq_ * dh_, B);
+    merge_heads_kernel<<<blocks_for(Mq * D_), kThreads, 0, cb_.stream()>>>(o_.f32(), oh_.f32(), N_,
+                                                                           Tq_, H_, dh_);
     TBD_CUDA_CHECK_LAST();
-    gemm_rm(cb_, false, true, Mq, D_, D_, 1.0f, o_.f32(), D_, 0, w(kWo), D_, 0, 0.0f,
-            y[0]->f32(), D_, 0);
+    gemm_rm(cb_, false, true, Mq, D_, D_, 1.0f, o_.f32(), D_, 0, w(kWo), D_, 0, 0.0f, y[0]->f32(),
+            D_, 0);
     if (cfg_.bias) {
-      add_bias_kernel<<<blocks_for(Mq * D_), kThreads, 0, cb_.stream()>>>(y[0]->f32(), b(kBo),
-                                                                           Mq, D_);
+      add_bias_kernel<<<blocks_for(Mq * D_), kThreads, 0, cb_.stream()>>>(y[0]->f32(), b(kBo), Mq,
+                                                                          D_);
       TBD_CUDA_CHECK_LAST();
     }
   }
@@ -332,8 +329,7 @@ class MultiHeadAttentionCublas final : public Layer {
     // Output projection: dWo += dY^T O, dbo += colsum(dY), dO = dY Wo.
     gemm_rm(cb_, true, false, D_, D_, Mq, 1.0f, g, D_, 0, o_.f32(), D_, 0, 1.0f, dw(kWo), D_, 0);
     bias_grad(kBo, g, Mq);
-    gemm_rm(cb_, false, false, Mq, D_, D_, 1.0f, g, D_, 0, w(kWo), D_, 0, 0.0f, tmp_.f32(), D_,
-            0);
+    gemm_rm(cb_, false, false, Mq, D_, D_, 1.0f, g, D_, 0, w(kWo), D_, 0, 0.0f, tmp_.f32(), D_, 0);
     split_heads_kernel<<<blocks_for(Mq * D_), kThreads, 0, cb_.stream()>>>(
         oh_.f32(), tmp_.f32(), nullptr, N_, Tq_, H_, dh_);  // oh_ now holds dO per head
     TBD_CUDA_CHECK_LAST();
@@ -369,16 +365,16 @@ class MultiHeadAttentionCublas final : public Layer {
   // heads (N, h, T, dh) = split(x (M, D) W^T) + bias
   void project_split(const Tensor& heads, const float* x, int64_t M, int64_t T, int wi, int bi) {
     gemm_rm(cb_, false, true, M, D_, D_, 1.0f, x, D_, 0, w(wi), D_, 0, 0.0f, tmp_.f32(), D_, 0);
-    split_heads_kernel<<<blocks_for(M * D_), kThreads, 0, cb_.stream()>>>(
-        heads.f32(), tmp_.f32(), b(bi), N_, T, H_, dh_);
+    split_heads_kernel<<<blocks_for(M * D_), kThreads, 0, cb_.stream()>>>(heads.f32(), tmp_.f32(),
+                                                                          b(bi), N_, T, H_, dh_);
     TBD_CUDA_CHECK_LAST();
   }
 
   // dP = merge(d_heads) (M, D); dW += dP^T x; db += colsum(dP); dx = dP W (+= when accumulate).
   void merge_project(const Tensor& d_heads, const float* x, int64_t M, int64_t T, int wi, int bi,
                      float* dx, bool accumulate) {
-    merge_heads_kernel<<<blocks_for(M * D_), kThreads, 0, cb_.stream()>>>(
-        tmp_.f32(), d_heads.f32(), N_, T, H_, dh_);
+    merge_heads_kernel<<<blocks_for(M * D_), kThreads, 0, cb_.stream()>>>(tmp_.f32(), d_heads.f32(),
+                                                                          N_, T, H_, dh_);
     TBD_CUDA_CHECK_LAST();
     gemm_rm(cb_, true, false, D_, D_, M, 1.0f, tmp_.f32(), D_, 0, x, D_, 0, 1.0f, dw(wi), D_, 0);
     bias_grad(bi, tmp_.f32(), M);

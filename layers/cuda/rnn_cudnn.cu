@@ -176,8 +176,8 @@ class RnnCudnn : public Layer {
     return detail::concat(spec_.one_step ? "x (N=" : "x (T=", spec_.one_step ? N_ : T_,
                           spec_.one_step ? "" : detail::concat(", N=", N_), ", I=", I_,
                           ") H=", spec_.hidden, " layers=", spec_.num_layers,
-                          spec_.bidirectional ? " bidirectional" : "", " cudnn_math=",
-                          math_ == CUDNN_FMA_MATH ? "fma(fp32)" : "default(tf32)");
+                          spec_.bidirectional ? " bidirectional" : "",
+                          " cudnn_math=", math_ == CUDNN_FMA_MATH ? "fma(fp32)" : "default(tf32)");
   }
 
   void forward(MutTensorRefs y, TensorRefs x) override {
@@ -213,16 +213,14 @@ class RnnCudnn : public Layer {
     // so it runs even when no input gradient is wanted (into a scratch buffer).
     TBD_CUDNN_CHECK(cudnnRNNBackwardData_v8(
         cb_.cudnn(), rnn_.get(), seq_lengths_.data<int32_t>(), y_desc_.get(), y[0]->raw(),
-        dy[0]->raw(), x_desc_.get(), dx0, h_desc_.get(), hx, nullptr, dhx, h_desc_.get(), cx,
-        dcy, dcx, weight_space_.bytes(), weight_space_.raw(), workspace_bytes_,
-        workspace_.raw(), reserve_bytes_, reserve_.raw()));
-    TBD_CUDA_CHECK(
-        cudaMemsetAsync(dweight_space_.raw(), 0, dweight_space_.bytes(), cb_.stream()));
-    TBD_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(
-        cb_.cudnn(), rnn_.get(), CUDNN_WGRAD_MODE_ADD, seq_lengths_.data<int32_t>(),
-        x_desc_.get(), x[0]->raw(), h_desc_.get(), hx, y_desc_.get(), y[0]->raw(),
-        dweight_space_.bytes(), dweight_space_.raw(), workspace_bytes_, workspace_.raw(),
+        dy[0]->raw(), x_desc_.get(), dx0, h_desc_.get(), hx, nullptr, dhx, h_desc_.get(), cx, dcy,
+        dcx, weight_space_.bytes(), weight_space_.raw(), workspace_bytes_, workspace_.raw(),
         reserve_bytes_, reserve_.raw()));
+    TBD_CUDA_CHECK(cudaMemsetAsync(dweight_space_.raw(), 0, dweight_space_.bytes(), cb_.stream()));
+    TBD_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(
+        cb_.cudnn(), rnn_.get(), CUDNN_WGRAD_MODE_ADD, seq_lengths_.data<int32_t>(), x_desc_.get(),
+        x[0]->raw(), h_desc_.get(), hx, y_desc_.get(), y[0]->raw(), dweight_space_.bytes(),
+        dweight_space_.raw(), workspace_bytes_, workspace_.raw(), reserve_bytes_, reserve_.raw()));
     copy_pieces(/*to_space=*/false);
   }
 
@@ -242,10 +240,10 @@ class RnnCudnn : public Layer {
     // Every sequence has length T: the packed sequence-major layout is then exactly (T, N, .).
     std::vector<int32_t> lengths(static_cast<std::size_t>(N_), static_cast<int32_t>(T_));
     float padding = 0.0f;
-    TBD_CUDNN_CHECK(cudnnSetRNNDataDescriptor(
-        x_desc_.get(), CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED,
-        static_cast<int>(T_), static_cast<int>(N_), static_cast<int>(I_), lengths.data(),
-        &padding));
+    TBD_CUDNN_CHECK(cudnnSetRNNDataDescriptor(x_desc_.get(), CUDNN_DATA_FLOAT,
+                                              CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED,
+                                              static_cast<int>(T_), static_cast<int>(N_),
+                                              static_cast<int>(I_), lengths.data(), &padding));
     TBD_CUDNN_CHECK(cudnnSetRNNDataDescriptor(
         y_desc_.get(), CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED,
         static_cast<int>(T_), static_cast<int>(N_), static_cast<int>(H * dirs_), lengths.data(),
@@ -253,8 +251,8 @@ class RnnCudnn : public Layer {
     const int h_dims[3] = {static_cast<int>(spec_.num_layers * dirs_), static_cast<int>(N_),
                            static_cast<int>(H)};
     const int h_strides[3] = {static_cast<int>(N_ * H), static_cast<int>(H), 1};
-    TBD_CUDNN_CHECK(cudnnSetTensorNdDescriptor(h_desc_.get(), CUDNN_DATA_FLOAT, 3, h_dims,
-                                               h_strides));
+    TBD_CUDNN_CHECK(
+        cudnnSetTensorNdDescriptor(h_desc_.get(), CUDNN_DATA_FLOAT, 3, h_dims, h_strides));
 
     seq_lengths_ = be_.empty(Shape{N_}, MemCategory::kDynamic, Layout::kRowMajor, DType::kI32);
     be_.copy_from_host(seq_lengths_, lengths.data());
@@ -299,17 +297,16 @@ class RnnCudnn : public Layer {
           void* m_addr = nullptr;
           void* b_addr = nullptr;
           TBD_CUDNN_CHECK(cudnnGetRNNWeightParams(cb_.cudnn(), rnn_.get(), pseudo, bytes, base,
-                                                  static_cast<int32_t>(lin), m_desc.get(),
-                                                  &m_addr, b_desc.get(), &b_addr));
+                                                  static_cast<int32_t>(lin), m_desc.get(), &m_addr,
+                                                  b_desc.get(), &b_addr));
           const bool recurrent = lin >= G;
           const int64_t gate = lin % G;
           const int64_t cols = recurrent ? H : in_l;
           TBD_CHECK(m_addr != nullptr && b_addr != nullptr, spec_.kind, " '", name_,
-                    "': cuDNN has no matrix/bias for pseudo-layer ", pseudo, " linear layer ",
+                    "': cuDNN has no matrix/bias for pseudo-layer ", pseudo, " linear layer ", lin);
+          TBD_CHECK(numel_of(m_desc) == H * cols && numel_of(b_desc) == H, spec_.kind, " '", name_,
+                    "': unexpected cuDNN weight block for pseudo-layer ", pseudo, " linear layer ",
                     lin);
-          TBD_CHECK(numel_of(m_desc) == H * cols && numel_of(b_desc) == H, spec_.kind, " '",
-                    name_, "': unexpected cuDNN weight block for pseudo-layer ", pseudo,
-                    " linear layer ", lin);
           pieces_.push_back({first + (recurrent ? 1 : 0), gate * H * cols,
                              static_cast<float*>(m_addr) - base, H * cols});
           if (spec_.cell == Cell::kGru) {
@@ -327,8 +324,8 @@ class RnnCudnn : public Layer {
     cudnnDataType_t type{};
     int nb = 0;
     std::array<int, 8> dims{}, strides{};
-    TBD_CUDNN_CHECK(cudnnGetTensorNdDescriptor(desc.get(), 8, &type, &nb, dims.data(),
-                                               strides.data()));
+    TBD_CUDNN_CHECK(
+        cudnnGetTensorNdDescriptor(desc.get(), 8, &type, &nb, dims.data(), strides.data()));
     int64_t n = 1;
     for (int i = 0; i < nb; ++i) n *= dims[static_cast<std::size_t>(i)];
     return n;

@@ -19,10 +19,10 @@
 namespace tbd::test {
 namespace {
 
-#define TBD_SKIP_WITHOUT_CUDA()                      \
-  do {                                               \
-    std::string why_;                                \
-    if (!cuda_usable(&why_)) GTEST_SKIP() << why_;   \
+#define TBD_SKIP_WITHOUT_CUDA()                    \
+  do {                                             \
+    std::string why_;                              \
+    if (!cuda_usable(&why_)) GTEST_SKIP() << why_; \
   } while (0)
 
 TEST(CuptiSession, AbsentOnTheCpuBackendWithAReason) {
@@ -49,7 +49,8 @@ struct GemmRun {
   const Tensor* x[2];
   Tensor* out[1];
   GemmRun(Backend& be, int64_t M, int64_t N, int64_t K) {
-    layer = make_layer(be, "gemm", GemmConfig{}, {TensorDesc{Shape{M, K}}, TensorDesc{Shape{K, N}}});
+    layer =
+        make_layer(be, "gemm", GemmConfig{}, {TensorDesc{Shape{M, K}}, TensorDesc{Shape{K, N}}});
     a = be.empty(Shape{M, K}, MemCategory::kDynamic);
     b = be.empty(Shape{K, N}, MemCategory::kDynamic);
     y = be.empty(layer->output_descs()[0], MemCategory::kDynamic);
@@ -117,10 +118,10 @@ TEST(CuptiSession, Tf32TensorWorkIsCalibratedAgainstAGemm) {
   const double factor = cuda::cupti_tf32_flop_per_tensor_op();
   ASSERT_GT(*c.tf32_tensor_flop, 0.0) << "a TF32 GEMM must run on the tensor cores";
   const double calibrated = factor * want / *c.tf32_tensor_flop;
-  std::printf("CUPTI TF32 calibration: %.6g tensor ops for %.6g FLOPs -> kTf32FlopPerTensorOp = "
-              "%.6g (now %.6g); FP32 pipe FLOPs beside it: %.6g\n",
-              *c.tf32_tensor_flop / factor, want, calibrated, factor,
-              c.fp32_flop.value_or(-1.0));
+  std::printf(
+      "CUPTI TF32 calibration: %.6g tensor ops for %.6g FLOPs -> kTf32FlopPerTensorOp = "
+      "%.6g (now %.6g); FP32 pipe FLOPs beside it: %.6g\n",
+      *c.tf32_tensor_flop / factor, want, calibrated, factor, c.fp32_flop.value_or(-1.0));
   EXPECT_NEAR(*c.tf32_tensor_flop, want, 0.05 * want)
       << "set kTf32FlopPerTensorOp in backends/cuda/cupti_session.cu to " << calibrated;
 }

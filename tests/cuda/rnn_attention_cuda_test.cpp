@@ -21,10 +21,10 @@
 namespace tbd::test {
 namespace {
 
-#define TBD_SKIP_WITHOUT_CUDA()                      \
-  do {                                               \
-    std::string why_;                                \
-    if (!cuda_usable(&why_)) GTEST_SKIP() << why_;   \
+#define TBD_SKIP_WITHOUT_CUDA()                    \
+  do {                                             \
+    std::string why_;                              \
+    if (!cuda_usable(&why_)) GTEST_SKIP() << why_; \
   } while (0)
 
 // One CUDA backend per test binary: creating cuDNN and cuBLAS handles costs ~1 s.
@@ -123,8 +123,8 @@ struct Tols {
 };
 
 template <class Config>
-void compare_backends(const Config& cfg, const std::vector<TensorDesc>& in, bool tf32,
-                      Tols tols, const std::vector<Vec>& int_inputs = {}) {
+void compare_backends(const Config& cfg, const std::vector<TensorDesc>& in, bool tf32, Tols tols,
+                      const std::vector<Vec>& int_inputs = {}) {
   Backend& gpu = cuda_backend(tf32);  // math mode first: layers read it when built
   auto cpu_layer = make_layer(cpu_backend(), "l", cfg, in);
   auto gpu_layer = make_layer(gpu, "l", cfg, in);
@@ -183,13 +183,12 @@ TEST_P(RnnCudaVsCpu, ForwardAndBackwardAgree) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, RnnCudaVsCpu,
-    ::testing::Combine(
-        ::testing::Values(RnnCase{"lstm_1layer", false, 5, 3, 7, 8, 1, false},
-                          RnnCase{"lstm_batch1", false, 4, 1, 5, 6, 1, false},
-                          RnnCase{"lstm_2layer_bidir", false, 6, 2, 5, 7, 2, true},
-                          RnnCase{"gru_1layer", true, 5, 3, 7, 8, 1, false},
-                          RnnCase{"gru_2layer_bidir", true, 4, 2, 6, 5, 2, true}),
-        ::testing::Bool()),
+    ::testing::Combine(::testing::Values(RnnCase{"lstm_1layer", false, 5, 3, 7, 8, 1, false},
+                                         RnnCase{"lstm_batch1", false, 4, 1, 5, 6, 1, false},
+                                         RnnCase{"lstm_2layer_bidir", false, 6, 2, 5, 7, 2, true},
+                                         RnnCase{"gru_1layer", true, 5, 3, 7, 8, 1, false},
+                                         RnnCase{"gru_2layer_bidir", true, 4, 2, 6, 5, 2, true}),
+                       ::testing::Bool()),
     [](const auto& info) {
       return std::get<0>(info.param).name + (std::get<1>(info.param) ? "_tf32" : "_fp32");
     });
@@ -245,8 +244,7 @@ INSTANTIATE_TEST_SUITE_P(
                           AttnCase{"causal", 2, 6, 6, 12, 3, true, false, false, true},
                           AttnCase{"cross_padding", 3, 4, 7, 8, 2, false, true, true, true},
                           AttnCase{"cross_no_bias", 2, 3, 5, 8, 4, false, true, false, false},
-                          AttnCase{"self_causal_padding", 3, 5, 5, 8, 2, true, false, true,
-                                   true}),
+                          AttnCase{"self_causal_padding", 3, 5, 5, 8, 2, true, false, true, true}),
         ::testing::Bool()),
     [](const auto& info) {
       return std::get<0>(info.param).name + (std::get<1>(info.param) ? "_tf32" : "_fp32");
@@ -303,13 +301,15 @@ TEST(RnnAttentionCudaErrors, WrongRankNamesLayerArgumentAndDims) {
   attn.num_heads = 3;
   EXPECT_THROW(make_layer(be, "attn", attn, {TensorDesc{Shape{2, 5, 8}}}), Error);  // 8 % 3
   attn.num_heads = 2, attn.cross = true;
-  EXPECT_THROW(make_layer(be, "attn", attn, {TensorDesc{Shape{2, 5, 8}}, TensorDesc{Shape{3, 5, 8}}}),
-               Error);  // batch mismatch
+  EXPECT_THROW(
+      make_layer(be, "attn", attn, {TensorDesc{Shape{2, 5, 8}}, TensorDesc{Shape{3, 5, 8}}}),
+      Error);  // batch mismatch
   LstmCellConfig cell;
   cell.hidden = 4;
-  EXPECT_THROW(make_layer(be, "cell", cell,
-                          {TensorDesc{Shape{2, 3}}, TensorDesc{Shape{2, 4}}, TensorDesc{Shape{2, 5}}}),
-               Error);  // c is not (N, H)
+  EXPECT_THROW(
+      make_layer(be, "cell", cell,
+                 {TensorDesc{Shape{2, 3}}, TensorDesc{Shape{2, 4}}, TensorDesc{Shape{2, 5}}}),
+      Error);  // c is not (N, H)
 }
 
 }  // namespace
