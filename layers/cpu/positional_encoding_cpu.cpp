@@ -1,0 +1,51 @@
+// layers/cpu/positional_encoding_cpu.cpp: PositionalEncoding on the CPU (own code: oneDNN has
+// no such op; a broadcast add is memory-bound and trivially vectorised).
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/onednn.h"
+#include "layers/positional_encoding.h"
+
+namespace tbd::cpu {
+namespace {
+
+class PositionalEncodingCpu final : public Layer {
+ public:
+  PositionalEncodingCpu(Backend& be, const std::string& name, const PositionalEncodingConfig&,
+                        const std::vector<TensorDesc>& in)
+      : Layer(be, name, in) {
+    check_arity(in.size(), 1, "inputs");
+    check_rank(kind(), name, "x", in[0], 3, "(N, T, D)");
+    outputs_ = {in[0]};
+    const Shape& s = in[0].shape;
+    flops_.fwd = static_cast<double>(s.numel());
+    table_ = be.empty(Shape{s[1], s[2]}, MemCategory::kDynamic);
+    std::vector<float> h(s[1] * s[2]);
+    for (int64_t t = 0; t < s[1]; ++t)
+      for (int64_t d = 0; d < s[2]; ++d) h[t * s[2] + d] = static_cast<float>(sinusoid(t, d, s[2]));
+    be.copy_from_host(table_, h.data());
+  }
+  const char* kind() const override { return PositionalEncodingConfig::kKind; }
+
+  // y: (N, T, D), x: (N, T, D)
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    const int64_t n = inputs_[0].shape[0], td = table_.numel();
+    const float* xs = x[0]->f32();
+    const float* pe = table_.f32();
+    float* ys = y[0]->f32();
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < td; ++i) ys[b * td + i] = xs[b * td + i] + pe[i];
+  }
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+    if (dx[0]) std::memcpy(dx[0]->raw(), dy[0]->raw(), dy[0]->bytes());
+  }
+
+ private:
+  Tensor table_;  // (T, D)
+};
+
+TBD_REGISTER_LAYER(PositionalEncodingConfig, DeviceKind::kCpu, PositionalEncodingCpu);
+
+}  // namespace
+}  // namespace tbd::cpu

@@ -1,0 +1,19 @@
+// layers/positional_encoding.h: adds the sinusoidal position table (Vaswani et al. 2017).
+//
+//   x: (N, T, D) row-major  y: like x.  y[n,t,2i] = x + sin(t / 10000^(2i/D)),
+//   y[n,t,2i+1] = x + cos(t / 10000^(2i/D)). The table is a constant built at construction
+//   (category dynamic). dx = dy. FLOPs: fwd N*T*D, bwd_data 0.
+#pragma once
+
+#include "layers/layer.h"
+
+namespace tbd {
+
+struct PositionalEncodingConfig {
+  static constexpr const char* kKind = "PositionalEncoding";
+};
+
+// The table value at (t, d) in float64, shared by implementations and tests.
+double sinusoid(int64_t t, int64_t d, int64_t dim);
+
+}  // namespace tbd

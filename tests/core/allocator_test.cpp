@@ -1,0 +1,94 @@
+// tests/core/allocator_test.cpp: category accounting, peaks, limits and OOM messages.
+#include <gtest/gtest.h>
+
+#include "core/backend.h"
+#include "core/error.h"
+
+namespace tbd {
+namespace {
+
+TEST(TrackingAllocator, CountsCurrentAndPeakPerCategory) {
+  auto be = make_cpu_backend();
+  auto& a = be->allocator();
+  const auto base = a.stats();
+  {
+    Tensor w = be->empty(Shape{10, 10}, MemCategory::kWeights);
+    Tensor f = be->empty(Shape{256}, MemCategory::kFeatureMaps);
+    EXPECT_EQ(a.stats().current_of(MemCategory::kWeights) - base.current_of(MemCategory::kWeights), 400u);
+    EXPECT_EQ(a.stats().current_of(MemCategory::kFeatureMaps) - base.current_of(MemCategory::kFeatureMaps), 1024u);
+    EXPECT_EQ(a.stats().total_current - base.total_current, 1424u);
+    EXPECT_EQ(a.stats().num_allocations - base.num_allocations, 2u);
+  }
+  EXPECT_EQ(a.stats().total_current, base.total_current);  // freed on last view
+  EXPECT_GE(a.stats().total_peak, base.total_current + 1424u);
+  a.reset_peak();
+  EXPECT_EQ(a.stats().total_peak, a.stats().total_current);
+}
+
+TEST(TrackingAllocator, ViewsShareTheBuffer) {
+  auto be = make_cpu_backend();
+  Tensor t = be->empty(Shape{2, 3, 4}, MemCategory::kDynamic);
+  auto before = be->allocator().stats().num_allocations;
+  Tensor v = t.view(Shape{6, 4});
+  EXPECT_EQ(v.raw(), t.raw());
+  EXPECT_EQ(be->allocator().stats().num_allocations, before);
+  EXPECT_THROW(t.view(Shape{5, 5}), Error);
+}
+
+TEST(TrackingAllocator, LimitGivesOutOfMemoryWithSizes) {
+  auto be = make_cpu_backend();
+  be->allocator().set_limit_bytes(1 << 20);
+  try {
+    be->empty(Shape{1 << 20}, MemCategory::kFeatureMaps);  // 4 MiB > 1 MiB
+    FAIL() << "expected OutOfMemory";
+  } catch (const OutOfMemory& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("out of memory: needs"), std::string::npos) << m;
+    EXPECT_NE(m.find("have 0.00 GiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("feature_maps"), std::string::npos) << m;
+  }
+}
+
+TEST(Backend, RejectsNonPositiveDimsAndBadBlockedShapes) {
+  auto be = make_cpu_backend();
+  EXPECT_THROW(be->empty(Shape{3, 0}, MemCategory::kDynamic), Error);
+  EXPECT_THROW(be->empty(Shape{3, -2}, MemCategory::kDynamic), Error);
+  EXPECT_THROW(be->empty(Shape{1, 15, 2, 2}, MemCategory::kDynamic, Layout::kNChw16c), Error);
+}
+
+TEST(Backend, BlockedRoundTripAndReorder) {
+  auto be = make_cpu_backend();
+  Shape s{2, 32, 3, 5};
+  Tensor plain = be->empty(s, MemCategory::kDynamic);
+  Tensor blocked = be->empty(s, MemCategory::kDynamic, Layout::kNChw16c);
+  std::vector<float> h(s.numel()), back(s.numel()), back2(s.numel());
+  for (std::size_t i = 0; i < h.size(); ++i) h[i] = static_cast<float>(i);
+  be->copy_from_host(blocked, h.data());
+  be->copy_to_host(back.data(), blocked);
+  EXPECT_EQ(back, h);
+  be->reorder(plain, blocked);
+  be->copy_to_host(back2.data(), plain);
+  EXPECT_EQ(back2, h);
+  // The blocked buffer really is blocked: element (0, 1, 0, 0) sits at offset 1.
+  EXPECT_EQ(blocked.f32()[1], h[1 * 3 * 5]);
+}
+
+TEST(Backend, CpuDescribesItself) {
+  auto be = make_cpu_backend();
+  auto d = be->describe();
+  EXPECT_EQ(d.count("onednn_version"), 1u);
+  EXPECT_GT(be->num_threads(), 0);
+  EXPECT_FALSE(be->device_name().empty());
+}
+
+TEST(Backend, AutoFallsBackToCpuWithANotice) {
+  std::string why;
+  if (cuda_usable(&why)) GTEST_SKIP() << "a CUDA device is usable here";
+  std::string notice;
+  auto be = make_backend(BackendChoice::kAuto, &notice);
+  EXPECT_EQ(be->kind(), DeviceKind::kCpu);
+  EXPECT_NE(notice.find("CPU"), std::string::npos) << notice;
+}
+
+}  // namespace
+}  // namespace tbd
