@@ -9,8 +9,9 @@
 //   S = QK^T*scale   cublasGemmStridedBatchedEx over B = N*h
 //   masks, softmax   own kernel, one block per row; causal and padding masks are both a prefix
 //                    limit on the key index, so a row needs no mask tensor
-//   dropout          own kernel, counter-based hash of (seed, step, index): backward recomputes
-//                    the mask instead of storing it
+//   dropout          own kernel, the counter-based mask of layers/attention.h
+//                    (attention_dropout_keep, bit-identical to the CPU backend): backward
+//                    recomputes it from (base, index) instead of storing a mask
 //   O = P V          cublasGemmStridedBatchedEx; merge heads; output projection + bias
 // Math mode (backend): strict FP32 -> CUBLAS_COMPUTE_32F_PEDANTIC, TF32 ->
 // CUBLAS_COMPUTE_32F_FAST_TF32, read at every call. Bias gradients are cublasSgemv with a ones
@@ -99,18 +100,23 @@ __global__ void add_bias_kernel(float* y, const float* bias, int64_t M, int64_t 
   }
 }
 
-__device__ __forceinline__ uint64_t mix64(uint64_t x) {
+// splitmix64 of core/random.h, on the device.
+__device__ __forceinline__ uint64_t splitmix64_device(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
 
-// Dropout keep decision for element i of the attention probabilities at forward number `step`:
-// uniform in [0, 1) from 24 hash bits, kept when >= p.
-__device__ __forceinline__ bool dropout_keep(uint64_t seed, uint64_t step, uint64_t i, float p) {
-  const uint64_t r = mix64(mix64(seed ^ mix64(step)) + i);
-  return static_cast<float>(r >> 40) * (1.0f / 16777216.0f) >= p;
+// attention_dropout_keep (layers/attention.h): element i of P is kept iff
+// splitmix64(base + i) >= threshold, base and threshold computed on the host per forward.
+struct DropoutParams {
+  bool active;
+  uint64_t base, threshold;
+  float inv_keep;  // 1 / (1 - p)
+};
+__device__ __forceinline__ bool dropout_keep(const DropoutParams& d, uint64_t i) {
+  return splitmix64_device(d.base + i) >= d.threshold;
 }
 
 // Block-wide sum or max over kThreads threads (warp shuffles, then one warp over 8 partials).
@@ -136,24 +142,30 @@ __device__ float block_reduce(float v, float* shared) {
   return shared[0];
 }
 
-// Key positions j >= limit are masked: causal (j > i) and padding (j >= kv_length[n]).
+// Key positions j >= limit are masked: causal (j > i) and padding (j >= kv_length[n]). A length
+// outside [1, Tk] raises the sticky device flag `bad_length` (reported by the host) and is
+// clamped, so the kernel stays in bounds.
 __device__ __forceinline__ int key_limit(int64_t row, int Tq, int Tk, int heads, bool causal,
-                                         const int32_t* lengths) {
+                                         const int32_t* lengths, int* bad_length) {
   int limit = Tk;
-  if (lengths) limit = min(limit, max(lengths[row / (static_cast<int64_t>(heads) * Tq)], 0));
+  if (lengths) {
+    const int len = lengths[row / (static_cast<int64_t>(heads) * Tq)];
+    if ((len < 1 || len > Tk) && threadIdx.x == 0) *bad_length = 1;
+    limit = min(limit, max(len, 0));
+  }
   if (causal) limit = min(limit, static_cast<int>(row % Tq) + 1);
   return limit;
 }
 
 // In place on s (rows, Tk), already scaled: masked softmax; fully masked rows become zeros.
-// With dropout, pd = p * keep / (1 - p_drop) is written beside it.
+// With dropout, pd = p * keep / (1 - p_drop) is written beside it (p_drop: cfg.dropout).
 __global__ void __launch_bounds__(kThreads)
     softmax_forward_kernel(float* s, float* pd, int Tq, int Tk, int heads, bool causal,
-                           const int32_t* lengths, float p_drop, uint64_t seed, uint64_t step) {
+                           const int32_t* lengths, int* bad_length, DropoutParams drop) {
   __shared__ float shared[32];
   const int64_t row = blockIdx.x;
   float* x = s + row * Tk;
-  const int limit = key_limit(row, Tq, Tk, heads, causal, lengths);
+  const int limit = key_limit(row, Tq, Tk, heads, causal, lengths, bad_length);
   float mx = -INFINITY;
   for (int j = threadIdx.x; j < limit; j += kThreads) mx = fmaxf(mx, x[j]);
   mx = block_reduce<true>(mx, shared);
@@ -161,13 +173,12 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = threadIdx.x; j < limit; j += kThreads) sum += expf(x[j] - mx);
   sum = block_reduce<false>(sum, shared);
   const float inv = limit > 0 ? 1.0f / sum : 0.0f;
-  const float scale_keep = 1.0f / (1.0f - p_drop);
   for (int j = threadIdx.x; j < Tk; j += kThreads) {
     const float p = j < limit ? expf(x[j] - mx) * inv : 0.0f;
     x[j] = p;
-    if (pd) {
-      const bool keep = dropout_keep(seed, step, static_cast<uint64_t>(row) * Tk + j, p_drop);
-      pd[row * Tk + j] = keep ? p * scale_keep : 0.0f;
+    if (drop.active) {
+      const bool keep = dropout_keep(drop, static_cast<uint64_t>(row) * Tk + j);
+      pd[row * Tk + j] = keep ? p * drop.inv_keep : 0.0f;
     }
   }
 }
@@ -175,18 +186,15 @@ __global__ void __launch_bounds__(kThreads)
 // In place on g (rows, Tk): g = dL/d(P after dropout) -> dL/dS (before the scale), with
 // dP = g * keep / (1 - p_drop) and dS = P * (dP - sum_j dP_j P_j).
 __global__ void __launch_bounds__(kThreads)
-    softmax_backward_kernel(float* g, const float* p, int Tk, bool dropout, float p_drop,
-                            uint64_t seed, uint64_t step) {
+    softmax_backward_kernel(float* g, const float* p, int Tk, DropoutParams drop) {
   __shared__ float shared[32];
   const int64_t row = blockIdx.x;
   float* gr = g + row * Tk;
   const float* pr = p + row * Tk;
-  const float scale_keep = 1.0f / (1.0f - p_drop);
   auto dp = [&](int j) {
     float v = gr[j];
-    if (dropout) {
-      v = dropout_keep(seed, step, static_cast<uint64_t>(row) * Tk + j, p_drop) ? v * scale_keep
-                                                                                : 0.0f;
+    if (drop.active) {
+      v = dropout_keep(drop, static_cast<uint64_t>(row) * Tk + j) ? v * drop.inv_keep : 0.0f;
     }
     return v;
   };
@@ -205,37 +213,9 @@ class MultiHeadAttentionCublas final : public Layer {
   MultiHeadAttentionCublas(Backend& be, const std::string& name,
                            const MultiHeadAttentionConfig& cfg, const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cfg_(cfg), cb_(as_cuda(be)) {
-    const char* k = MultiHeadAttentionConfig::kKind;
-    const std::size_t want = 1 + (cfg.cross ? 1 : 0) + (cfg.padding_mask ? 1 : 0);
-    check_arity(in.size(), want,
-                cfg.cross ? "inputs (q_in, kv_in[, kv_lengths])" : "inputs (q_in[, kv_lengths])");
-    TBD_LAYER_CHECK(cfg.num_heads > 0, k, name, "num_heads must be positive, got ", cfg.num_heads);
-    TBD_LAYER_CHECK(cfg.dropout >= 0.0 && cfg.dropout < 1.0, k, name,
-                    "dropout must be in [0, 1), got ", cfg.dropout);
-    check_rank(k, name, "q_in", in[0], 3, "(N, Tq, D)");
-    N_ = in[0].shape[0], Tq_ = in[0].shape[1], D_ = in[0].shape[2];
-    TBD_LAYER_CHECK(D_ % cfg.num_heads == 0, k, name, "model width D = ", D_, " of q_in ",
-                    in[0].shape.to_string(), " is not divisible by num_heads = ", cfg.num_heads);
-    H_ = cfg.num_heads, dh_ = D_ / H_;
-    Tk_ = Tq_;
-    if (cfg.cross) {
-      check_rank(k, name, "kv_in", in[1], 3, "(N, Tk, D)");
-      TBD_LAYER_CHECK(in[1].shape[0] == N_ && in[1].shape[2] == D_, k, name,
-                      "input kv_in must be (N, Tk, D) with N = ", N_, " and D = ", D_, ", got ",
-                      in[1].shape.to_string());
-      Tk_ = in[1].shape[1];
-    }
-    for (std::size_t i = 0; i < 1 + (cfg.cross ? 1u : 0u); ++i) {
-      TBD_LAYER_CHECK(in[i].dtype == DType::kF32 && in[i].layout == Layout::kRowMajor, k, name,
-                      "input ", i, " must be f32 row-major, got ", in[i].to_string());
-    }
-    if (cfg.padding_mask) {
-      const TensorDesc& l = in.back();
-      check_rank(k, name, "kv_lengths", l, 1, "(N)");
-      TBD_LAYER_CHECK(l.shape[0] == N_ && l.dtype == DType::kI32, k, name,
-                      "input kv_lengths must be (N) i32 with N = ", N_, ", got ", l.to_string());
-    }
-    outputs_ = {TensorDesc{Shape{N_, Tq_, D_}}};
+    const AttentionDims d = attention_dims(name, cfg, in);  // the checks shared with the CPU
+    N_ = d.N, Tq_ = d.Tq, Tk_ = d.Tk, D_ = d.D, H_ = d.h, dh_ = d.dh;
+    outputs_ = {TensorDesc{attention_output_shape(d)}};
 
     for (const char* w : {"wq", "wk", "wv", "wo"}) {
       add_param(w, Shape{D_, D_}, Init::kXavierUniform, D_, D_);
@@ -246,12 +226,8 @@ class MultiHeadAttentionCublas final : public Layer {
       }
     }
 
-    // FLOPs as layers/attention.h counts them.
-    const double proj = 2.0 * N_ * Tq_ * D_ * D_ * 2 + 2.0 * N_ * Tk_ * D_ * D_ * 2;
-    const double core = 4.0 * N_ * H_ * Tq_ * Tk_ * dh_;
-    flops_.fwd = proj + core + 5.0 * N_ * H_ * Tq_ * Tk_;
-    flops_.bwd_data = 2.0 * (proj + core);
-    flops_.bwd_weights = 2.0 * (2.0 * N_ * Tq_ * D_ * D_ + 2.0 * N_ * Tk_ * D_ * D_);
+    dims_ = d;
+    flops_ = attention_flops(cfg, d, cfg.dropout > 0);
 
     const int64_t Mq = N_ * Tq_, Mk = N_ * Tk_, Mmax = std::max(Mq, Mk);
     tmp_ = be.empty(Shape{Mmax, D_}, MemCategory::kDynamic);
@@ -269,6 +245,23 @@ class MultiHeadAttentionCublas final : public Layer {
       ones_ = be.empty(Shape{Mmax}, MemCategory::kWorkspace);
       be.fill(ones_, 1.0f);
     }
+    if (cfg.padding_mask) {
+      bad_length_ = be.empty(Shape{1}, MemCategory::kDynamic, Layout::kRowMajor, DType::kI32);
+      TBD_CUDA_CHECK(cudaMemsetAsync(bad_length_.raw(), 0, sizeof(int), cb_.stream()));
+      TBD_CUDA_CHECK(cudaMallocHost(&bad_length_host_, sizeof(int)));
+      *bad_length_host_ = 0;
+      TBD_CUDA_CHECK(cudaEventCreateWithFlags(&bad_length_copied_, cudaEventDisableTiming));
+    }
+  }
+
+  ~MultiHeadAttentionCublas() override {
+    if (bad_length_copied_) cudaEventDestroy(bad_length_copied_);
+    if (bad_length_host_) cudaFreeHost(bad_length_host_);
+  }
+
+  void set_training(bool training) override {
+    Layer::set_training(training);
+    flops_ = attention_flops(cfg_, dims_, training && cfg_.dropout > 0);
   }
 
   const char* kind() const override { return MultiHeadAttentionConfig::kKind; }
@@ -287,6 +280,7 @@ class MultiHeadAttentionCublas final : public Layer {
     const float* kv_in = cfg_.cross ? x[1]->f32() : q_in;
     const int32_t* lengths = cfg_.padding_mask ? x.back()->data<int32_t>() : nullptr;
     const int64_t Mq = N_ * Tq_, Mk = N_ * Tk_, B = N_ * H_;
+    report_bad_lengths();
 
     project_split(qh_, q_in, Mq, Tq_, kWq, kBq);
     project_split(kh_, kv_in, Mk, Tk_, kWk, kBk);
@@ -295,14 +289,25 @@ class MultiHeadAttentionCublas final : public Layer {
     const float scale = 1.0f / std::sqrt(static_cast<float>(dh_));
     gemm_rm(cb_, false, true, Tq_, Tk_, dh_, scale, qh_.f32(), dh_, Tq_ * dh_, kh_.f32(), dh_,
             Tk_ * dh_, 0.0f, p_.f32(), Tk_, Tq_ * Tk_, B);
-    dropout_active_ = training_ && cfg_.dropout > 0;
-    if (dropout_active_) ++step_;
+    // The mask of this forward (layers/attention.h): step counts training forwards from 0.
+    drop_ = DropoutParams{training_ && cfg_.dropout > 0, 0, 0, 1.0f};
+    if (drop_.active) {
+      drop_.base = attention_dropout_base(cfg_.seed, step_++);
+      drop_.threshold = attention_dropout_threshold(cfg_.dropout);
+      drop_.inv_keep = static_cast<float>(1.0 / (1.0 - cfg_.dropout));
+    }
     softmax_forward_kernel<<<static_cast<unsigned>(B * Tq_), kThreads, 0, cb_.stream()>>>(
-        p_.f32(), dropout_active_ ? pd_.f32() : nullptr, static_cast<int>(Tq_),
-        static_cast<int>(Tk_), static_cast<int>(H_), cfg_.causal, lengths,
-        static_cast<float>(cfg_.dropout), cfg_.seed, step_);
+        p_.f32(), drop_.active ? pd_.f32() : nullptr, static_cast<int>(Tq_), static_cast<int>(Tk_),
+        static_cast<int>(H_), cfg_.causal, lengths, lengths ? bad_length_.data<int>() : nullptr,
+        drop_);
     TBD_CUDA_CHECK_LAST();
-    const float* pd = dropout_active_ ? pd_.f32() : p_.f32();
+    if (lengths) {
+      // Checked on the device; read back without blocking and reported by a later call.
+      TBD_CUDA_CHECK(cudaMemcpyAsync(bad_length_host_, bad_length_.raw(), sizeof(int),
+                                     cudaMemcpyDeviceToHost, cb_.stream()));
+      TBD_CUDA_CHECK(cudaEventRecord(bad_length_copied_, cb_.stream()));
+    }
+    const float* pd = drop_.active ? pd_.f32() : p_.f32();
     gemm_rm(cb_, false, false, Tq_, dh_, Tk_, 1.0f, pd, Tk_, Tq_ * Tk_, vh_.f32(), dh_, Tk_ * dh_,
             0.0f, oh_.f32(), dh_, Tq_ * dh_, B);
     merge_heads_kernel<<<blocks_for(Mq * D_), kThreads, 0, cb_.stream()>>>(o_.f32(), oh_.f32(), N_,
@@ -319,6 +324,7 @@ class MultiHeadAttentionCublas final : public Layer {
 
   void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     check_arity(dx.size(), inputs_.size(), "backward input gradients");
+    report_bad_lengths();
     const float* q_in = x[0]->f32();
     const float* kv_in = cfg_.cross ? x[1]->f32() : q_in;
     float* dq_in = dx[0] ? dx[0]->f32() : nullptr;
@@ -335,14 +341,13 @@ class MultiHeadAttentionCublas final : public Layer {
     TBD_CUDA_CHECK_LAST();
 
     // Attention core. dPd = dO V^T, dV = Pd^T dO, dS = softmax'(dropout'(dPd)).
-    const float* pd = dropout_active_ ? pd_.f32() : p_.f32();
+    const float* pd = drop_.active ? pd_.f32() : p_.f32();
     gemm_rm(cb_, false, true, Tq_, Tk_, dh_, 1.0f, oh_.f32(), dh_, Tq_ * dh_, vh_.f32(), dh_,
             Tk_ * dh_, 0.0f, dp_.f32(), Tk_, Tq_ * Tk_, B);
     gemm_rm(cb_, true, false, Tk_, dh_, Tq_, 1.0f, pd, Tk_, Tq_ * Tk_, oh_.f32(), dh_, Tq_ * dh_,
             0.0f, dvh_.f32(), dh_, Tk_ * dh_, B);
     softmax_backward_kernel<<<static_cast<unsigned>(B * Tq_), kThreads, 0, cb_.stream()>>>(
-        dp_.f32(), p_.f32(), static_cast<int>(Tk_), dropout_active_,
-        static_cast<float>(cfg_.dropout), cfg_.seed, step_);
+        dp_.f32(), p_.f32(), static_cast<int>(Tk_), drop_);
     TBD_CUDA_CHECK_LAST();
     // S = scale * Q K^T: dQ = scale * dS K, dK = scale * dS^T Q (dQ reuses oh_).
     const float scale = 1.0f / std::sqrt(static_cast<float>(dh_));
@@ -361,6 +366,15 @@ class MultiHeadAttentionCublas final : public Layer {
   float* w(int i) { return params_[static_cast<std::size_t>(i)].value.f32(); }
   float* dw(int i) { return params_[static_cast<std::size_t>(i)].grad.f32(); }
   const float* b(int i) { return cfg_.bias ? w(i) : nullptr; }
+
+  // kv_lengths must lie in [1, Tk] (layers/attention.h). The device flags a bad length; the
+  // flag is copied back asynchronously and checked here once that copy has completed, so a
+  // timed step never waits for it (a bad length is reported one call late).
+  void report_bad_lengths() {
+    if (!cfg_.padding_mask || cudaEventQuery(bad_length_copied_) != cudaSuccess) return;
+    TBD_LAYER_CHECK(*bad_length_host_ == 0, kind(), name_,
+                    "input kv_lengths has a value outside [1, Tk=", Tk_, "] (found on the device)");
+  }
 
   // heads (N, h, T, dh) = split(x (M, D) W^T) + bias
   void project_split(const Tensor& heads, const float* x, int64_t M, int64_t T, int wi, int bi) {
@@ -396,8 +410,12 @@ class MultiHeadAttentionCublas final : public Layer {
   CudaBackend& cb_;
   int64_t N_ = 0, Tq_ = 0, Tk_ = 0, D_ = 0, H_ = 0, dh_ = 0;
   Tensor tmp_, qh_, kh_, vh_, p_, pd_, o_, oh_, dp_, dkh_, dvh_, ones_;
-  uint64_t step_ = 0;  // forwards with dropout so far: a new mask each time
-  bool dropout_active_ = false;
+  AttentionDims dims_{};
+  uint64_t step_ = 0;               // training forwards with dropout so far (the mask counter)
+  DropoutParams drop_{};            // the mask of the last forward, for its backward
+  Tensor bad_length_;               // i32 flag: some kv_lengths[n] outside [1, Tk] (sticky)
+  int* bad_length_host_ = nullptr;  // pinned copy of it
+  cudaEvent_t bad_length_copied_ = nullptr;
 };
 
 TBD_REGISTER_LAYER(MultiHeadAttentionConfig, DeviceKind::kCuda, MultiHeadAttentionCublas);
