@@ -106,43 +106,43 @@ struct RnnSpec {
 
 int64_t gates_of(Cell c) { return c == Cell::kLstm ? 4 : 3; }
 
-// Elementwise work per (t, n, h) and direction, beside the GEMMs: LSTM 4 bias adds,
-// 3 sigmoids, 2 tanh, 3 products, 1 sum ~ 13; GRU 6 bias adds, 2 sigmoids, 1 tanh, 2 products,
-// 3 sums for h' = (1-z)*n + z*h ~ 14. An approximation; layers/rnn.h counts the GEMMs exactly.
-double elementwise_ops(Cell c) { return c == Cell::kLstm ? 13.0 : 14.0; }
-
 class RnnCudnn : public Layer {
  public:
   RnnCudnn(Backend& be, const std::string& name, const RnnSpec& spec,
            const std::vector<TensorDesc>& in)
       : Layer(be, name, in), spec_(spec), cb_(as_cuda(be)) {
-    const char* k = spec.kind;
-    TBD_LAYER_CHECK(spec.hidden > 0, k, name, "hidden must be positive, got ", spec.hidden);
-    TBD_LAYER_CHECK(spec.num_layers > 0, k, name, "num_layers must be positive, got ",
-                    spec.num_layers);
+    // Shape checks and FLOPs shared with the CPU backend (layers/rnn.cpp).
     dirs_ = spec.bidirectional ? 2 : 1;
     const int64_t H = spec.hidden, G = gates_of(spec.cell);
     if (spec.one_step) {
       check_arity(in.size(), 3, "inputs (x, h, c)");
-      check_rank(k, name, "x", in[0], 2, "(N, I)");
-      check_rank(k, name, "h", in[1], 2, "(N, H)");
-      check_rank(k, name, "c", in[2], 2, "(N, H)");
+      LstmCellConfig c;
+      c.hidden = H;
+      Shape hs = lstm_cell_output_shape(name, c, in[0].shape, in[1].shape, in[2].shape);
       T_ = 1, N_ = in[0].shape[0], I_ = in[0].shape[1];
-      for (int i = 1; i < 3; ++i) {
-        TBD_LAYER_CHECK(in[i].shape == (Shape{N_, H}), k, name, "input ", i == 1 ? "h" : "c",
-                        " must be (N, H) = ", Shape{N_, H}.to_string(), ", got ",
-                        in[i].shape.to_string());
-      }
-      outputs_ = {TensorDesc{Shape{N_, H}}, TensorDesc{Shape{N_, H}}};
+      outputs_ = {TensorDesc{hs}, TensorDesc{hs}};
+      flops_ = lstm_cell_flops(c, in[0].shape);
     } else {
       check_arity(in.size(), 1, "inputs");
-      check_rank(k, name, "x", in[0], 3, "(T, N, I)");
+      Shape ys;
+      if (spec.cell == Cell::kLstm) {
+        LstmConfig c;
+        c.hidden = H, c.num_layers = spec.num_layers, c.bidirectional = spec.bidirectional;
+        ys = lstm_output_shape(name, c, in[0].shape);
+        flops_ = lstm_flops(c, in[0].shape);
+      } else {
+        GruConfig c;
+        c.hidden = H, c.num_layers = spec.num_layers, c.bidirectional = spec.bidirectional;
+        ys = gru_output_shape(name, c, in[0].shape);
+        flops_ = gru_flops(c, in[0].shape);
+      }
       T_ = in[0].shape[0], N_ = in[0].shape[1], I_ = in[0].shape[2];
-      outputs_ = {TensorDesc{Shape{T_, N_, H * dirs_}}};
+      outputs_ = {TensorDesc{ys}};
     }
-    for (const TensorDesc& d : in) {
-      TBD_LAYER_CHECK(d.dtype == DType::kF32 && d.layout == Layout::kRowMajor, k, name,
-                      "inputs must be f32 row-major, got ", d.to_string());
+    const char* names[] = {"x", "h", "c"};
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      TBD_LAYER_CHECK(in[i].dtype == DType::kF32 && in[i].layout == Layout::kRowMajor, spec.kind,
+                      name, "input ", names[i], " must be f32 row-major, got ", in[i].to_string());
     }
 
     // Parameters, in the order and with the names of layers/rnn.h.
@@ -158,11 +158,6 @@ class RnnCudnn : public Layer {
           add_param(p + "b_ih", Shape{G * H}, Init::kUniformFanIn, H, G * H, false);
           add_param(p + "b_hh", Shape{G * H}, Init::kUniformFanIn, H, G * H, false);
         }
-        // FLOPs (layers/rnn.h): the GEMMs of x and h with all gates, per phase.
-        const double gemm = 2.0 * T_ * N_ * (in_l + H) * G * H;
-        flops_.fwd += gemm + elementwise_ops(spec.cell) * T_ * N_ * H;
-        flops_.bwd_data += gemm;
-        flops_.bwd_weights += gemm;
       }
     }
 

@@ -122,13 +122,9 @@ struct Tols {
   Tol fwd, bwd_data, bwd_weights;
 };
 
-// Which FLOP counts must agree between the backends: all for kinds whose formula is shared
-// (layers/<kind>.cpp), else the GEMM-only backward-data count that layers/rnn.h spells out.
-enum class SameFlops { kAll, kBwdData };
-
 template <class Config>
 void compare_backends(const Config& cfg, const std::vector<TensorDesc>& in, bool tf32, Tols tols,
-                      SameFlops same_flops, const std::vector<Vec>& int_inputs = {}) {
+                      const std::vector<Vec>& int_inputs = {}) {
   Backend& gpu = cuda_backend(tf32);  // math mode first: layers read it when built
   auto cpu_layer = make_layer(cpu_backend(), "l", cfg, in);
   auto gpu_layer = make_layer(gpu, "l", cfg, in);
@@ -137,11 +133,10 @@ void compare_backends(const Config& cfg, const std::vector<TensorDesc>& in, bool
     EXPECT_EQ(cpu_layer->output_descs()[k].shape, gpu_layer->output_descs()[k].shape);
   }
   ASSERT_EQ(cpu_layer->params().size(), gpu_layer->params().size());
+  // The FLOP formulas are shared (layers/<kind>.cpp): both backends report the same counts.
+  EXPECT_DOUBLE_EQ(cpu_layer->flops().fwd, gpu_layer->flops().fwd);
   EXPECT_DOUBLE_EQ(cpu_layer->flops().bwd_data, gpu_layer->flops().bwd_data);
-  if (same_flops == SameFlops::kAll) {
-    EXPECT_DOUBLE_EQ(cpu_layer->flops().fwd, gpu_layer->flops().fwd);
-    EXPECT_DOUBLE_EQ(cpu_layer->flops().bwd_weights, gpu_layer->flops().bwd_weights);
-  }
+  EXPECT_DOUBLE_EQ(cpu_layer->flops().bwd_weights, gpu_layer->flops().bwd_weights);
 
   Data d = make_data(*cpu_layer, int_inputs, 7);
   Results want = run(cpu_backend(), *cpu_layer, d);
@@ -181,11 +176,11 @@ TEST_P(RnnCudaVsCpu, ForwardAndBackwardAgree) {
   if (c.gru) {
     GruConfig cfg;
     cfg.hidden = c.H, cfg.num_layers = c.layers, cfg.bidirectional = c.bidirectional;
-    compare_backends(cfg, in, tf32, tf32 ? kAnyTf32 : kRnnFp32, SameFlops::kBwdData);
+    compare_backends(cfg, in, tf32, tf32 ? kAnyTf32 : kRnnFp32);
   } else {
     LstmConfig cfg;
     cfg.hidden = c.H, cfg.num_layers = c.layers, cfg.bidirectional = c.bidirectional;
-    compare_backends(cfg, in, tf32, tf32 ? kAnyTf32 : kRnnFp32, SameFlops::kBwdData);
+    compare_backends(cfg, in, tf32, tf32 ? kAnyTf32 : kRnnFp32);
   }
 }
 
@@ -210,7 +205,7 @@ TEST_P(LstmCellCudaVsCpu, ForwardAndBackwardAgree) {
   cfg.hidden = 6;
   const int64_t N = 4, I = 5;
   compare_backends(cfg, {TensorDesc{Shape{N, I}}, TensorDesc{Shape{N, 6}}, TensorDesc{Shape{N, 6}}},
-                   tf32, tf32 ? kAnyTf32 : kRnnFp32, SameFlops::kBwdData);
+                   tf32, tf32 ? kAnyTf32 : kRnnFp32);
 }
 
 INSTANTIATE_TEST_SUITE_P(Math, LstmCellCudaVsCpu, ::testing::Bool(),
@@ -241,7 +236,7 @@ TEST_P(AttentionCudaVsCpu, ForwardAndBackwardAgree) {
     for (int64_t n = 0; n < c.N; ++n) lengths[n] = static_cast<double>(c.Tk - (n % c.Tk) / 2);
     ints.push_back(lengths);  // every row keeps at least one key
   }
-  compare_backends(cfg, in, tf32, tf32 ? kAnyTf32 : kAttnFp32, SameFlops::kAll, ints);
+  compare_backends(cfg, in, tf32, tf32 ? kAnyTf32 : kAttnFp32, ints);
 }
 
 INSTANTIATE_TEST_SUITE_P(
