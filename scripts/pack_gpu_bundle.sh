@@ -7,7 +7,8 @@
 #
 # The GPU machine has CUDA 13, PyTorch and its pip NVIDIA libraries, but no Google Benchmark, no
 # oneDNN, no apt and no network. So the bundle carries:
-#   bin/    tbd_bench (if built) and every test binary (tests/*_test)
+#   bin/    tbd_bench (if built) and the CUDA test binaries (tests/*cuda*_test; ALL_TESTS=1 packs
+#           every test binary, which may not fit)
 #   lib/    libtbd.so and every library they load that is neither glibc nor a CUDA library:
 #           libbenchmark.so.1debian, libdnnl.so.2, libgomp.so.1, libOpenCL.so.1, libstdc++.so.6,
 #           libgcc_s.so.1, ... (found with ldd here)
@@ -35,7 +36,9 @@ mkdir -p "$BUNDLE_DIR/bin" "$BUNDLE_DIR/lib"
 
 binaries=()
 [[ -x "$BUILD_DIR/tbd_bench" ]] && binaries+=("$BUILD_DIR/tbd_bench")
-for t in "$BUILD_DIR"/tests/*_test; do [[ -x "$t" ]] && binaries+=("$t"); done
+test_glob='*cuda*_test'
+[[ "${ALL_TESTS:-0}" == 1 ]] && test_glob='*_test'
+for t in "$BUILD_DIR"/tests/$test_glob; do [[ -x "$t" ]] && binaries+=("$t"); done
 ((${#binaries[@]})) || die "no binaries in $BUILD_DIR"
 [[ -x "$BUILD_DIR/tbd_bench" ]] || echo "pack_gpu_bundle: note: no tbd_bench in $BUILD_DIR (tests only)" >&2
 
