@@ -7,6 +7,13 @@
 
 namespace tbd {
 
+const char* to_string(MathMode m) { return m == MathMode::kFp32 ? "fp32" : "tf32"; }
+
+void Backend::set_math_mode(MathMode m) {
+  TBD_CHECK(m == MathMode::kFp32, "math mode ", to_string(m), " is not available on the ",
+            to_string(kind()), " backend (strict fp32 only)");
+}
+
 static int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())

@@ -17,6 +17,12 @@
 
 namespace tbd {
 
+// Arithmetic of matrix products and convolutions: strict FP32 (kFp32: TF32 off in cuBLAS and
+// cuDNN) or TF32 tensor cores (kTf32, CUDA only). A layer uses the mode in effect when it is
+// built. Room for bf16 later.
+enum class MathMode { kFp32, kTf32 };
+const char* to_string(MathMode m);  // "fp32", "tf32"
+
 class Backend {
  public:
   explicit Backend(std::unique_ptr<RawAllocator> raw) : allocator_(std::move(raw)) {}
@@ -29,6 +35,9 @@ class Backend {
   // Facts for the run's context: library versions, threads, clocks ("onednn_version" -> "2.6.3").
   virtual std::map<std::string, std::string> describe() const = 0;
   virtual int num_threads() const = 0;
+  // The CPU backend is strict FP32 only and rejects kTf32 with an error.
+  virtual void set_math_mode(MathMode m);
+  virtual MathMode math_mode() const { return MathMode::kFp32; }
 
   TrackingAllocator& allocator() { return allocator_; }
   Tensor empty(const TensorDesc& desc, MemCategory category);
@@ -49,9 +58,6 @@ class Backend {
   virtual void synchronize() = 0;
 
   // ---- hooks for the benchmark binary (generic: fixtures never include device headers) ----
-  // Applies a command-line option ("math" -> "fp32" | "tf32"). Returns false when this backend
-  // has no such option (the caller reports it as ignored); throws tbd::Error on a bad value.
-  virtual bool set_option(const std::string& key, const std::string& value) { return false; }
   // Times the work queued between start_timer() and stop_timer(), in seconds. The default waits
   // for the device and reads the host's steady clock; a backend with device timers (CUDA
   // events) overrides all three and says so in device_timer(), and fixtures then report that

@@ -7,15 +7,9 @@
 #include <string_view>
 
 #include "core/backend.h"
+#include "core/splitmix.h"  // splitmix64, also usable in CUDA kernels
 
 namespace tbd {
-
-inline uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 // FNV-1a of a name mixed with a seed: per-parameter streams independent of build order.
 uint64_t seed_for(uint64_t seed, std::string_view name);

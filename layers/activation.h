@@ -19,4 +19,9 @@ struct ActivationConfig {
   double alpha = 0.01;  // leaky relu slope
 };
 
+// Checks x (rank >= 1 f32, positive dims); returns y's shape (x's).
+Shape activation_output_shape(const std::string& name, const ActivationConfig& cfg,
+                              const TensorDesc& x);
+Flops activation_flops(const ActivationConfig& cfg, const Shape& x);
+
 }  // namespace tbd

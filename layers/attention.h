@@ -1,17 +1,38 @@
 // layers/attention.h: multi-head attention (self and cross), causal and padding masks.
 //
-// Inputs: q_in: (N, Tq, D); kv_in: (N, Tk, D) for cross attention (self: q_in only);
+// Inputs: q_in: (N, Tq, D); kv_in: (N, Tk, D) for cross attention (self: q_in only, Tk = Tq);
 //   kv_lengths: (N) i32, last input when `padding_mask` (keys at positions >= length are
-//   masked). Output: (N, Tq, D). Params: wq, wk, wv, wo (D, D) and bq, bk, bv, bo (D) when
-//   `bias`. Heads h = num_heads, head dim dh = D/h, scale 1/sqrt(dh).
+//   masked; every length must lie in [1, Tk], checked at each forward). Output: (N, Tq, D).
+//   Params, in this order: wq, wk, wv, wo (D, D), Xavier-uniform, then bq, bk, bv, bo (D),
+//   zeros, no weight decay, when `bias`. Heads h = num_heads, head dim dh = D/h, scale
+//   1/sqrt(dh).
 //   Q = q_in Wq^T + bq, K, V likewise from kv_in; S = Q K^T * scale (+mask -inf);
 //   P = softmax(S) (attention dropout `dropout`, seeded like Dropout); O = P V;
 //   y = concat_heads(O) Wo^T + bo.
-// FLOPs: fwd = 2*N*Tq*D*D*2 (q, out proj) + 2*N*Tk*D*D*2 (k, v) + 4*N*h*Tq*Tk*dh (QK^T, PV)
-//   + 5*N*h*Tq*Tk (softmax); bwd_data ~ 2x the GEMM part of fwd; bwd_weights the projection
-//   weight gradients 2*(2*N*Tq*D*D + 2*N*Tk*D*D).
+// Masks: query i sees key j iff j < kv_lengths[n] (padding_mask) and j <= i (causal); the
+//   padding mask applies to keys only (queries at padded positions still produce rows).
+// Dropout (training mode only): keep[i] = attention_dropout_keep(seed, step, i, p) for the
+//   flat index i of P in (N, h, Tq, Tk); `step` counts the layer's training forwards from 0,
+//   so a rerun with the same seed repeats the masks and every forward draws a new one.
+//
+// FLOPs (FMA = 2; Mq = N*Tq, Mk = N*Tk, E = N*h*Tq*Tk scores, E*dh = N*Tq*Tk*D). Exact for the
+// CPU implementation, with the softmax counted densely over all E scores (the GEMMs compute
+// masked scores too; the softmax skips them, which is not subtracted):
+//   fwd = 4*Mq*D*D (q, out proj) + 4*Mk*D*D (k, v) + 4*E*dh (QK^T, PV)
+//         + 6*E (softmax: max, scale-subtract FMA, exp, sum, normalise)
+//         [+ 2*E dropout: compare, scale] [+ 2*(Mq + Mk)*D bias adds]
+//   bwd_data = 4*Mq*D*D (dO = dy Wo, dq_in = dQ Wq) + 4*Mk*D*D (dK Wk, dV Wv)
+//         + 8*E*dh (P^T dO, dO V^T, dS K, dS^T Q)
+//         + 5*E (softmax: dot FMA, subtract, times P, times scale) [+ E dropout]
+//         + input-gradient sums: self 2*Mq*D (three projections into one input), cross Mk*D
+//   bwd_weights = 4*Mq*D*D + 4*Mk*D*D (dWq, dWo, dWk, dWv) + 4*D*D (accumulate)
+//         [+ 2*(Mq + Mk)*D bias-gradient sums]
 #pragma once
 
+#include <cmath>
+#include <cstdint>
+
+#include "core/random.h"
 #include "layers/layer.h"
 
 namespace tbd {
@@ -26,5 +47,35 @@ struct MultiHeadAttentionConfig {
   double dropout = 0.0;  // on the attention probabilities
   uint64_t seed = 0;
 };
+
+// The problem sizes of one attention layer, from checked inputs.
+struct AttentionDims {
+  int64_t N, Tq, Tk, D, h, dh;
+};
+
+// Checks the inputs against cfg (arity, ranks, dtypes, N and D agreement, D % heads, config
+// values) and throws naming the layer, the argument and the dims. Returns the sizes.
+AttentionDims attention_dims(const std::string& name, const MultiHeadAttentionConfig& cfg,
+                             const std::vector<TensorDesc>& inputs);
+// y: (N, Tq, D).
+inline Shape attention_output_shape(const AttentionDims& d) { return Shape{d.N, d.Tq, d.D}; }
+// FLOPs as documented above; `dropout_active` adds the dropout terms (training with p > 0).
+Flops attention_flops(const MultiHeadAttentionConfig& cfg, const AttentionDims& d,
+                      bool dropout_active);
+
+// The attention-dropout mask, counter based: element i of the forward numbered `step` is kept
+// iff splitmix64(base + i) >= p * 2^64 with base = splitmix64(seed ^ splitmix64(step)), i.e.
+// position i of the splitmix64 stream seeded by (seed, step). Any backend (and the tests'
+// reference) reproduces it exactly.
+inline uint64_t attention_dropout_base(uint64_t seed, uint64_t step) {
+  return splitmix64(seed ^ splitmix64(step));
+}
+inline uint64_t attention_dropout_threshold(double p) {
+  // p in [0, 1): p * 2^64 fits in uint64_t (ldexp is exact; p < 1 keeps it below 2^64).
+  return static_cast<uint64_t>(std::ldexp(p, 64));
+}
+inline bool attention_dropout_keep(uint64_t base, uint64_t i, uint64_t threshold) {
+  return splitmix64(base + i) >= threshold;
+}
 
 }  // namespace tbd

@@ -19,4 +19,22 @@ struct BatchNorm2dConfig {
   double momentum = 0.1;
 };
 
+// Checks x (rank 4 f32, positive dims) and cfg (eps > 0, momentum in [0, 1]); returns y's
+// shape (x's). Throws naming the layer, the argument and the dims.
+Shape batchnorm2d_output_shape(const std::string& name, const BatchNorm2dConfig& cfg,
+                               const TensorDesc& x);
+Flops batchnorm2d_flops(const Shape& x);
+
+// Every backend's BatchNorm2d derives from this, so callers (tests, checkpoints, eval runs)
+// reach the running statistics without knowing the backend.
+class BatchNorm2dLayer : public Layer {
+ public:
+  // (C) row-major, category dynamic; start at mean 0, variance 1 (PyTorch).
+  virtual const Tensor& running_mean() const = 0;
+  virtual const Tensor& running_var() const = 0;
+
+ protected:
+  using Layer::Layer;
+};
+
 }  // namespace tbd

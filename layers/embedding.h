@@ -1,9 +1,14 @@
 // layers/embedding.h: embedding lookup.
 //
 //   ids: (...) i32 in [0, num_embeddings)  w: (num_embeddings, dim)  y: (..., dim)
-//   y[i] = w[ids[i]]; dw[ids[i]] += dy[i] (rows of padding_idx get no gradient).
-//   Out-of-range ids are an error (checked on the host in tests, clamped never).
-// FLOPs: fwd 0, bwd_weights M*dim (the scatter-add).
+//   y[i] = scale * w[ids[i]]; dw[ids[i]] += scale * dy[i] (rows of padding_idx get no
+//   gradient; their output is still scale * w[padding_idx], which the model keeps at zero if it
+//   wants PyTorch's zero padding vector). ids never get a gradient (dx is always null).
+//   An out-of-range id makes forward throw (one compare per row, next to the dim-wide copy);
+//   it is never clamped. The weight is initialised by cfg.init with fan_in = dim,
+//   fan_out = num_embeddings (PyTorch's convention for a (num_embeddings, dim) tensor).
+// FLOPs: fwd 0 (M*dim with scale != 1), bwd_weights M*dim (the scatter-add; 2*M*dim with
+//   scale != 1), M = ids.numel().
 #pragma once
 
 #include "layers/layer.h"
@@ -18,5 +23,10 @@ struct EmbeddingConfig {
   double scale = 1.0;        // y = scale * w[id] (Transformer multiplies by sqrt(d_model))
   Init init = Init::kNormal002;
 };
+
+// Checks ids and cfg (throws naming the layer, the argument and the dims); returns y's shape.
+Shape embedding_output_shape(const std::string& name, const EmbeddingConfig& cfg,
+                             const TensorDesc& ids);
+Flops embedding_flops(const EmbeddingConfig& cfg, const Shape& ids);
 
 }  // namespace tbd

@@ -1,7 +1,9 @@
 // layers/layer_norm.h: layer normalization over the last dimension.
 //
-//   x: (..., D) row-major  gamma, beta: (D)  y: like x
+//   x: (..., D) row-major, rank >= 2  gamma, beta: (D)  y: like x
 //   y = (x - mean) / sqrt(var + eps) * gamma + beta, biased variance over D.
+//   Saved for backward (feature_maps): mean and variance per row, (M) each.
+//   gamma initialises to ones, beta to zeros; neither takes weight decay.
 // FLOPs: fwd 8*M*D, bwd_data 12*M*D, bwd_weights 4*M*D (M = product of leading dims).
 #pragma once
 
@@ -13,5 +15,9 @@ struct LayerNormConfig {
   static constexpr const char* kKind = "LayerNorm";
   double eps = 1e-5;
 };
+
+// Checks x against cfg (throws naming the layer); y has x's shape.
+Shape layer_norm_output_shape(const std::string& name, const LayerNormConfig& cfg, const Shape& x);
+Flops layer_norm_flops(const Shape& x);
 
 }  // namespace tbd

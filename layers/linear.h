@@ -1,13 +1,14 @@
 // layers/linear.h: fully connected layer and the raw GEMM op.
 //
-// Linear: x: (..., D_in) row-major  w: (D_out, D_in)  b: (D_out)  y: (..., D_out)
+// Linear: x: (..., D_in) row-major, rank >= 2  w: (D_out, D_in)  b: (D_out)  y: (..., D_out)
 //   y = x w^T + b, M = product of the leading dims.
 //   FLOPs fwd 2*M*D_in*D_out (+M*D_out bias), bwd_data 2*M*D_in*D_out,
 //   bwd_weights 2*M*D_in*D_out (+M*D_out for the bias gradient).
 // Gemm: a: (B..., M, K) or (B..., K, M) with trans_a; b: (B..., K, N) or (B..., N, K) with
 //   trans_b, or rank 2 (shared by every batch); y: (B..., M, N) = alpha * op(a) op(b) (+ bias
 //   (N) parameter when `bias`). Both inputs get gradients.
-//   FLOPs fwd 2*B*M*N*K, bwd_data 4*B*M*N*K (da and db), bwd_weights B*M*N (bias only).
+//   FLOPs fwd 2*B*M*N*K (+B*M*N with bias), bwd_data 4*B*M*N*K (da and db),
+//   bwd_weights B*M*N (bias only; 0 without bias).
 #pragma once
 
 #include "layers/layer.h"
@@ -28,5 +29,20 @@ struct GemmConfig {
   double alpha = 1.0;
   bool bias = false;
 };
+
+// Checks x against cfg (throws naming the layer) and returns y's shape.
+Shape linear_output_shape(const std::string& name, const LinearConfig& cfg, const Shape& x);
+Flops linear_flops(const LinearConfig& cfg, const Shape& x);
+
+// The problem a Gemm layer solves, after the batch dims are collapsed into one.
+struct GemmDims {
+  int64_t batch = 1;  // B: product of the batch dims (1 for rank-2 a)
+  int64_t m = 0, n = 0, k = 0;
+  bool b_shared = false;  // b has rank 2 while a is batched: one b for every batch
+};
+// Checks a and b against cfg (throws naming the layer and both shapes) and returns y's shape.
+Shape gemm_output_shape(const std::string& name, const GemmConfig& cfg, const Shape& a,
+                        const Shape& b, GemmDims* dims = nullptr);
+Flops gemm_flops(const GemmConfig& cfg, const GemmDims& d);
 
 }  // namespace tbd

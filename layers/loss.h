@@ -1,12 +1,20 @@
 // layers/loss.h: losses; each returns a scalar (shape (1)) mean over the batch.
 //
-// SoftmaxCrossEntropy: logits: (M, V) row-major f32, labels: (M) i32  y: (1)
+// SoftmaxCrossEntropy: logits: (..., V) row-major f32, labels: (...) i32  y: (1)
+//   (M = product of the leading dims; (M, V) logits with (M) labels is the common case.)
 //   loss = mean over rows with label != ignore_index of
 //          -(1-ls)*log p[label] - ls/V * sum_v log p[v]   (ls = label_smoothing)
-//   Rows whose label == ignore_index contribute nothing (and are not in the mean).
-//   The gradient flows only to logits. FLOPs fwd 4*M*V, bwd_data 3*M*V.
+//   Rows whose label == ignore_index contribute nothing (and are not in the mean); when every
+//   row is ignored the loss and the gradient are 0. A label outside [0, V) (other than
+//   ignore_index) makes forward throw (one compare per row, next to the row's V exps).
+//   The gradient flows only to logits (labels' dx is always null); the upstream gradient is
+//   dy[0], which the graph seeds with 1. Saved for backward (feature_maps): the per-row
+//   log-sum-exp and the count of rows in the mean, M + 1 floats.
+//   FLOPs fwd 4*M*V, bwd_data 3*M*V.
 // MseLoss: pred, target: same shape  y: (1) = mean((pred - target)^2); gradients to both.
 //   FLOPs fwd 3*E, bwd_data 3*E.
+// Both reduce in a fixed order (per-row or per-block partial sums, then one serial sum), so
+// the loss is bit-identical from run to run whatever the thread schedule.
 #pragma once
 
 #include "layers/layer.h"
@@ -22,5 +30,14 @@ struct SoftmaxCrossEntropyConfig {
 struct MseLossConfig {
   static constexpr const char* kKind = "MseLoss";
 };
+
+// Check the inputs (throw naming the layer, the argument and the dims); return (1).
+Shape softmax_cross_entropy_output_shape(const std::string& name,
+                                         const SoftmaxCrossEntropyConfig& cfg,
+                                         const TensorDesc& logits, const TensorDesc& labels);
+Flops softmax_cross_entropy_flops(const Shape& logits);
+Shape mse_loss_output_shape(const std::string& name, const TensorDesc& pred,
+                            const TensorDesc& target);
+Flops mse_loss_flops(const Shape& pred);
 
 }  // namespace tbd

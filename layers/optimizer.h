@@ -13,8 +13,13 @@
 
 namespace tbd {
 
-// v = momentum*v + (g + wd*w); w -= lr*v   (PyTorch convention). 4 FLOPs/element with momentum
-// and weight decay (2 each), 2 for the update: 6 in all.
+// Conventions of all three (PyTorch's torch.optim): weight decay applies only to parameters
+// with Param::decay (biases and norm scales have it off); FLOPs are counted per element of
+// every parameter, the weight-decay term only for parameters that decay.
+//
+// v = momentum*v + (g + wd*w); w -= lr*v   (PyTorch convention; no buffer when momentum = 0:
+// w -= lr*(g + wd*w)). 4 FLOPs/element with momentum and weight decay (2 each), 2 for the
+// update: 6 in all. State: v (numel floats) when momentum != 0.
 struct SgdConfig {
   static constexpr const char* kKind = "SGD";
   double lr = 0.1;
@@ -22,9 +27,11 @@ struct SgdConfig {
   double weight_decay = 0.0;
 };
 
-// Adam (weight_decay added to the gradient) or AdamW (decoupled: w -= lr*wd*w).
-// m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2; w -= lr * mhat / (sqrt(vhat) + eps).
-// Counted as 12 FLOPs/element (sqrt and divide as 1 each).
+// Adam (weight_decay added to the gradient) or AdamW (decoupled: w -= lr*wd*w first).
+// m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2; w -= lr * mhat / (sqrt(vhat) + eps), with
+// mhat = m/(1-b1^t), vhat = v/(1-b2^t), t the step number from 1.
+// Counted as 12 FLOPs/element (sqrt and divide as 1 each), +2 where weight decay applies
+// (either form). State: m and v (2 x numel floats); kind() is "AdamW" when decoupled.
 struct AdamConfig {
   static constexpr const char* kKind = "Adam";
   double lr = 1e-3;
@@ -36,7 +43,9 @@ struct AdamConfig {
 };
 
 // sq = alpha*sq + (1-alpha)*g^2; buf = momentum*buf + g/(sqrt(sq)+eps); w -= lr*buf
-// (buf only with momentum > 0). Counted as 8 FLOPs/element (+2 with momentum).
+// (buf only with momentum > 0; without it w -= lr*g/(sqrt(sq)+eps)); weight decay g += wd*w.
+// Counted as 8 FLOPs/element (+2 with momentum, +2 where weight decay applies).
+// State: sq, and buf with momentum (numel floats each).
 struct RmspropConfig {
   static constexpr const char* kKind = "RMSprop";
   double lr = 1e-2;

@@ -37,4 +37,14 @@ struct GlobalAvgPool2dConfig {
   static constexpr bool kAcceptsBlocked = true;
 };
 
+const char* to_string(PoolKind k);  // "max", "avg"
+
+// Checks x (rank 4 f32, positive dims) and cfg (kernel, stride > 0; 0 <= pad < kernel, so no
+// window lies wholly in padding; the padded input holds one window); returns (N, C, P, Q).
+Shape pool2d_output_shape(const std::string& name, const Pool2dConfig& cfg, const TensorDesc& x);
+Flops pool2d_flops(const Pool2dConfig& cfg, const Shape& x, const Shape& y);
+// Checks x (rank 4 f32, positive dims); returns (N, C).
+Shape global_avg_pool2d_output_shape(const std::string& name, const TensorDesc& x);
+Flops global_avg_pool2d_flops(const Shape& x);
+
 }  // namespace tbd

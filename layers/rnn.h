@@ -8,10 +8,20 @@
 //     GRU (linear-before-reset, as cuDNN and PyTorch): w_ih (3H, I_l), w_hh (3H, H),
 //       b_ih (3H), b_hh (3H); gates r, z, n: n = tanh(W_in x + b_in + r*(W_hn h + b_hn)).
 //   I_0 = I, I_l = H*dirs for l > 0. Names: "<layer>.l<l>.<fwd|bwd>.w_ih" etc.
-//   FLOPs per layer and direction: fwd 2*T*N*(I_l+H)*G*H + elementwise (G = 4 or 3),
-//   bwd_data 2*T*N*(I_l+H)*G*H, bwd_weights 2*T*N*(I_l+H)*G*H.
+//   Parameter count: sum over l and d of G*H*(I_l + H) + B*H, with G = 4, B = 4 (LSTM) and
+//   G = 3, B = 6 (GRU: b_ih and b_hh).
+//   FLOPs per layer and direction: fwd 2*T*N*(I_l+H)*G*H + E*T*N*H (G = 4 or 3),
+//   bwd_data 2*T*N*(I_l+H)*G*H, bwd_weights 2*T*N*(I_l+H)*G*H. E counts the elementwise
+//   work per hidden unit and step, one op per add, multiply and activation:
+//     LSTM E = 17: 8 adds (x part + h part + bias, 4 gates), 5 activations (3 sigmoid,
+//       tanh(g), tanh(c)), c = f*c + i*g (3), h = o*tanh(c) (1).
+//     GRU E = 15: r and z 3 each (2 adds, sigmoid), n 5 (b_hn add, r*, 2 adds, tanh),
+//       h = z*h + (1-z)*n (4).
+//   The elementwise work of the backward pass is of the same order and not counted (the
+//   GEMMs dominate: (I_l+H)*G*2 >> E).
 // LstmCell: one step. Inputs x (N, I), h (N, H), c (N, H); outputs h' (N, H), c' (N, H).
-//   Parameters w_ih (4H, I), w_hh (4H, H), b (4H).
+//   Parameters w_ih (4H, I), w_hh (4H, H), b (4H): 4H*(I+H) + 4H. FLOPs: the LSTM formulas
+//   with T = 1.
 #pragma once
 
 #include "layers/layer.h"
@@ -36,5 +46,22 @@ struct LstmCellConfig {
   static constexpr const char* kKind = "LSTMCell";
   int64_t hidden = 0;
 };
+
+// Shape checks (throw naming the layer, the argument and the dims) and output shapes.
+// x: (T, N, I) -> y: (T, N, H*dirs).
+Shape lstm_output_shape(const std::string& name, const LstmConfig& cfg, const Shape& x);
+Shape gru_output_shape(const std::string& name, const GruConfig& cfg, const Shape& x);
+// x: (N, I), h: (N, H), c: (N, H) -> h', c': (N, H) each.
+Shape lstm_cell_output_shape(const std::string& name, const LstmCellConfig& cfg, const Shape& x,
+                             const Shape& h, const Shape& c);
+
+Flops lstm_flops(const LstmConfig& cfg, const Shape& x);
+Flops gru_flops(const GruConfig& cfg, const Shape& x);
+Flops lstm_cell_flops(const LstmCellConfig& cfg, const Shape& x);
+
+// Parameter counts for input width I (the formulas above).
+int64_t lstm_param_count(const LstmConfig& cfg, int64_t input_size);
+int64_t gru_param_count(const GruConfig& cfg, int64_t input_size);
+int64_t lstm_cell_param_count(const LstmCellConfig& cfg, int64_t input_size);
 
 }  // namespace tbd

@@ -6,7 +6,10 @@
 // Split:     one input; outputs of `sizes` along `axis` (sum(sizes) == dim).  Row-major.
 // Reshape:   same element count; one dim may be -1.  Row-major (a copy: layers own outputs).
 // Transpose: y = permute(x, perm), e.g. perm {1, 0, 2} swaps the first two dims.  Row-major.
-// None has weights.
+// Axes may be negative (counted from the end). Concat, Split, Reshape and Transpose move
+// elements of any dtype (labels, indices); gradients flow for f32. None has weights.
+// The shape functions below check their inputs and throw naming the layer, the argument and
+// the dims; every backend calls them.
 #pragma once
 
 #include <vector>
@@ -40,5 +43,22 @@ struct TransposeConfig {
   static constexpr const char* kKind = "Transpose";
   std::vector<int> perm;
 };
+
+// x0, x1 equal in shape, layout and dtype (f32); returns y's desc.
+TensorDesc add_output_desc(const std::string& name, const std::vector<TensorDesc>& x);
+Flops add_flops(const Shape& x);
+// At least one input, all row-major, same rank and dtype, equal except along axis.
+Shape concat_output_shape(const std::string& name, const ConcatConfig& cfg,
+                          const std::vector<TensorDesc>& x);
+// sizes all positive and summing to x's extent along axis.
+std::vector<Shape> split_output_shapes(const std::string& name, const SplitConfig& cfg,
+                                       const TensorDesc& x);
+Shape reshape_output_shape(const std::string& name, const ReshapeConfig& cfg,
+                           const TensorDesc& x);
+// perm a permutation of 0..rank-1 (rank <= 12, oneDNN's limit).
+Shape transpose_output_shape(const std::string& name, const TransposeConfig& cfg,
+                             const TensorDesc& x);
+// Normalises a possibly negative axis for rank `rank` (throws naming the layer).
+int normalize_axis(const char* kind, const std::string& name, int axis, int rank);
 
 }  // namespace tbd

@@ -138,7 +138,9 @@ void check_layer(Backend& be, Layer& layer, const RefForward& fwd, const RefBack
     from_host(be, x.back(), v);
     xh.push_back(v);
     dx.push_back(be.empty(in[k], MemCategory::kDynamic));
-    be.fill(dx.back(), 0.f);
+    // A sentinel, not zero: input gradients are assigned (=), so a layer that accumulates
+    // into dx, or leaves elements unwritten, fails the comparison.
+    if (in[k].dtype == DType::kF32) be.fill(dx.back(), 1234.5f);
   }
   for (std::size_t k = 0; k < out.size(); ++k) {
     y.push_back(be.empty(out[k], MemCategory::kFeatureMaps));

@@ -1,0 +1,27 @@
+// core/splitmix.h: the counter-based hash behind every random number of the suite, usable on
+// the host and in CUDA kernels (no other header, so .cu files can include it cheaply).
+//
+// splitmix64 (Steele, Lea, Flood 2014) is a bijective 64-bit mixer: hashing a counter gives
+// independent-looking values with no state, so a dropout mask element depends only on
+// (key, step, index) and the CPU and CUDA backends draw bit-identical masks (layers/dropout.h).
+// TBD_HOST_DEVICE marks functions that CUDA kernels call too.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define TBD_HOST_DEVICE __host__ __device__
+#else
+#define TBD_HOST_DEVICE
+#endif
+
+namespace tbd {
+
+TBD_HOST_DEVICE inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace tbd

@@ -1,0 +1,67 @@
+// layers/attention.cpp: input checks and FLOP count of MultiHeadAttention (all backends).
+#include "layers/attention.h"
+
+namespace tbd {
+
+AttentionDims attention_dims(const std::string& name, const MultiHeadAttentionConfig& c,
+                             const std::vector<TensorDesc>& in) {
+  const char* k = MultiHeadAttentionConfig::kKind;
+  const std::size_t want = 1 + (c.cross ? 1 : 0) + (c.padding_mask ? 1 : 0);
+  TBD_LAYER_CHECK(in.size() == want, k, name, "expected ", want, " inputs (q_in",
+                  c.cross ? ", kv_in" : "", c.padding_mask ? ", kv_lengths" : "", "), got ",
+                  in.size());
+  TBD_LAYER_CHECK(c.num_heads > 0, k, name, "invalid config: num_heads=", c.num_heads);
+  TBD_LAYER_CHECK(c.dropout >= 0.0 && c.dropout < 1.0, k, name,
+                  "invalid config: dropout=", c.dropout, " (must be in [0, 1))");
+  const TensorDesc& q = in[0];
+  check_rank(k, name, "q_in", q, 3, "(N, Tq, D)");
+  TBD_LAYER_CHECK(q.dtype == DType::kF32 && q.layout == Layout::kRowMajor, k, name,
+                  "input q_in must be f32 row-major, got ", q.to_string());
+  AttentionDims d{q.shape[0], q.shape[1], q.shape[1], q.shape[2], c.num_heads, 0};
+  TBD_LAYER_CHECK(d.D % d.h == 0, k, name, "input q_in ", q.shape.to_string(), ": D=", d.D,
+                  " must be divisible by num_heads=", d.h);
+  d.dh = d.D / d.h;
+  if (c.cross) {
+    const TensorDesc& kv = in[1];
+    check_rank(k, name, "kv_in", kv, 3, "(N, Tk, D)");
+    TBD_LAYER_CHECK(kv.dtype == DType::kF32 && kv.layout == Layout::kRowMajor, k, name,
+                    "input kv_in must be f32 row-major, got ", kv.to_string());
+    TBD_LAYER_CHECK(kv.shape[0] == d.N && kv.shape[2] == d.D, k, name, "input kv_in ",
+                    kv.shape.to_string(), " must have N=", d.N, " and D=", d.D, " like q_in ",
+                    q.shape.to_string());
+    d.Tk = kv.shape[1];
+  }
+  if (c.padding_mask) {
+    const TensorDesc& len = in.back();
+    check_rank(k, name, "kv_lengths", len, 1, "(N)");
+    TBD_LAYER_CHECK(len.dtype == DType::kI32, k, name, "input kv_lengths must be i32, got ",
+                    len.to_string());
+    TBD_LAYER_CHECK(len.shape[0] == d.N, k, name, "input kv_lengths ", len.shape.to_string(),
+                    " must have N=", d.N, " like q_in ", q.shape.to_string());
+  }
+  return d;
+}
+
+Flops attention_flops(const MultiHeadAttentionConfig& c, const AttentionDims& d,
+                      bool dropout_active) {
+  const double D = static_cast<double>(d.D);
+  const double mq = static_cast<double>(d.N) * d.Tq, mk = static_cast<double>(d.N) * d.Tk;
+  const double e = static_cast<double>(d.N) * d.h * d.Tq * d.Tk;
+  const double e_dh = e * d.dh;
+  const double proj = 4 * mq * D * D + 4 * mk * D * D;
+  Flops f;
+  f.fwd = proj + 4 * e_dh + 6 * e;
+  f.bwd_data = proj + 8 * e_dh + 5 * e + (c.cross ? mk * D : 2 * mq * D);
+  f.bwd_weights = proj + 4 * D * D;
+  if (dropout_active) {
+    f.fwd += 2 * e;
+    f.bwd_data += e;
+  }
+  if (c.bias) {
+    f.fwd += 2 * (mq + mk) * D;
+    f.bwd_weights += 2 * (mq + mk) * D;
+  }
+  return f;
+}
+
+}  // namespace tbd

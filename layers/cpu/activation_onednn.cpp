@@ -1,0 +1,109 @@
+// layers/cpu/activation_onednn.cpp: Activation on oneDNN eltwise (forward_training, backward).
+//
+// An elementwise op does not care about layout, so x (plain or nChw16c, any rank) is described
+// to oneDNN as one dense 1-D run of numel floats; y keeps x's layout. relu, leaky relu (alpha
+// >= 0), tanh and sigmoid use the *_use_dst_for_bwd algorithms: backward then reads y instead of
+// recomputing the function of x (cheaper for tanh/sigmoid). gelu (erf form) needs x.
+#include "backends/cpu/onednn.h"
+#include "layers/activation.h"
+
+namespace tbd::cpu {
+namespace {
+
+using dnnl::algorithm;
+using dnnl::memory;
+
+class ActivationOneDnn final : public Layer {
+ public:
+  ActivationOneDnn(Backend& be, const std::string& name, const ActivationConfig& cfg,
+                   const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cfg_(cfg), cpu_(as_cpu(be)) {
+    check_arity(in.size(), 1, "inputs");
+    activation_output_shape(name, cfg, in[0]);
+    outputs_ = {in[0]};
+    flops_ = activation_flops(cfg, in[0].shape);
+
+    float alpha = 0.f;
+    switch (cfg.act) {
+      case ActKind::kRelu: alg_ = algorithm::eltwise_relu_use_dst_for_bwd; break;
+      case ActKind::kLeakyRelu:
+        alpha = static_cast<float>(cfg.alpha);
+        // y keeps x's sign only for alpha >= 0, so only then can backward read y.
+        alg_ = alpha >= 0 ? algorithm::eltwise_relu_use_dst_for_bwd : algorithm::eltwise_relu;
+        break;
+      case ActKind::kTanh: alg_ = algorithm::eltwise_tanh_use_dst_for_bwd; break;
+      case ActKind::kSigmoid: alg_ = algorithm::eltwise_logistic_use_dst_for_bwd; break;
+      case ActKind::kGelu: alg_ = algorithm::eltwise_gelu_erf; break;
+    }
+    use_dst_ = alg_ == algorithm::eltwise_relu_use_dst_for_bwd ||
+               alg_ == algorithm::eltwise_tanh_use_dst_for_bwd ||
+               alg_ == algorithm::eltwise_logistic_use_dst_for_bwd;
+    md_ = memory::desc({in[0].shape.numel()}, memory::data_type::f32, memory::format_tag::a);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    auto& eng = cpu_.engine();
+    try {
+      fwd_pd_ = dnnl::eltwise_forward::primitive_desc(
+          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg_, md_, alpha, 0.f),
+          attr, eng);
+      bwd_pd_ = dnnl::eltwise_backward::primitive_desc(
+          dnnl::eltwise_backward::desc(alg_, md_, md_, alpha, 0.f), attr, eng, fwd_pd_);
+    } catch (const dnnl::error& e) {
+      throw_layer_error(kind(), name, std::string("oneDNN has no eltwise ") + to_string(cfg.act) +
+                                          " for x " + in[0].to_string() + ": " + e.what());
+    }
+    fwd_ = dnnl::eltwise_forward(fwd_pd_);
+    bwd_ = dnnl::eltwise_backward(bwd_pd_);
+    std::size_t scratch = std::max(fwd_pd_.scratchpad_desc().get_size(),
+                                   bwd_pd_.scratchpad_desc().get_size());
+    if (scratch) {
+      scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
+    }
+  }
+
+  const char* kind() const override { return ActivationConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat(to_string(cfg_.act), " x ", inputs_[0].shape.to_string());
+  }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, flat(*x[0])}, {DNNL_ARG_DST, flat(*y[0])}};
+    add_scratch(args, fwd_pd_.scratchpad_desc());
+    execute(cpu_, fwd_, args, "Activation forward");
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+    if (dx[0] == nullptr) return;
+    std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, flat(*dy[0])},
+                                         {DNNL_ARG_DIFF_SRC, flat(*dx[0])}};
+    if (use_dst_) {
+      args[DNNL_ARG_DST] = flat(*y[0]);
+    } else {
+      args[DNNL_ARG_SRC] = flat(*x[0]);
+    }
+    add_scratch(args, bwd_pd_.scratchpad_desc());
+    execute(cpu_, bwd_, args, "Activation backward");
+  }
+
+ private:
+  memory flat(const Tensor& t) { return memory(md_, cpu_.engine(), t.raw()); }
+  void add_scratch(std::unordered_map<int, memory>& args, const memory::desc& md) {
+    if (md.get_size()) args[DNNL_ARG_SCRATCHPAD] = memory(md, cpu_.engine(), scratch_.raw());
+  }
+
+  ActivationConfig cfg_;
+  CpuBackend& cpu_;
+  algorithm alg_ = algorithm::eltwise_relu;
+  bool use_dst_ = false;
+  memory::desc md_;
+  dnnl::eltwise_forward::primitive_desc fwd_pd_;
+  dnnl::eltwise_backward::primitive_desc bwd_pd_;
+  dnnl::primitive fwd_, bwd_;
+  Tensor scratch_;
+};
+
+TBD_REGISTER_LAYER(ActivationConfig, DeviceKind::kCpu, ActivationOneDnn);
+
+}  // namespace
+}  // namespace tbd::cpu

@@ -1,0 +1,341 @@
+// layers/cpu/linear_onednn.cpp: Linear and Gemm on oneDNN matmul primitives.
+//
+// Every product is one oneDNN matmul created at build: a transposed operand is the same buffer
+// seen through a memory descriptor with swapped strides, so nothing is ever copied or
+// transposed. Parameter gradients use a sum post-op (dst += result), which is the gradient
+// policy's accumulation without an extra pass; bias gradients are the column sums of dy,
+// computed as ones(1, M) x dy(M, N) with the same sum post-op (a GEMV oneDNN runs at
+// bandwidth). The weights stay row-major (D_out, D_in) as PyTorch stores them; matmul reads
+// w^T through strides, so there is no weight reorder either.
+#include <vector>
+
+#include "backends/cpu/onednn.h"
+#include "layers/linear.h"
+
+namespace tbd::cpu {
+namespace {
+
+using dnnl::memory;
+using dt = memory::data_type;
+
+// Logical (rows, cols) view of a row-major matrix, batched: the stored matrix is (rows, cols),
+// or (cols, rows) when `transposed` (then the view swaps the strides). Batch stride = rows*cols.
+memory::desc mat(int64_t batch, int64_t rows, int64_t cols, bool transposed) {
+  memory::dims strides = transposed ? memory::dims{rows * cols, 1, rows}
+                                    : memory::dims{rows * cols, cols, 1};
+  return memory::desc({batch, rows, cols}, dt::f32, strides);
+}
+memory::desc mat(int64_t rows, int64_t cols, bool transposed) {
+  memory::dims strides = transposed ? memory::dims{1, rows} : memory::dims{cols, 1};
+  return memory::desc({rows, cols}, dt::f32, strides);
+}
+// A 2-D matrix with an explicit row stride (a batch of row-major blocks seen as one matrix).
+memory::desc mat_strided(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  return memory::desc({rows, cols}, dt::f32, memory::dims{row_stride, col_stride});
+}
+
+// One matmul primitive: dst (=|+=) scale * (src x weights + bias) (+ add_after_scale).
+struct Matmul {
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim;
+  std::size_t scratch_bytes = 0;
+  memory::desc add_md;  // the binary post-op's operand (empty: none)
+  int add_index = 0;    // its position in the post-op chain
+};
+
+Matmul make_matmul(CpuBackend& cpu, const char* kind, const std::string& name, const char* what,
+                   const memory::desc& src, const memory::desc& wei, const memory::desc& bias,
+                   const memory::desc& dst, float scale, bool accumulate,
+                   const memory::desc& add_after_scale = memory::desc()) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (scale != 1.0f) attr.set_output_scales(0, {scale});
+  dnnl::post_ops po;
+  if (accumulate) po.append_sum(1.0f);
+  if (add_after_scale) po.append_binary(dnnl::algorithm::binary_add, add_after_scale);
+  attr.set_post_ops(po);
+  Matmul m;
+  try {
+    m.pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, bias, dst), attr,
+                                        cpu.engine());
+  } catch (const dnnl::error& e) {
+    auto dims = [](const memory::desc& d) {
+      std::string s = "(";
+      for (std::size_t i = 0; i < d.dims().size(); ++i) {
+        s += (i ? ", " : "") + std::to_string(d.dims()[i]);
+      }
+      return s + ")";
+    };
+    throw_layer_error(kind, name,
+                      detail::concat("oneDNN has no matmul for ", what, ": src ", dims(src),
+                                     " weights ", dims(wei), " dst ", dims(dst), ": ", e.what()));
+  }
+  m.prim = dnnl::matmul(m.pd);
+  m.scratch_bytes = m.pd.scratchpad_desc().get_size();
+  m.add_md = add_after_scale;
+  m.add_index = accumulate ? 1 : 0;
+  return m;
+}
+
+// Runs a matmul on raw pointers (the descriptors fix shapes and strides).
+// `add`: the binary post-op's operand, when the primitive has one.
+void run(CpuBackend& cpu, const Matmul& m, const void* src, const void* wei, const void* bias,
+         void* dst, const Tensor& scratch, const char* who, const void* add = nullptr) {
+  auto& e = cpu.engine();
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, memory(m.pd.src_desc(), e, const_cast<void*>(src))},
+      {DNNL_ARG_WEIGHTS, memory(m.pd.weights_desc(), e, const_cast<void*>(wei))},
+      {DNNL_ARG_DST, memory(m.pd.dst_desc(), e, dst)}};
+  if (bias) args[DNNL_ARG_BIAS] = memory(m.pd.bias_desc(), e, const_cast<void*>(bias));
+  if (add) {
+    args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(m.add_index) | DNNL_ARG_SRC_1] =
+        memory(m.add_md, e, const_cast<void*>(add));
+  }
+  if (m.scratch_bytes) args[DNNL_ARG_SCRATCHPAD] = memory(m.pd.scratchpad_desc(), e, scratch.raw());
+  execute(cpu, m.prim, args, who);
+}
+
+Tensor alloc_scratch(Backend& be, std::initializer_list<const Matmul*> ms) {
+  std::size_t bytes = 0;
+  for (const Matmul* m : ms) {
+    if (m->prim) bytes = std::max(bytes, m->scratch_bytes);
+  }
+  if (bytes == 0) return Tensor();
+  return be.empty(Shape{static_cast<int64_t>((bytes + 3) / 4)}, MemCategory::kWorkspace);
+}
+
+// Ones(1, M): the left operand of the bias-gradient GEMV (constant, kept as workspace).
+Tensor ones_vector(Backend& be, int64_t m) {
+  Tensor t = be.empty(Shape{m}, MemCategory::kWorkspace);
+  be.fill(t, 1.f);
+  return t;
+}
+
+void check_f32(const char* kind, const std::string& name, const char* arg, const TensorDesc& d) {
+  TBD_LAYER_CHECK(d.dtype == DType::kF32 && d.layout == Layout::kRowMajor, kind, name, "input ",
+                  arg, " must be f32 row-major, got ", d.to_string());
+}
+
+// ---- Linear: y = x w^T + b ----
+
+class LinearOneDnn final : public Layer {
+ public:
+  LinearOneDnn(Backend& be, const std::string& name, const LinearConfig& cfg,
+               const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cfg_(cfg), cpu_(as_cpu(be)) {
+    check_arity(in.size(), 1, "inputs");
+    Shape ys = linear_output_shape(name, cfg, in[0].shape);
+    check_f32(kind(), name, "x", in[0]);
+    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
+    flops_ = linear_flops(cfg, in[0].shape);
+    const int64_t K = in[0].shape[-1], N = cfg.out_features;
+    M_ = in[0].shape.numel() / K;
+    add_param("weight", Shape{N, K}, cfg.init, K, N);
+    if (cfg.bias) add_param("bias", Shape{N}, Init::kZeros, K, N, /*decay=*/false);
+
+    memory::desc none;
+    memory::desc bias_md = cfg.bias ? mat(1, N, false) : none;
+    // y (M, N) = x (M, K) x w^T (K, N)
+    fwd_ = make_matmul(cpu_, kind(), name, "forward", mat(M_, K, false), mat(K, N, true), bias_md,
+                       mat(M_, N, false), 1.f, false);
+    // dx (M, K) = dy (M, N) x w (N, K)
+    dgrad_ = make_matmul(cpu_, kind(), name, "backward data", mat(M_, N, false), mat(N, K, false),
+                         none, mat(M_, K, false), 1.f, false);
+    // dw (N, K) += dy^T (N, M) x x (M, K)
+    wgrad_ = make_matmul(cpu_, kind(), name, "weight gradient", mat(N, M_, true),
+                         mat(M_, K, false), none, mat(N, K, false), 1.f, true);
+    if (cfg.bias) {
+      // db (1, N) += ones (1, M) x dy (M, N)
+      bgrad_ = make_matmul(cpu_, kind(), name, "bias gradient", mat(1, M_, false),
+                           mat(M_, N, false), none, mat(1, N, false), 1.f, true);
+      ones_ = ones_vector(be, M_);
+    }
+    scratch_ = alloc_scratch(be, {&fwd_, &dgrad_, &wgrad_, &bgrad_});
+  }
+
+  const char* kind() const override { return LinearConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("x ", inputs_[0].shape.to_string(), " out=", cfg_.out_features,
+                          cfg_.bias ? " bias" : "");
+  }
+
+  // y: (..., D_out)  x: (..., D_in)
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    run(cpu_, fwd_, x[0]->raw(), params_[0].value.raw(),
+        cfg_.bias ? params_[1].value.raw() : nullptr, y[0]->raw(), scratch_, "Linear forward");
+  }
+
+  // dx: (..., D_in)  dy: (..., D_out)  x: (..., D_in)
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    if (dx[0] != nullptr) {
+      run(cpu_, dgrad_, dy[0]->raw(), params_[0].value.raw(), nullptr, dx[0]->raw(), scratch_,
+          "Linear backward data");
+    }
+    run(cpu_, wgrad_, dy[0]->raw(), x[0]->raw(), nullptr, params_[0].grad.raw(), scratch_,
+        "Linear weight gradient");
+    if (cfg_.bias) {
+      run(cpu_, bgrad_, ones_.raw(), dy[0]->raw(), nullptr, params_[1].grad.raw(), scratch_,
+          "Linear bias gradient");
+    }
+  }
+
+ private:
+  LinearConfig cfg_;
+  CpuBackend& cpu_;
+  int64_t M_ = 0;
+  Matmul fwd_, dgrad_, wgrad_, bgrad_;
+  Tensor ones_, scratch_;
+};
+
+TBD_REGISTER_LAYER(LinearConfig, DeviceKind::kCpu, LinearOneDnn);
+
+// ---- Gemm: y = alpha * op(a) op(b) (+ bias) ----
+//
+// Batch dims are collapsed into one (B). With A = op(a) (M, K), Bm = op(b) (K, N):
+//   dA = alpha dY Bm^T, dBm = alpha A^T dY; a transposed input's gradient is the transpose,
+//   computed directly in its storage order (da^T = alpha Bm dY^T) so dst is always plain.
+// A shared (rank-2) b sums its gradient over the batch: one 2-D matmul over the flattened
+// (B*M) rows when a is not transposed, else one 2-D matmul per batch (assign, then +=).
+
+class GemmOneDnn final : public Layer {
+ public:
+  GemmOneDnn(Backend& be, const std::string& name, const GemmConfig& cfg,
+             const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cfg_(cfg), cpu_(as_cpu(be)) {
+    check_arity(in.size(), 2, "inputs");
+    Shape ys = gemm_output_shape(name, cfg, in[0].shape, in[1].shape, &d_);
+    check_f32(kind(), name, "a", in[0]);
+    check_f32(kind(), name, "b", in[1]);
+    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
+    flops_ = gemm_flops(cfg, d_);
+    const int64_t B = d_.batch, M = d_.m, N = d_.n, K = d_.k, Bb = d_.b_shared ? 1 : B;
+    const bool ta = cfg.trans_a, tb = cfg.trans_b;
+    const float alpha = static_cast<float>(cfg.alpha);
+    if (cfg.bias) add_param("bias", Shape{N}, Init::kZeros, K, N, /*decay=*/false);
+
+    memory::desc none;
+    // The bias is a binary-add post-op rather than the matmul's bias argument: oneDNN 2.x
+    // computes scale * (src x wei + bias), and the bias must not be scaled by alpha.
+    memory::desc bias_md = cfg.bias ? mat(1, 1, N, false) : none;
+    fwd_ = make_matmul(cpu_, kind(), name, "forward", mat(B, M, K, ta), mat(Bb, K, N, tb), none,
+                       mat(B, M, N, false), alpha, false, bias_md);
+    // da
+    if (!ta) {  // da (B, M, K) = alpha dY (B, M, N) x Bm^T (Bb, N, K)
+      dgrad_a_ = make_matmul(cpu_, kind(), name, "gradient of a", mat(B, M, N, false),
+                             mat(Bb, N, K, !tb), none, mat(B, M, K, false), alpha, false);
+    } else {  // da (B, K, M) = alpha Bm (Bb, K, N) x dY^T (B, N, M)
+      dgrad_a_ = make_matmul(cpu_, kind(), name, "gradient of a", mat(Bb, K, N, tb),
+                             mat(B, N, M, true), none, mat(B, K, M, false), alpha, false);
+    }
+    // db: stored (K, N) when !tb, (N, K) when tb.
+    if (!d_.b_shared) {
+      if (!tb) {  // db (B, K, N) = alpha A^T (B, K, M) x dY (B, M, N)
+        dgrad_b_ = make_matmul(cpu_, kind(), name, "gradient of b", mat(B, K, M, !ta),
+                               mat(B, M, N, false), none, mat(B, K, N, false), alpha, false);
+      } else {  // db (B, N, K) = alpha dY^T (B, N, M) x A (B, M, K)
+        dgrad_b_ = make_matmul(cpu_, kind(), name, "gradient of b", mat(B, N, M, true),
+                               mat(B, M, K, ta), none, mat(B, N, K, false), alpha, false);
+      }
+    } else if (!ta) {  // one 2-D product over the flattened B*M rows
+      memory::desc a_t = mat_strided(K, B * M, 1, K);  // A^T (K, B*M) of a (B*M, K)
+      memory::desc dy_t = mat_strided(N, B * M, 1, N);  // dY^T (N, B*M) of dy (B*M, N)
+      if (!tb) {
+        dgrad_b_ = make_matmul(cpu_, kind(), name, "gradient of b", a_t, mat(B * M, N, false),
+                               none, mat(K, N, false), alpha, false);
+      } else {
+        dgrad_b_ = make_matmul(cpu_, kind(), name, "gradient of b", dy_t, mat(B * M, K, false),
+                               none, mat(N, K, false), alpha, false);
+      }
+    } else {  // per batch: a_b stored (K, M)
+      for (int acc = 0; acc < 2; ++acc) {
+        Matmul& m = acc ? dgrad_b_acc_ : dgrad_b_;
+        if (!tb) {  // db (K, N) (+)= alpha A_b^T (K, M) x dY_b (M, N)
+          m = make_matmul(cpu_, kind(), name, "gradient of b", mat(K, M, false),
+                          mat(M, N, false), none, mat(K, N, false), alpha, acc == 1);
+        } else {  // db (N, K) (+)= alpha dY_b^T (N, M) x A_b (M, K)
+          m = make_matmul(cpu_, kind(), name, "gradient of b", mat(N, M, true), mat(M, K, true),
+                          none, mat(N, K, false), alpha, acc == 1);
+        }
+      }
+      per_batch_db_ = true;
+    }
+    if (cfg.bias) {
+      // dbias (1, N) += ones (1, B*M) x dy (B*M, N)
+      bgrad_ = make_matmul(cpu_, kind(), name, "bias gradient", mat(1, B * M, false),
+                           mat(B * M, N, false), none, mat(1, N, false), 1.f, true);
+      ones_ = ones_vector(be, B * M);
+    }
+    scratch_ = alloc_scratch(
+        be, {&fwd_, &dgrad_a_, &dgrad_b_, &dgrad_b_acc_, &bgrad_});
+  }
+
+  const char* kind() const override { return GemmConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("B=", d_.batch, " M=", d_.m, " N=", d_.n, " K=", d_.k,
+                          cfg_.trans_a ? " a^T" : "", cfg_.trans_b ? " b^T" : "",
+                          d_.b_shared ? " b shared" : "", cfg_.alpha != 1.0 ? " alpha" : "",
+                          cfg_.bias ? " bias" : "");
+  }
+
+  // y: (B..., M, N)  x[0] = a: (B..., M, K) or (B..., K, M)  x[1] = b: (B..., K, N) or
+  // (B..., N, K) or rank 2
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 2, "forward inputs");
+    run(cpu_, fwd_, x[0]->raw(), x[1]->raw(), nullptr, y[0]->raw(), scratch_, "Gemm forward",
+        cfg_.bias ? params_[0].value.raw() : nullptr);
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    const void* a = x[0]->raw();
+    const void* b = x[1]->raw();
+    const void* g = dy[0]->raw();
+    const bool ta = cfg_.trans_a, tb = cfg_.trans_b;
+    if (dx[0] != nullptr) {
+      if (!ta) {
+        run(cpu_, dgrad_a_, g, b, nullptr, dx[0]->raw(), scratch_, "Gemm gradient of a");
+      } else {
+        run(cpu_, dgrad_a_, b, g, nullptr, dx[0]->raw(), scratch_, "Gemm gradient of a");
+      }
+    }
+    if (dx[1] != nullptr) {
+      void* db = dx[1]->raw();
+      if (!per_batch_db_) {
+        if (!tb) {
+          run(cpu_, dgrad_b_, a, g, nullptr, db, scratch_, "Gemm gradient of b");
+        } else {
+          run(cpu_, dgrad_b_, g, a, nullptr, db, scratch_, "Gemm gradient of b");
+        }
+      } else {
+        const int64_t a_stride = d_.m * d_.k, y_stride = d_.m * d_.n;
+        for (int64_t i = 0; i < d_.batch; ++i) {
+          const float* ai = static_cast<const float*>(a) + i * a_stride;
+          const float* gi = static_cast<const float*>(g) + i * y_stride;
+          const Matmul& m = i == 0 ? dgrad_b_ : dgrad_b_acc_;
+          if (!tb) {
+            run(cpu_, m, ai, gi, nullptr, db, scratch_, "Gemm gradient of b");
+          } else {
+            run(cpu_, m, gi, ai, nullptr, db, scratch_, "Gemm gradient of b");
+          }
+        }
+      }
+    }
+    if (cfg_.bias) {
+      run(cpu_, bgrad_, ones_.raw(), g, nullptr, params_[0].grad.raw(), scratch_,
+          "Gemm bias gradient");
+    }
+  }
+
+ private:
+  GemmConfig cfg_;
+  CpuBackend& cpu_;
+  GemmDims d_;
+  bool per_batch_db_ = false;
+  Matmul fwd_, dgrad_a_, dgrad_b_, dgrad_b_acc_, bgrad_;
+  Tensor ones_, scratch_;
+};
+
+TBD_REGISTER_LAYER(GemmConfig, DeviceKind::kCpu, GemmOneDnn);
+
+}  // namespace
+}  // namespace tbd::cpu

@@ -1,0 +1,254 @@
+// layers/cpu/loss_cpu.cpp: SoftmaxCrossEntropy and MseLoss, own code (oneDNN has no losses).
+//
+// Cross-entropy works row by row (OpenMP over rows): max and sum of the logits in one pass,
+// then sum exp(z - max) in a second, giving the numerically stable log-sum-exp that backward
+// reuses (saved per row) to form softmax = exp(z - lse) without redoing the reductions. The
+// exponentials use a vectorizable Cody-Waite + polynomial exp (cephes expf constants, ~1.5
+// ulp), since libm's expf does not vectorize; it saturates at exp(-87) ~ 1.6e-38 rather than
+// underflowing to 0, far below anything a softmax sum or gradient can notice.
+// Per-row (per-block for MSE) partial losses are summed serially in double, so the loss is
+// bit-identical across runs and thread schedules.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "layers/loss.h"
+
+namespace tbd::cpu {
+namespace {
+
+// exp(x) for any float x (+-inf saturate to exp(-87) / exp(88), NaN propagates), ~1.5 ulp;
+// vectorizes under `omp simd`: no calls and no branches. The clamp to [-87, 88] works on the
+// bit pattern with mask arithmetic because GCC will not if-convert float compares (they may
+// trap) in a loop that stores, nor a short-circuit &&. (A NaN input makes the int
+// conversion below formally undefined; x86 yields INT_MIN and the NaN in p carries through.)
+inline float exp_poly(float x) {
+  int32_t b = std::bit_cast<int32_t>(x);
+  const int32_t lo = std::bit_cast<int32_t>(-87.0f), hi = std::bit_cast<int32_t>(88.0f);
+  const int32_t neg_inf = std::bit_cast<int32_t>(-std::numeric_limits<float>::infinity());
+  const int32_t pos_inf = std::bit_cast<int32_t>(std::numeric_limits<float>::infinity());
+  // Negative floats have negative bit patterns that grow with the magnitude.
+  int32_t m = -static_cast<int32_t>((b > lo) & (b <= neg_inf));  // x < -87 or -inf
+  b = (lo & m) | (b & ~m);
+  m = -static_cast<int32_t>((b > hi) & (b <= pos_inf));  // x > 88 or +inf
+  b = (hi & m) | (b & ~m);
+  x = std::bit_cast<float>(b);
+  // n = round(x / ln2) by the 1.5 * 2^23 trick (SSE2 has no round instruction).
+  const float shifter = 12582912.0f;
+  const float n = (x * 1.44269504088896341f + shifter) - shifter;
+  float r = x - n * 0.693359375f;  // Cody-Waite: ln2 in two parts
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const int32_t e = static_cast<int32_t>(n) + 127;  // in [1, 254] after the clamp
+  return p * std::bit_cast<float>(e << 23);
+}
+
+// Below this many elements a parallel region costs more than it saves.
+constexpr int64_t kParallelMin = 16384;
+
+// ---- SoftmaxCrossEntropy ----
+
+class SoftmaxCrossEntropyCpu final : public Layer {
+ public:
+  SoftmaxCrossEntropyCpu(Backend& be, const std::string& name,
+                         const SoftmaxCrossEntropyConfig& cfg, const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cfg_(cfg) {
+    check_arity(in.size(), 2, "inputs (logits, labels)");
+    Shape ys = softmax_cross_entropy_output_shape(name, cfg, in[0], in[1]);
+    TBD_LAYER_CHECK(in[0].layout == Layout::kRowMajor, kind(), name,
+                    "input logits must be row-major, got ", in[0].to_string());
+    outputs_ = {TensorDesc{ys}};
+    flops_ = softmax_cross_entropy_flops(in[0].shape);
+    V_ = in[0].shape[-1];
+    M_ = in[0].shape.numel() / V_;
+    saved_ = be.empty(Shape{M_ + 1}, MemCategory::kFeatureMaps);  // lse per row, then count
+    row_loss_ = be.empty(Shape{M_}, MemCategory::kWorkspace);
+  }
+
+  const char* kind() const override { return SoftmaxCrossEntropyConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("logits ", inputs_[0].shape.to_string(), " ls=", cfg_.label_smoothing);
+  }
+
+  // y: (1)  x[0] = logits: (..., V)  x[1] = labels: (...) i32
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 2, "forward inputs");
+    const float* z = x[0]->f32();
+    const int32_t* labels = x[1]->data<int32_t>();
+    float* lse = saved_.f32();
+    float* row_loss = row_loss_.f32();
+    const int64_t M = M_, V = V_, ignore = cfg_.ignore_index;
+    const float ls = static_cast<float>(cfg_.label_smoothing);
+    int64_t bad_row = -1;
+#pragma omp parallel for schedule(static) if (parallel : M * V > kParallelMin)
+    for (int64_t m = 0; m < M; ++m) {
+      const int64_t label = labels[m];
+      if (label == ignore || label < 0 || label >= V) {
+        if (label != ignore) {
+#pragma omp atomic write
+          bad_row = m;
+        }
+        lse[m] = 0;
+        row_loss[m] = 0;
+        continue;
+      }
+      const float* zr = z + m * V;
+      float mx = -std::numeric_limits<float>::infinity(), sum_z = 0;
+#pragma omp simd reduction(max : mx) reduction(+ : sum_z)
+      for (int64_t v = 0; v < V; ++v) {
+        mx = std::max(mx, zr[v]);
+        sum_z += zr[v];
+      }
+      float s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t v = 0; v < V; ++v) s += exp_poly(zr[v] - mx);
+      const float l = mx + std::log(s);
+      lse[m] = l;
+      // -(1-ls) log p[label] - ls/V sum_v log p[v], with log p[v] = z[v] - lse. The smoothing
+      // term only when ls > 0: masked (-inf) logits make it 0 * inf otherwise.
+      float row = (1 - ls) * (l - zr[label]);
+      if (ls > 0) row += ls * (l - sum_z / static_cast<float>(V));
+      row_loss[m] = row;
+    }
+    if (bad_row >= 0) {
+      throw_layer_error(kind(), name_,
+                        detail::concat("input labels: row ", bad_row, " has label ",
+                                       labels[bad_row], ", outside [0, ", V,
+                                       ") and not ignore_index ", ignore));
+    }
+    double total = 0;
+    int64_t count = 0;
+    for (int64_t m = 0; m < M; ++m) {  // serial: a fixed summation order
+      total += row_loss[m];
+      count += labels[m] != ignore;
+    }
+    lse[M] = static_cast<float>(count);
+    y[0]->f32()[0] = count ? static_cast<float>(total / static_cast<double>(count)) : 0.f;
+  }
+
+  // dx[0]: (..., V) (dx[1], for labels, is ignored)  dy[0]: (1)
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    if (dx[0] == nullptr) return;
+    const float* z = x[0]->f32();
+    const int32_t* labels = x[1]->data<int32_t>();
+    const float* lse = saved_.f32();
+    float* dz = dx[0]->f32();
+    const int64_t M = M_, V = V_, ignore = cfg_.ignore_index;
+    const float count = lse[M];
+    const float g = count > 0 ? dy[0]->f32()[0] / count : 0.f;
+    const float ls = static_cast<float>(cfg_.label_smoothing);
+    const float smooth = ls / static_cast<float>(V);
+#pragma omp parallel for schedule(static) if (parallel : M * V > kParallelMin)
+    for (int64_t m = 0; m < M; ++m) {
+      float* dr = dz + m * V;
+      const int64_t label = labels[m];
+      if (label == ignore) {
+        std::fill(dr, dr + V, 0.f);
+        continue;
+      }
+      const float* zr = z + m * V;
+      const float l = lse[m];
+#pragma omp simd
+      for (int64_t v = 0; v < V; ++v) dr[v] = g * (exp_poly(zr[v] - l) - smooth);
+      dr[label] -= g * (1 - ls);
+    }
+  }
+
+ private:
+  SoftmaxCrossEntropyConfig cfg_;
+  int64_t M_ = 0, V_ = 0;
+  Tensor saved_, row_loss_;
+};
+
+TBD_REGISTER_LAYER(SoftmaxCrossEntropyConfig, DeviceKind::kCpu, SoftmaxCrossEntropyCpu);
+
+// ---- MseLoss ----
+
+class MseLossCpu final : public Layer {
+ public:
+  // Fixed block size: partial sums do not depend on the thread count.
+  static constexpr int64_t kBlock = 4096;
+
+  MseLossCpu(Backend& be, const std::string& name, const MseLossConfig&,
+             const std::vector<TensorDesc>& in)
+      : Layer(be, name, in) {
+    check_arity(in.size(), 2, "inputs (pred, target)");
+    Shape ys = mse_loss_output_shape(name, in[0], in[1]);
+    TBD_LAYER_CHECK(in[0].layout == Layout::kRowMajor && in[1].layout == Layout::kRowMajor,
+                    kind(), name, "inputs pred and target must be row-major, got ",
+                    in[0].to_string(), " and ", in[1].to_string());
+    outputs_ = {TensorDesc{ys}};
+    flops_ = mse_loss_flops(in[0].shape);
+    E_ = in[0].shape.numel();
+    blocks_ = (E_ + kBlock - 1) / kBlock;
+    partial_ = be.empty(Shape{2 * blocks_}, MemCategory::kWorkspace);  // blocks_ doubles
+  }
+
+  const char* kind() const override { return MseLossConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("pred ", inputs_[0].shape.to_string());
+  }
+
+  // y: (1)  x[0] = pred, x[1] = target: same shape
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 2, "forward inputs");
+    const float* p = x[0]->f32();
+    const float* t = x[1]->f32();
+    double* partial = partial_.data<double>();
+    const int64_t E = E_, nb = blocks_;
+#pragma omp parallel for schedule(static) if (parallel : nb > 1)
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t i1 = std::min(E, (b + 1) * kBlock);
+      float s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = b * kBlock; i < i1; ++i) {
+        const float d = p[i] - t[i];
+        s += d * d;
+      }
+      partial[b] = s;
+    }
+    double total = 0;
+    for (int64_t b = 0; b < nb; ++b) total += partial[b];
+    y[0]->f32()[0] = static_cast<float>(total / static_cast<double>(E));
+  }
+
+  // dx[0] = dpred, dx[1] = dtarget (either may be null)  dy[0]: (1)
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    const float* p = x[0]->f32();
+    const float* t = x[1]->f32();
+    float* dp = dx[0] ? dx[0]->f32() : nullptr;
+    float* dt = dx[1] ? dx[1]->f32() : nullptr;
+    const float g = 2.0f * dy[0]->f32()[0] / static_cast<float>(E_);
+    const int64_t E = E_;
+    if (dp && dt) {
+#pragma omp parallel for simd schedule(static) if (parallel : E > kParallelMin)
+      for (int64_t i = 0; i < E; ++i) {
+        const float d = g * (p[i] - t[i]);
+        dp[i] = d;
+        dt[i] = -d;
+      }
+    } else if (dp || dt) {
+      float* out = dp ? dp : dt;
+      const float s = dp ? g : -g;
+#pragma omp parallel for simd schedule(static) if (parallel : E > kParallelMin)
+      for (int64_t i = 0; i < E; ++i) out[i] = s * (p[i] - t[i]);
+    }
+  }
+
+ private:
+  int64_t E_ = 0, blocks_ = 0;
+  Tensor partial_;
+};
+
+TBD_REGISTER_LAYER(MseLossConfig, DeviceKind::kCpu, MseLossCpu);
+
+}  // namespace
+}  // namespace tbd::cpu

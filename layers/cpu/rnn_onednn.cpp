@@ -1,0 +1,599 @@
+// layers/cpu/rnn_onednn.cpp: LSTM, GRU (linear-before-reset) and LSTMCell on oneDNN's RNN
+// primitives (lstm_forward/backward, lbr_gru_forward/backward).
+//
+// One forward-training and one backward primitive per layer, all directions in it
+// (bidirectional_concat): oneDNN's multi-layer primitives need input width == hidden width,
+// per-layer primitives do not. Each layer's oneDNN workspace and the intermediate layer outputs
+// are feature maps (kept for backward); the gradients between layers ping-pong through two
+// dynamic buffers.
+//
+// Parameters stay row-major in PyTorch's layout and gate order (weights = 4 bytes x params,
+// optimizers layout-free). w (G*H, in) row-major is oneDNN's ldgoi with L = D = 1, and oneDNN's
+// LSTM gate order (i, f, c~, o) is PyTorch's (i, f, g, o), so a unidirectional LSTM reorders its
+// weights straight from the parameters into the primitive's preferred format (a workspace copy,
+// once per forward, like Conv2d). Bidirectional layers and the GRU first gather the parameters
+// into a contiguous ldgoi staging buffer with both directions and oneDNN's gate order:
+//   oneDNN lbr_gru: u = sigma(W_u x + U_u h + B_u), r = sigma(W_r x + U_r h + B_r),
+//     o = tanh(W_o x + B_o + r * (U_o h + B_u')), h' = u * h + (1 - u) * o; gates (u, r, o),
+//     bias (u, r, o, u').
+//   PyTorch GRU: gates (r, z, n), z = u, n = o; so oneDNN gate g is PyTorch block {1, 0, 2}[g],
+//     B_u = b_iz + b_hz, B_r = b_ir + b_hr, B_o = b_in, B_u' = b_hn.
+// The bias always goes through a staging buffer (it is small). Initial states are explicit zeros
+// (see the oneDNN note in RnnLayerPrims). oneDNN's RNN backward ADDS into
+// its diff weights and diff bias; we hand it zeroed workspace buffers and add the result into the
+// row-major gradients ourselves (reorder with a sum post-op, or a gate-permuting loop), so the
+// gradient policy (+=) holds whatever the implementation does.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "backends/cpu/onednn.h"
+#include "layers/rnn.h"
+
+namespace tbd::cpu {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+enum class Cell { kLstm, kGru };
+
+struct CellInfo {
+  int64_t gates;       // G: gate blocks of the weights
+  int64_t bias_gates;  // oneDNN bias blocks: LSTM 4, lbr GRU 4 (G + 1)
+  int params_per_dir;  // LSTM: w_ih, w_hh, b; GRU: w_ih, w_hh, b_ih, b_hh
+  int perm[4];         // oneDNN gate g is PyTorch gate block perm[g]
+};
+constexpr CellInfo kLstmInfo{4, 4, 3, {0, 1, 2, 3}};
+constexpr CellInfo kGruInfo{3, 4, 4, {1, 0, 2, -1}};
+const CellInfo& info_of(Cell c) { return c == Cell::kLstm ? kLstmInfo : kGruInfo; }
+
+struct RnnShape {
+  Cell cell;
+  int64_t T, N, I, H, D;  // D: directions
+  bool states;  // LSTMCell: explicit h0, c0 in, c1 out and their gradients; else zero states
+};
+
+// LSTMCell's state tensors (raw pointers, (N, H) row-major each).
+struct CellStates {
+  void* h0 = nullptr;   // src_iter
+  void* c0 = nullptr;   // src_iter_c
+  void* c1 = nullptr;   // dst_iter_c
+  void* dh0 = nullptr;  // diff_src_iter
+  void* dc0 = nullptr;  // diff_src_iter_c
+  void* dc1 = nullptr;  // diff_dst_iter_c
+};
+
+Tensor workspace_for(Backend& be, const memory::desc& md, MemCategory cat = MemCategory::kWorkspace) {
+  std::size_t bytes = md.get_size();
+  return be.empty(Shape{static_cast<int64_t>(std::max<std::size_t>((bytes + 3) / 4, 1))}, cat);
+}
+
+// dst[i] += src[i]
+void add_into(float* dst, const float* src, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+// The primitives of one layer (all its directions) and the conversion of its parameters.
+// Parameters are read through `params` by index at execution (they may be re-pointed).
+class RnnLayerPrims {
+ public:
+  RnnLayerPrims(CpuBackend& cpu, const char* kind, const std::string& name, RnnShape s,
+                std::vector<Param>& params, std::size_t p0)
+      : cpu_(cpu), s_(s), ci_(info_of(s.cell)), params_(params), p0_(p0) {
+    const int64_t T = s.T, N = s.N, I = s.I, H = s.H, D = s.D, G = ci_.gates;
+    direct_ = s.cell == Cell::kLstm && D == 1;
+    auto& eng = cpu.engine();
+    src_md_ = memory::desc({T, N, I}, dt::f32, tag::tnc);
+    dst_md_ = memory::desc({T, N, H * D}, dt::f32, tag::tnc);
+    // src_iter is always given (zeros for the sequence layers). Without it, oneDNN 2.6.3's
+    // unidirectional LSTM backward returns wrong weights_iter gradients (nonzero even for
+    // T = 1, where h_{-1} = 0: rnn_test's uni_* cases fail); oneDNN issue #1436 reports
+    // results that differ without src_iter and the same workaround.
+    iter_md_ = memory::desc({1, D, N, H}, dt::f32, tag::ldnc);
+    bias_md_ = memory::desc({1, D, ci_.bias_gates, H}, dt::f32, tag::ldgo);
+    wl_.which = 0, wl_.in = I;
+    wi_.which = 1, wi_.in = H;
+    for (WeightSlot* w : {&wl_, &wi_}) {
+      w->stage_md = memory::desc({1, D, w->in, G, H}, dt::f32, tag::ldgoi);
+    }
+    memory::desc wl_any({1, D, I, G, H}, dt::f32, tag::any);
+    memory::desc wi_any({1, D, H, G, H}, dt::f32, tag::any);
+    const bool lstm = s.cell == Cell::kLstm;
+    const memory::desc none;
+    const memory::desc& it = iter_md_;                             // src_iter (+ diff)
+    const memory::desc& it_c = lstm ? iter_md_ : none;             // src_iter_c (+ diff)
+    const memory::desc& ot = s.states ? iter_md_ : none;           // dst_iter (+ diff)
+    const memory::desc& ot_c = s.states && lstm ? iter_md_ : none;  // dst_iter_c (+ diff)
+    auto dir = D == 2 ? dnnl::rnn_direction::bidirectional_concat
+                      : dnnl::rnn_direction::unidirectional_left2right;
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    try {
+      if (lstm) {
+        dnnl::lstm_forward::primitive_desc fpd(
+            dnnl::lstm_forward::desc(dnnl::prop_kind::forward_training, dir, src_md_, it, it_c,
+                                     wl_any, wi_any, bias_md_, dst_md_, ot, ot_c),
+            attr, eng);
+        dnnl::lstm_backward::primitive_desc bpd(
+            dnnl::lstm_backward::desc(dnnl::prop_kind::backward, dir, src_md_, it, it_c, wl_any,
+                                      wi_any, bias_md_, dst_md_, ot, ot_c, src_md_, it, it_c,
+                                      wl_any, wi_any, bias_md_, dst_md_, ot, ot_c),
+            attr, eng, fpd);
+        fwd_ = dnnl::lstm_forward(fpd);
+        bwd_ = dnnl::lstm_backward(bpd);
+        fwd_pd_ = fpd;
+        bwd_pd_ = bpd;
+      } else {
+        dnnl::lbr_gru_forward::primitive_desc fpd(
+            dnnl::lbr_gru_forward::desc(dnnl::prop_kind::forward_training, dir, src_md_, it,
+                                        wl_any, wi_any, bias_md_, dst_md_, ot),
+            attr, eng);
+        dnnl::lbr_gru_backward::primitive_desc bpd(
+            dnnl::lbr_gru_backward::desc(dnnl::prop_kind::backward, dir, src_md_, it, wl_any,
+                                         wi_any, bias_md_, dst_md_, ot, src_md_, it, wl_any,
+                                         wi_any, bias_md_, dst_md_, ot),
+            attr, eng, fpd);
+        fwd_ = dnnl::lbr_gru_forward(fpd);
+        bwd_ = dnnl::lbr_gru_backward(bpd);
+        fwd_pd_ = fpd;
+        bwd_pd_ = bpd;
+      }
+    } catch (const dnnl::error& e) {
+      throw_layer_error(kind, name,
+                        detail::concat("oneDNN has no ", s.cell == Cell::kLstm ? "LSTM" : "GRU",
+                                       " for T=", T, " N=", N, " I=", I, " H=", H, " dirs=", D,
+                                       ": ", e.what()));
+    }
+
+    Backend& be = cpu;
+    workspace_ = workspace_for(be, fwd_pd_.workspace_desc(), MemCategory::kFeatureMaps);
+    setup_slot(wl_, fwd_pd_.weights_layer_desc(), bwd_pd_.weights_layer_desc(),
+               bwd_pd_.diff_weights_layer_desc());
+    setup_slot(wi_, fwd_pd_.weights_iter_desc(), bwd_pd_.weights_iter_desc(),
+               bwd_pd_.diff_weights_iter_desc());
+    bias_stage_ = workspace_for(be, bias_md_);
+    diff_bias_ = workspace_for(be, bias_md_);
+    if (s.states) {
+      // dst_iter duplicates h' (the cell's output is dst_layer); diff_dst_iter is zero because
+      // the gradient of h' arrives once, through diff_dst_layer.
+      dst_iter_ = workspace_for(be, iter_md_, MemCategory::kFeatureMaps);
+      zeros_ = workspace_for(be, iter_md_);
+    } else {
+      // Zero initial states, and the unused gradients of the initial states.
+      zeros_ = workspace_for(be, iter_md_);
+      diff_iter_ = workspace_for(be, iter_md_);
+      if (lstm) diff_iter_c_ = workspace_for(be, iter_md_);
+    }
+    std::memset(zeros_.raw(), 0, zeros_.bytes());
+  }
+
+  std::size_t scratchpad_bytes() const {
+    return std::max(fwd_pd_.scratchpad_desc().get_size(), bwd_pd_.scratchpad_desc().get_size());
+  }
+
+  // src: (T, N, I), dst: (T, N, H*D), row-major.
+  void forward(void* src, void* dst, const CellStates* st, const Tensor& scratch) {
+    auto& e = cpu_.engine();
+    gather_bias();
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC_LAYER, memory(src_md_, e, src)},
+        {DNNL_ARG_WEIGHTS_LAYER, forward_weights(wl_)},
+        {DNNL_ARG_WEIGHTS_ITER, forward_weights(wi_)},
+        {DNNL_ARG_BIAS, memory(bias_md_, e, bias_stage_.raw())},
+        {DNNL_ARG_DST_LAYER, memory(dst_md_, e, dst)},
+        {DNNL_ARG_WORKSPACE, memory(fwd_pd_.workspace_desc(), e, workspace_.raw())}};
+    add_states(args, st, /*backward=*/false);
+    add_scratch(args, fwd_pd_.scratchpad_desc(), scratch);
+    execute(cpu_, fwd_, args, s_.cell == Cell::kLstm ? "LSTM forward" : "GRU forward");
+  }
+
+  // The forward's src and dst, diff_dst (T, N, H*D) in, diff_src (T, N, I) out (assigned);
+  // parameter gradients accumulate.
+  void backward(void* src, void* dst, void* diff_dst, void* diff_src, const CellStates* st,
+                const Tensor& scratch) {
+    auto& e = cpu_.engine();
+    std::memset(diff_bias_.raw(), 0, diff_bias_.bytes());
+    for (WeightSlot* w : {&wl_, &wi_}) std::memset(w->diff.raw(), 0, w->diff.bytes());
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC_LAYER, memory(src_md_, e, src)},
+        {DNNL_ARG_WEIGHTS_LAYER, backward_weights(wl_)},
+        {DNNL_ARG_WEIGHTS_ITER, backward_weights(wi_)},
+        {DNNL_ARG_BIAS, memory(bias_md_, e, bias_stage_.raw())},
+        {DNNL_ARG_DST_LAYER, memory(dst_md_, e, dst)},
+        {DNNL_ARG_WORKSPACE, memory(fwd_pd_.workspace_desc(), e, workspace_.raw())},
+        {DNNL_ARG_DIFF_SRC_LAYER, memory(src_md_, e, diff_src)},
+        {DNNL_ARG_DIFF_WEIGHTS_LAYER, memory(wl_.diff_md, e, wl_.diff.raw())},
+        {DNNL_ARG_DIFF_WEIGHTS_ITER, memory(wi_.diff_md, e, wi_.diff.raw())},
+        {DNNL_ARG_DIFF_BIAS, memory(bias_md_, e, diff_bias_.raw())},
+        {DNNL_ARG_DIFF_DST_LAYER, memory(dst_md_, e, diff_dst)}};
+    add_states(args, st, /*backward=*/true);
+    add_scratch(args, bwd_pd_.scratchpad_desc(), scratch);
+    execute(cpu_, bwd_, args, s_.cell == Cell::kLstm ? "LSTM backward" : "GRU backward");
+    accumulate_weight_grad(wl_);
+    accumulate_weight_grad(wi_);
+    accumulate_bias_grad();
+  }
+
+ private:
+  // weights_layer (which = 0, in = I) or weights_iter (which = 1, in = H).
+  struct WeightSlot {
+    int which = 0;
+    int64_t in = 0;
+    memory::desc stage_md;  // ldgoi (1, D, in, G, H): the parameters' own layout when direct
+    memory::desc fwd_md, bwd_md, diff_md;
+    Tensor stage;           // gathered parameters (not direct)
+    Tensor fwd_copy, bwd_copy;  // the primitives' formats, when they differ from stage_md
+    Tensor diff;            // the primitive's diff weights (zeroed before each backward)
+    Tensor diff_stage;      // diff in ldgoi for the gate-permuting add (not direct)
+    dnnl::primitive to_fwd, to_bwd, diff_out;
+  };
+
+  Param& param(int64_t d, int k) { return params_[p0_ + d * ci_.params_per_dir + k]; }
+
+  void setup_slot(WeightSlot& w, const memory::desc& fwd_md, const memory::desc& bwd_md,
+                  const memory::desc& diff_md) {
+    Backend& be = cpu_;
+    auto& eng = cpu_.engine();
+    w.fwd_md = fwd_md, w.bwd_md = bwd_md, w.diff_md = diff_md;
+    if (!direct_) w.stage = workspace_for(be, w.stage_md);
+    if (fwd_md != w.stage_md) {
+      w.fwd_copy = workspace_for(be, fwd_md);
+      w.to_fwd = dnnl::reorder(dnnl::reorder::primitive_desc(eng, w.stage_md, eng, fwd_md));
+    }
+    if (bwd_md != fwd_md && bwd_md != w.stage_md) {
+      w.bwd_copy = workspace_for(be, bwd_md);
+      w.to_bwd = dnnl::reorder(dnnl::reorder::primitive_desc(eng, w.stage_md, eng, bwd_md));
+    }
+    w.diff = workspace_for(be, diff_md);
+    if (direct_) {
+      dnnl::primitive_attr sum_attr;
+      dnnl::post_ops po;
+      po.append_sum(1.0f);
+      sum_attr.set_post_ops(po);
+      w.diff_out = dnnl::reorder(
+          dnnl::reorder::primitive_desc(eng, diff_md, eng, w.stage_md, sum_attr));
+    } else if (diff_md != w.stage_md) {
+      w.diff_stage = workspace_for(be, w.stage_md);
+      w.diff_out = dnnl::reorder(dnnl::reorder::primitive_desc(eng, diff_md, eng, w.stage_md));
+    }
+  }
+
+  // The parameters in ldgoi (both directions, oneDNN gate order).
+  memory source_weights(WeightSlot& w, bool gather) {
+    auto& e = cpu_.engine();
+    if (direct_) return memory(w.stage_md, e, param(0, w.which).value.raw());
+    if (gather) {
+      const int64_t G = ci_.gates, block = s_.H * w.in;
+      float* st = w.stage.f32();
+      for (int64_t d = 0; d < s_.D; ++d) {
+        const float* u = param(d, w.which).value.f32();
+        for (int64_t g = 0; g < G; ++g) {
+          std::memcpy(st + (d * G + g) * block, u + ci_.perm[g] * block, block * sizeof(float));
+        }
+      }
+    }
+    return memory(w.stage_md, e, w.stage.raw());
+  }
+
+  memory forward_weights(WeightSlot& w) {
+    memory src = source_weights(w, /*gather=*/true);
+    if (!w.fwd_copy.defined()) return src;
+    memory dst(w.fwd_md, cpu_.engine(), w.fwd_copy.raw());
+    execute(cpu_, w.to_fwd, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}}, "RNN weight reorder");
+    return dst;
+  }
+
+  // The forward's staged and reordered copies are still valid (parameters do not change
+  // between a forward and its backward).
+  memory backward_weights(WeightSlot& w) {
+    auto& e = cpu_.engine();
+    if (w.bwd_md == w.fwd_md) {
+      return w.fwd_copy.defined() ? memory(w.fwd_md, e, w.fwd_copy.raw())
+                                  : source_weights(w, /*gather=*/false);
+    }
+    memory src = source_weights(w, /*gather=*/false);
+    if (w.bwd_md == w.stage_md) return src;
+    memory dst(w.bwd_md, e, w.bwd_copy.raw());
+    execute(cpu_, w.to_bwd, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}}, "RNN weight reorder");
+    return dst;
+  }
+
+  void accumulate_weight_grad(WeightSlot& w) {
+    auto& e = cpu_.engine();
+    memory diff(w.diff_md, e, w.diff.raw());
+    if (direct_) {
+      memory user(w.stage_md, e, param(0, w.which).grad.raw());
+      execute(cpu_, w.diff_out, {{DNNL_ARG_FROM, diff}, {DNNL_ARG_TO, user}},
+              "RNN weight-gradient accumulate");
+      return;
+    }
+    const float* st = w.diff.f32();
+    if (w.diff_stage.defined()) {
+      memory plain(w.stage_md, e, w.diff_stage.raw());
+      execute(cpu_, w.diff_out, {{DNNL_ARG_FROM, diff}, {DNNL_ARG_TO, plain}},
+              "RNN weight-gradient reorder");
+      st = w.diff_stage.f32();
+    }
+    const int64_t G = ci_.gates, block = s_.H * w.in;
+    for (int64_t d = 0; d < s_.D; ++d) {
+      float* g_user = param(d, w.which).grad.f32();
+      for (int64_t g = 0; g < G; ++g) {
+        add_into(g_user + ci_.perm[g] * block, st + (d * G + g) * block, block);
+      }
+    }
+  }
+
+  // bias_stage_ (1, D, 4, H) ldgo from the parameters.
+  void gather_bias() {
+    const int64_t H = s_.H;
+    float* b = bias_stage_.f32();
+    for (int64_t d = 0; d < s_.D; ++d) {
+      float* bd = b + d * 4 * H;
+      if (s_.cell == Cell::kLstm) {
+        std::memcpy(bd, param(d, 2).value.f32(), 4 * H * sizeof(float));
+        continue;
+      }
+      const float* bi = param(d, 2).value.f32();
+      const float* bh = param(d, 3).value.f32();
+      for (int g = 0; g < 2; ++g) {  // u (PyTorch z) and r: the two biases act as one
+        const int64_t p = ci_.perm[g] * H;
+        for (int64_t j = 0; j < H; ++j) bd[g * H + j] = bi[p + j] + bh[p + j];
+      }
+      std::memcpy(bd + 2 * H, bi + 2 * H, H * sizeof(float));  // B_o = b_in
+      std::memcpy(bd + 3 * H, bh + 2 * H, H * sizeof(float));  // B_u' = b_hn
+    }
+  }
+
+  void accumulate_bias_grad() {
+    const int64_t H = s_.H;
+    const float* db = diff_bias_.f32();
+    for (int64_t d = 0; d < s_.D; ++d) {
+      const float* dbd = db + d * 4 * H;
+      if (s_.cell == Cell::kLstm) {
+        add_into(param(d, 2).grad.f32(), dbd, 4 * H);
+        continue;
+      }
+      float* gi = param(d, 2).grad.f32();
+      float* gh = param(d, 3).grad.f32();
+      for (int g = 0; g < 2; ++g) {  // a summed bias: the same gradient for both parts
+        const int64_t p = ci_.perm[g] * H;
+        add_into(gi + p, dbd + g * H, H);
+        add_into(gh + p, dbd + g * H, H);
+      }
+      add_into(gi + 2 * H, dbd + 2 * H, H);
+      add_into(gh + 2 * H, dbd + 3 * H, H);
+    }
+  }
+
+  // The state arguments: explicit ones (LSTMCell, st != null) or zero initial states.
+  void add_states(std::unordered_map<int, memory>& args, const CellStates* st, bool backward) {
+    auto& e = cpu_.engine();
+    const bool lstm = s_.cell == Cell::kLstm;
+    auto bind = [&](int arg, void* p) { args[arg] = memory(iter_md_, e, p); };
+    if (st == nullptr) {
+      bind(DNNL_ARG_SRC_ITER, zeros_.raw());
+      if (lstm) bind(DNNL_ARG_SRC_ITER_C, zeros_.raw());
+      if (!backward) return;
+      bind(DNNL_ARG_DIFF_SRC_ITER, diff_iter_.raw());
+      if (lstm) bind(DNNL_ARG_DIFF_SRC_ITER_C, diff_iter_c_.raw());
+      return;
+    }
+    bind(DNNL_ARG_SRC_ITER, st->h0);
+    bind(DNNL_ARG_SRC_ITER_C, st->c0);
+    bind(DNNL_ARG_DST_ITER, dst_iter_.raw());
+    bind(DNNL_ARG_DST_ITER_C, st->c1);
+    if (!backward) return;
+    bind(DNNL_ARG_DIFF_SRC_ITER, st->dh0);
+    bind(DNNL_ARG_DIFF_SRC_ITER_C, st->dc0);
+    bind(DNNL_ARG_DIFF_DST_ITER, zeros_.raw());
+    bind(DNNL_ARG_DIFF_DST_ITER_C, st->dc1);
+  }
+
+  void add_scratch(std::unordered_map<int, memory>& args, const memory::desc& md,
+                   const Tensor& scratch) {
+    if (md.get_size()) args[DNNL_ARG_SCRATCHPAD] = memory(md, cpu_.engine(), scratch.raw());
+  }
+
+  CpuBackend& cpu_;
+  RnnShape s_;
+  const CellInfo& ci_;
+  std::vector<Param>& params_;
+  std::size_t p0_;
+  bool direct_ = false;  // unidirectional LSTM: the parameters are the ldgoi weights
+  memory::desc src_md_, dst_md_, iter_md_, bias_md_;
+  dnnl::rnn_primitive_desc_base fwd_pd_, bwd_pd_;
+  dnnl::primitive fwd_, bwd_;
+  WeightSlot wl_, wi_;
+  Tensor workspace_, bias_stage_, diff_bias_;
+  Tensor zeros_;                     // (1, D, N, H): initial states, or LSTMCell's diff_dst_iter
+  Tensor diff_iter_, diff_iter_c_;   // gradients of the zero initial states (unused)
+  Tensor dst_iter_;                  // LSTMCell: a copy of h' that oneDNN writes
+};
+
+Shape output_shape(const std::string& name, const LstmConfig& c, const Shape& x) {
+  return lstm_output_shape(name, c, x);
+}
+Shape output_shape(const std::string& name, const GruConfig& c, const Shape& x) {
+  return gru_output_shape(name, c, x);
+}
+Flops layer_flops(const LstmConfig& c, const Shape& x) { return lstm_flops(c, x); }
+Flops layer_flops(const GruConfig& c, const Shape& x) { return gru_flops(c, x); }
+
+// What LSTM, GRU and LSTMCell share: parameters per direction.
+class RnnLayerBase : public Layer {
+ protected:
+  using Layer::Layer;
+
+  // One direction's parameters: PyTorch names, shapes and default init
+  // (U(-1/sqrt(H), 1/sqrt(H)) for every parameter).
+  void add_direction_params(Cell cell, const std::string& prefix, int64_t in, int64_t H) {
+    const int64_t G = info_of(cell).gates;
+    add_param(prefix + "w_ih", Shape{G * H, in}, Init::kUniformFanIn, H, G * H);
+    add_param(prefix + "w_hh", Shape{G * H, H}, Init::kUniformFanIn, H, G * H);
+    if (cell == Cell::kLstm) {
+      add_param(prefix + "b", Shape{G * H}, Init::kUniformFanIn, H, G * H, /*decay=*/false);
+    } else {
+      add_param(prefix + "b_ih", Shape{G * H}, Init::kUniformFanIn, H, G * H, /*decay=*/false);
+      add_param(prefix + "b_hh", Shape{G * H}, Init::kUniformFanIn, H, G * H, /*decay=*/false);
+    }
+  }
+};
+
+void check_f32_row_major(const char* kind, const std::string& name, const char* arg,
+                         const TensorDesc& d) {
+  TBD_LAYER_CHECK(d.dtype == DType::kF32 && d.layout == Layout::kRowMajor, kind, name, "input ",
+                  arg, " must be f32 row-major, got ", d.to_string());
+}
+
+// LSTM and GRU over a sequence: x (T, N, I) -> y (T, N, H*dirs).
+template <class Config, Cell kCell>
+class RnnSequenceOneDnn final : public RnnLayerBase {
+ public:
+  RnnSequenceOneDnn(Backend& be, const std::string& name, const Config& cfg,
+                    const std::vector<TensorDesc>& in)
+      : RnnLayerBase(be, name, in), cfg_(cfg), cpu_(as_cpu(be)) {
+    check_arity(in.size(), 1, "inputs");
+    const Shape& xs = in[0].shape;
+    Shape ys = output_shape(name, cfg, xs);
+    check_f32_row_major(kind(), name, "x", in[0]);
+    outputs_ = {TensorDesc{ys}};
+    flops_ = layer_flops(cfg, xs);
+
+    const int64_t T = xs[0], N = xs[1], I = xs[2], H = cfg.hidden, L = cfg.num_layers;
+    const int64_t D = cfg.bidirectional ? 2 : 1;
+    for (int64_t l = 0; l < L; ++l) {
+      for (int64_t d = 0; d < D; ++d) {
+        add_direction_params(kCell, detail::concat("l", l, d == 0 ? ".fwd." : ".bwd."),
+                             l == 0 ? I : H * D, H);
+      }
+    }
+    const std::size_t per_layer = D * info_of(kCell).params_per_dir;
+    std::size_t scratch = 0;
+    for (int64_t l = 0; l < L; ++l) {
+      RnnShape s{kCell, T, N, l == 0 ? I : H * D, H, D, false};
+      layers_.push_back(
+          std::make_unique<RnnLayerPrims>(cpu_, kind(), name, s, params_, l * per_layer));
+      scratch = std::max(scratch, layers_.back()->scratchpad_bytes());
+    }
+    for (int64_t l = 0; l + 1 < L; ++l) {
+      hidden_.push_back(be.empty(Shape{T, N, H * D}, MemCategory::kFeatureMaps));
+    }
+    // Gradients between layers; the one layer 0 does not write doubles as dx's stand-in when
+    // the caller wants no dx (oneDNN always computes it).
+    if (L > 1) {
+      for (auto& t : dh_) t = be.empty(Shape{T * N * std::max(I, H * D)}, MemCategory::kDynamic);
+    } else {
+      dh_[0] = be.empty(Shape{T * N * I}, MemCategory::kDynamic);
+    }
+    if (scratch) scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)},
+                                     MemCategory::kWorkspace);
+  }
+
+  const char* kind() const override { return Config::kKind; }
+
+  std::string describe() const override {
+    return detail::concat("x ", inputs_[0].shape.to_string(), " H=", cfg_.hidden, " layers=",
+                          cfg_.num_layers, cfg_.bidirectional ? " bidirectional" : "");
+  }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    const std::size_t L = layers_.size();
+    for (std::size_t l = 0; l < L; ++l) {
+      void* src = l == 0 ? x[0]->raw() : hidden_[l - 1].raw();
+      void* dst = l + 1 == L ? y[0]->raw() : hidden_[l].raw();
+      layers_[l]->forward(src, dst, nullptr, scratch_);
+    }
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+    const std::size_t L = layers_.size();
+    for (std::size_t l = L; l-- > 0;) {
+      void* src = l == 0 ? x[0]->raw() : hidden_[l - 1].raw();
+      void* dst = l + 1 == L ? y[0]->raw() : hidden_[l].raw();
+      void* diff_dst = l + 1 == L ? dy[0]->raw() : dh_[(l + 1) % 2].raw();
+      void* diff_src = l > 0 ? dh_[l % 2].raw() : dx[0] != nullptr ? dx[0]->raw() : dh_[0].raw();
+      layers_[l]->backward(src, dst, diff_dst, diff_src, nullptr, scratch_);
+    }
+  }
+
+ private:
+  Config cfg_;
+  CpuBackend& cpu_;
+  std::vector<std::unique_ptr<RnnLayerPrims>> layers_;
+  std::vector<Tensor> hidden_;  // outputs of layers 0..L-2: (T, N, H*D), kept for backward
+  Tensor dh_[2];
+  Tensor scratch_;
+};
+
+// One LSTM step: x (N, I), h (N, H), c (N, H) -> h' (N, H), c' (N, H). An LSTM primitive with
+// T = 1 and explicit states.
+class LstmCellOneDnn final : public RnnLayerBase {
+ public:
+  LstmCellOneDnn(Backend& be, const std::string& name, const LstmCellConfig& cfg,
+                 const std::vector<TensorDesc>& in)
+      : RnnLayerBase(be, name, in), cfg_(cfg), cpu_(as_cpu(be)) {
+    check_arity(in.size(), 3, "inputs (x, h, c)");
+    Shape hs = lstm_cell_output_shape(name, cfg, in[0].shape, in[1].shape, in[2].shape);
+    check_f32_row_major(kind(), name, "x", in[0]);
+    check_f32_row_major(kind(), name, "h", in[1]);
+    check_f32_row_major(kind(), name, "c", in[2]);
+    outputs_ = {TensorDesc{hs}, TensorDesc{hs}};
+    flops_ = lstm_cell_flops(cfg, in[0].shape);
+    const int64_t N = in[0].shape[0], I = in[0].shape[1], H = cfg.hidden;
+    add_direction_params(Cell::kLstm, "", I, H);
+    prims_ = std::make_unique<RnnLayerPrims>(cpu_, kind(), name,
+                                             RnnShape{Cell::kLstm, 1, N, I, H, 1, true}, params_, 0);
+    if (std::size_t s = prims_->scratchpad_bytes()) {
+      scratch_ = be.empty(Shape{static_cast<int64_t>((s + 3) / 4)}, MemCategory::kWorkspace);
+    }
+    // Stand-ins for input gradients the caller does not want (oneDNN always computes them).
+    dx_unused_ = be.empty(Shape{N, I}, MemCategory::kDynamic);
+    dh_unused_ = be.empty(Shape{N, H}, MemCategory::kDynamic);
+    dc_unused_ = be.empty(Shape{N, H}, MemCategory::kDynamic);
+  }
+
+  const char* kind() const override { return LstmCellConfig::kKind; }
+
+  std::string describe() const override {
+    return detail::concat("x ", inputs_[0].shape.to_string(), " H=", cfg_.hidden);
+  }
+
+  // y = {h', c'}, x = {x, h, c}
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 3, "forward inputs");
+    check_arity(y.size(), 2, "forward outputs");
+    CellStates st;
+    st.h0 = x[1]->raw(), st.c0 = x[2]->raw(), st.c1 = y[1]->raw();
+    prims_->forward(x[0]->raw(), y[0]->raw(), &st, scratch_);
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+    CellStates st;
+    st.h0 = x[1]->raw(), st.c0 = x[2]->raw(), st.c1 = y[1]->raw();
+    st.dh0 = dx[1] != nullptr ? dx[1]->raw() : dh_unused_.raw();
+    st.dc0 = dx[2] != nullptr ? dx[2]->raw() : dc_unused_.raw();
+    st.dc1 = dy[1]->raw();
+    void* dxp = dx[0] != nullptr ? dx[0]->raw() : dx_unused_.raw();
+    prims_->backward(x[0]->raw(), y[0]->raw(), dy[0]->raw(), dxp, &st, scratch_);
+  }
+
+ private:
+  LstmCellConfig cfg_;
+  CpuBackend& cpu_;
+  std::unique_ptr<RnnLayerPrims> prims_;
+  Tensor scratch_, dx_unused_, dh_unused_, dc_unused_;
+};
+
+using LstmOneDnn = RnnSequenceOneDnn<LstmConfig, Cell::kLstm>;
+using GruOneDnn = RnnSequenceOneDnn<GruConfig, Cell::kGru>;
+
+TBD_REGISTER_LAYER(LstmConfig, DeviceKind::kCpu, LstmOneDnn);
+TBD_REGISTER_LAYER(GruConfig, DeviceKind::kCpu, GruOneDnn);
+TBD_REGISTER_LAYER(LstmCellConfig, DeviceKind::kCpu, LstmCellOneDnn);
+
+}  // namespace
+}  // namespace tbd::cpu

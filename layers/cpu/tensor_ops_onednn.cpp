@@ -1,0 +1,345 @@
+// layers/cpu/tensor_ops_onednn.cpp: Add, Concat, Split, Reshape and Transpose on the CPU.
+//
+// Add is a oneDNN binary add over the dense buffers (layout-free: both inputs share one
+// layout); its gradient is a copy of dy into both inputs. Transpose is a oneDNN reorder whose
+// source descriptor carries x's strides permuted, so any permutation of up to 12 dims runs in
+// oneDNN's parallel reorder kernels; backward is the inverse permutation. Concat, Split and
+// Reshape are strided row copies (own code: oneDNN's concat covers neither split nor rank > 6
+// and would add nothing to a memcpy), parallel over rows and over chunks of long rows.
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/onednn.h"
+#include "layers/tensor_ops.h"
+
+namespace tbd::cpu {
+namespace {
+
+using dnnl::memory;
+
+// Copies `rows` rows of `len` bytes from src (row pitch src_pitch) to dst (row pitch dst_pitch).
+void copy_rows(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t rows,
+               int64_t len) {
+  constexpr int64_t kChunk = int64_t{1} << 16;  // bytes per task: large enough to stream
+  const int64_t chunks = (len + kChunk - 1) / kChunk;
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+#pragma omp parallel for collapse(2) schedule(static) if (rows * len > kChunk)
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t off = c * kChunk;
+      std::memcpy(d + r * dst_pitch + off, s + r * src_pitch + off, std::min(kChunk, len - off));
+    }
+  }
+}
+
+void zero_rows(void* dst, int64_t dst_pitch, int64_t rows, int64_t len) {
+  char* d = static_cast<char*>(dst);
+#pragma omp parallel for schedule(static) if (rows * len > (int64_t{1} << 16))
+  for (int64_t r = 0; r < rows; ++r) std::memset(d + r * dst_pitch, 0, len);
+}
+
+void copy_tensor(const Tensor& dst, const Tensor& src) {
+  copy_rows(dst.raw(), 0, src.raw(), 0, 1, static_cast<int64_t>(src.bytes()));
+}
+
+// Product of dims [from, to).
+int64_t prod(const Shape& s, int from, int to) {
+  int64_t p = 1;
+  for (int i = from; i < to; ++i) p *= s[i];
+  return p;
+}
+
+// ---- Add ----
+
+class AddOneDnn final : public Layer {
+ public:
+  AddOneDnn(Backend& be, const std::string& name, const AddConfig&,
+            const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cpu_(as_cpu(be)) {
+    outputs_ = {add_output_desc(name, in)};
+    flops_ = add_flops(in[0].shape);
+    // Both inputs and y share one layout, so the op is elementwise over the dense buffers.
+    md_ = memory::desc({in[0].shape.numel()}, memory::data_type::f32, memory::format_tag::a);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    try {
+      pd_ = dnnl::binary::primitive_desc(
+          dnnl::binary::desc(dnnl::algorithm::binary_add, md_, md_, md_), attr, cpu_.engine());
+    } catch (const dnnl::error& e) {
+      throw_layer_error(kind(), name, std::string("oneDNN has no binary add for x ") +
+                                          in[0].to_string() + ": " + e.what());
+    }
+    add_ = dnnl::binary(pd_);
+    scratch_ = scratchpad_for(cpu_, pd_.scratchpad_desc());
+  }
+
+  const char* kind() const override { return AddConfig::kKind; }
+  std::string describe() const override { return "x " + inputs_[0].to_string(); }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 2, "forward inputs");
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC_0, flat(*x[0])},
+                                         {DNNL_ARG_SRC_1, flat(*x[1])},
+                                         {DNNL_ARG_DST, flat(*y[0])}};
+    if (scratch_.defined()) {
+      args[DNNL_ARG_SCRATCHPAD] = memory(pd_.scratchpad_desc(), cpu_.engine(), scratch_.raw());
+    }
+    execute(cpu_, add_, args, "Add forward");
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+    for (Tensor* d : dx) {
+      if (d != nullptr) copy_tensor(*d, *dy[0]);
+    }
+  }
+
+ private:
+  memory flat(const Tensor& t) { return memory(md_, cpu_.engine(), t.raw()); }
+
+  CpuBackend& cpu_;
+  memory::desc md_;
+  dnnl::binary::primitive_desc pd_;
+  dnnl::primitive add_;
+  Tensor scratch_;
+};
+
+// ---- Concat and Split: the same strided copies in opposite directions ----
+
+// The pieces of a tensor cut along one axis: outer rows, each holding the pieces' runs.
+struct AxisCut {
+  int64_t outer = 1;              // rows: product of dims before the axis
+  int64_t whole = 0;              // bytes of one row of the whole tensor
+  std::vector<int64_t> len, off;  // bytes of each piece's run and its offset in the row
+
+  AxisCut() = default;
+  AxisCut(const Shape& whole_shape, int axis, const std::vector<int64_t>& sizes, DType dt) {
+    const int64_t inner = prod(whole_shape, axis + 1, whole_shape.rank()) *
+                          static_cast<int64_t>(dtype_size(dt));
+    outer = prod(whole_shape, 0, axis);
+    whole = whole_shape[axis] * inner;
+    int64_t o = 0;
+    for (int64_t s : sizes) {
+      len.push_back(s * inner);
+      off.push_back(o);
+      o += s * inner;
+    }
+  }
+  // whole <- pieces (a null piece is zeros).
+  void gather(void* whole_data, const std::vector<const void*>& pieces) const {
+    for (std::size_t k = 0; k < pieces.size(); ++k) {
+      char* dst = static_cast<char*>(whole_data) + off[k];
+      if (pieces[k]) {
+        copy_rows(dst, whole, pieces[k], len[k], outer, len[k]);
+      } else {
+        zero_rows(dst, whole, outer, len[k]);
+      }
+    }
+  }
+  // pieces <- whole (null pieces are skipped).
+  void scatter(const std::vector<void*>& pieces, const void* whole_data) const {
+    for (std::size_t k = 0; k < pieces.size(); ++k) {
+      if (!pieces[k]) continue;
+      copy_rows(pieces[k], len[k], static_cast<const char*>(whole_data) + off[k], whole, outer,
+                len[k]);
+    }
+  }
+};
+
+class ConcatCpu final : public Layer {
+ public:
+  ConcatCpu(Backend& be, const std::string& name, const ConcatConfig& cfg,
+            const std::vector<TensorDesc>& in)
+      : Layer(be, name, in) {
+    Shape ys = concat_output_shape(name, cfg, in);
+    axis_ = normalize_axis(kind(), name, cfg.axis, ys.rank());
+    outputs_ = {TensorDesc{ys, in[0].dtype, Layout::kRowMajor}};
+    std::vector<int64_t> sizes;
+    for (const auto& t : in) sizes.push_back(t.shape[axis_]);
+    cut_ = AxisCut(ys, axis_, sizes, in[0].dtype);
+  }
+
+  const char* kind() const override { return ConcatConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat(inputs_.size(), " inputs -> ", outputs_[0].shape.to_string(),
+                          " axis ", axis_);
+  }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), inputs_.size(), "forward inputs");
+    std::vector<const void*> pieces;
+    for (const Tensor* t : x) pieces.push_back(t->raw());
+    cut_.gather(y[0]->raw(), pieces);
+  }
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+    std::vector<void*> pieces;
+    for (Tensor* t : dx) pieces.push_back(t ? t->raw() : nullptr);
+    cut_.scatter(pieces, dy[0]->raw());
+  }
+
+ private:
+  int axis_ = 0;
+  AxisCut cut_;
+};
+
+class SplitCpu final : public Layer {
+ public:
+  SplitCpu(Backend& be, const std::string& name, const SplitConfig& cfg,
+           const std::vector<TensorDesc>& in)
+      : Layer(be, name, in) {
+    check_arity(in.size(), 1, "inputs");
+    for (const Shape& s : split_output_shapes(name, cfg, in[0])) {
+      outputs_.push_back(TensorDesc{s, in[0].dtype, Layout::kRowMajor});
+    }
+    axis_ = normalize_axis(kind(), name, cfg.axis, in[0].shape.rank());
+    cut_ = AxisCut(in[0].shape, axis_, cfg.sizes, in[0].dtype);
+  }
+
+  const char* kind() const override { return SplitConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("x ", inputs_[0].shape.to_string(), " -> ", outputs_.size(),
+                          " outputs axis ", axis_);
+  }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    std::vector<void*> pieces;
+    for (Tensor* t : y) pieces.push_back(t->raw());
+    cut_.scatter(pieces, x[0]->raw());
+  }
+  // A missing output gradient (an unused output) counts as zeros.
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+    if (dx[0] == nullptr) return;
+    std::vector<const void*> pieces;
+    for (const Tensor* t : dy) pieces.push_back(t ? t->raw() : nullptr);
+    cut_.gather(dx[0]->raw(), pieces);
+  }
+
+ private:
+  int axis_ = 0;
+  AxisCut cut_;
+};
+
+// ---- Reshape ----
+
+class ReshapeCpu final : public Layer {
+ public:
+  ReshapeCpu(Backend& be, const std::string& name, const ReshapeConfig& cfg,
+             const std::vector<TensorDesc>& in)
+      : Layer(be, name, in) {
+    check_arity(in.size(), 1, "inputs");
+    outputs_ = {TensorDesc{reshape_output_shape(name, cfg, in[0]), in[0].dtype, Layout::kRowMajor}};
+  }
+  const char* kind() const override { return ReshapeConfig::kKind; }
+  std::string describe() const override {
+    return inputs_[0].shape.to_string() + " -> " + outputs_[0].shape.to_string();
+  }
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    copy_tensor(*y[0], *x[0]);
+  }
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+    if (dx[0] != nullptr) copy_tensor(*dx[0], *dy[0]);
+  }
+};
+
+// ---- Transpose ----
+
+// Row-major strides of a shape.
+memory::dims strides_of(const Shape& s) {
+  memory::dims st(s.rank());
+  int64_t acc = 1;
+  for (int i = s.rank() - 1; i >= 0; --i) {
+    st[i] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+// dst = permute(src, perm) as a reorder: the source is read through dst's dims with src's
+// strides permuted (dst dim i is src dim perm[i]).
+dnnl::reorder::primitive_desc permuting_reorder(CpuBackend& cpu, const Shape& src,
+                                                const std::vector<int>& perm, const Shape& dst,
+                                                DType dt) {
+  memory::dims src_st = strides_of(src), st(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i) st[i] = src_st[perm[i]];
+  memory::desc src_md(dnnl_dims(dst), dnnl_dtype(dt), st);
+  memory::desc dst_md(dnnl_dims(dst), dnnl_dtype(dt), strides_of(dst));
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  auto& eng = cpu.engine();
+  return dnnl::reorder::primitive_desc(eng, src_md, eng, dst_md, attr);
+}
+
+class TransposeOneDnn final : public Layer {
+ public:
+  TransposeOneDnn(Backend& be, const std::string& name, const TransposeConfig& cfg,
+                  const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cfg_(cfg), cpu_(as_cpu(be)) {
+    check_arity(in.size(), 1, "inputs");
+    const Shape& xs = in[0].shape;
+    Shape ys = transpose_output_shape(name, cfg, in[0]);
+    outputs_ = {TensorDesc{ys, in[0].dtype, Layout::kRowMajor}};
+    std::vector<int> inv(cfg.perm.size());
+    for (std::size_t i = 0; i < cfg.perm.size(); ++i) inv[cfg.perm[i]] = static_cast<int>(i);
+    try {
+      fwd_pd_ = permuting_reorder(cpu_, xs, cfg.perm, ys, in[0].dtype);
+      bwd_pd_ = permuting_reorder(cpu_, ys, inv, xs, in[0].dtype);
+    } catch (const dnnl::error& e) {
+      throw_layer_error(kind(), name, std::string("oneDNN has no reorder for x ") +
+                                          in[0].to_string() + ": " + e.what());
+    }
+    fwd_ = dnnl::reorder(fwd_pd_);
+    bwd_ = dnnl::reorder(bwd_pd_);
+    std::size_t scratch = std::max(fwd_pd_.scratchpad_desc().get_size(),
+                                   bwd_pd_.scratchpad_desc().get_size());
+    if (scratch) {
+      scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
+    }
+  }
+
+  const char* kind() const override { return TransposeConfig::kKind; }
+  std::string describe() const override {
+    std::string p;
+    for (int v : cfg_.perm) {
+      if (!p.empty()) p += ",";
+      p += std::to_string(v);
+    }
+    return "x " + inputs_[0].shape.to_string() + " perm {" + p + "}";
+  }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    run(fwd_, fwd_pd_, x[0]->raw(), y[0]->raw(), "Transpose forward");
+  }
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+    if (dx[0] != nullptr) run(bwd_, bwd_pd_, dy[0]->raw(), dx[0]->raw(), "Transpose backward");
+  }
+
+ private:
+  void run(const dnnl::reorder& r, const dnnl::reorder::primitive_desc& pd, void* src, void* dst,
+           const char* who) {
+    auto& e = cpu_.engine();
+    std::unordered_map<int, memory> args{{DNNL_ARG_FROM, memory(pd.src_desc(), e, src)},
+                                         {DNNL_ARG_TO, memory(pd.dst_desc(), e, dst)}};
+    if (pd.scratchpad_desc().get_size()) {
+      args[DNNL_ARG_SCRATCHPAD] = memory(pd.scratchpad_desc(), e, scratch_.raw());
+    }
+    execute(cpu_, r, args, who);
+  }
+
+  TransposeConfig cfg_;
+  CpuBackend& cpu_;
+  dnnl::reorder::primitive_desc fwd_pd_, bwd_pd_;
+  dnnl::reorder fwd_, bwd_;
+  Tensor scratch_;
+};
+
+TBD_REGISTER_LAYER(AddConfig, DeviceKind::kCpu, AddOneDnn);
+TBD_REGISTER_LAYER(ConcatConfig, DeviceKind::kCpu, ConcatCpu);
+TBD_REGISTER_LAYER(SplitConfig, DeviceKind::kCpu, SplitCpu);
+TBD_REGISTER_LAYER(ReshapeConfig, DeviceKind::kCpu, ReshapeCpu);
+TBD_REGISTER_LAYER(TransposeConfig, DeviceKind::kCpu, TransposeOneDnn);
+
+}  // namespace
+}  // namespace tbd::cpu

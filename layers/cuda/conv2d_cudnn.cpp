@@ -1,0 +1,301 @@
+// layers/cuda/conv2d_cudnn.cpp: Conv2d on cuDNN's convolution API (fprop, dgrad, wgrad).
+//
+// Algorithms are chosen at build by measurement (cudnnFind*AlgorithmEx), once per problem: a
+// process-wide cache keyed by shapes, convolution parameters, math mode and device holds the
+// choice, so the 16 identical bottleneck convs of ResNet-50 are timed once. In strict FP32
+// the descriptors carry CUDNN_FMA_MATH and results that would use tensor cores are skipped.
+// The chosen algorithms and their workspace sizes are in describe(). The workspace is the
+// backend's shared cuDNN scratch (counted as workspace), reserved here for the largest of the
+// three choices. wgrad and the bias gradient accumulate with beta = 1 (gradient policy).
+// No kernels of our own: a .cpp, compiled by the host compiler.
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "backends/cuda/cuda_backend.h"
+#include "layers/conv2d.h"
+#include "layers/cuda/cuda_layer_util.h"
+
+namespace tbd::cuda {
+namespace {
+
+const char* fwd_algo_name(int a) {
+  static const char* const n[] = {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct",
+                                  "fft", "fft_tiling", "winograd", "winograd_nonfused"};
+  return a >= 0 && a < 8 ? n[a] : "?";
+}
+const char* bwd_data_algo_name(int a) {
+  static const char* const n[] = {"algo0", "algo1", "fft", "fft_tiling", "winograd",
+                                  "winograd_nonfused"};
+  return a >= 0 && a < 6 ? n[a] : "?";
+}
+const char* bwd_filter_algo_name(int a) {
+  static const char* const n[] = {"algo0", "algo1", "fft", "algo3", "winograd",
+                                  "winograd_nonfused", "fft_tiling"};
+  return a >= 0 && a < 7 ? n[a] : "?";
+}
+const char* math_name(cudnnMathType_t m) {
+  switch (m) {
+    case CUDNN_DEFAULT_MATH: return "default";
+    case CUDNN_TENSOR_OP_MATH: return "tensor_op";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor_op_conv";
+    case CUDNN_FMA_MATH: return "fma";
+  }
+  return "?";
+}
+
+struct AlgoChoice {
+  int algo = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  std::size_t workspace = 0;
+  float ms = 0;  // cudnnFind's measured time
+};
+struct ConvPlan {
+  AlgoChoice fwd, bwd_data, bwd_filter;
+};
+
+std::mutex& cache_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, ConvPlan>& plan_cache() {
+  static std::map<std::string, ConvPlan> c;
+  return c;
+}
+
+// The fastest successful result that the math mode allows (cudnnFind sorts by time).
+template <class Perf>
+bool pick(const Perf* perf, int n, MathMode mode, AlgoChoice* out) {
+  for (int i = 0; i < n; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    bool tensor_ops = perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
+                      perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    if (mode == MathMode::kFp32 && tensor_ops) continue;
+    *out = {static_cast<int>(perf[i].algo), perf[i].mathType, perf[i].memory, perf[i].time};
+    return true;
+  }
+  return false;
+}
+
+class Conv2dCudnn final : public Layer {
+ public:
+  Conv2dCudnn(Backend& be, const std::string& name, const Conv2dConfig& cfg,
+              const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
+    check_arity(in.size(), 1, "inputs");
+    const Shape& xs = in[0].shape;
+    Shape ys = conv2d_output_shape(name, cfg, xs);
+    check_f32(kind(), name, "x", in[0]);
+    check_row_major(kind(), name, "x", in[0]);
+    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
+    flops_ = conv2d_flops(cfg, xs, ys);
+
+    const int64_t C = xs[1], K = cfg.out_channels, G = cfg.groups;
+    int64_t fan_in = (C / G) * cfg.kernel_h * cfg.kernel_w;
+    int64_t fan_out = (K / G) * cfg.kernel_h * cfg.kernel_w;
+    add_param("weight", Shape{K, C / G, cfg.kernel_h, cfg.kernel_w}, Init::kHeNormal, fan_in,
+              fan_out);
+    if (cfg.bias) add_param("bias", Shape{K}, Init::kZeros, fan_in, fan_out, /*decay=*/false);
+
+    x_desc_ = make_tensor_desc(xs[0], xs[1], xs[2], xs[3]);
+    y_desc_ = make_tensor_desc(ys[0], ys[1], ys[2], ys[3]);
+    w_desc_ = make_filter_desc(K, C / G, cfg.kernel_h, cfg.kernel_w);
+    if (cfg.bias) b_desc_ = make_tensor_desc(1, K, 1, 1);
+    conv_fwd_ = make_conv_desc();
+    conv_bwd_data_ = make_conv_desc();
+    conv_bwd_filter_ = make_conv_desc();
+
+    int n = 0, k = 0, p = 0, q = 0;
+    TBD_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv_fwd_, x_desc_, w_desc_, &n, &k,
+                                                          &p, &q));
+    TBD_LAYER_CHECK(n == ys[0] && k == ys[1] && p == ys[2] && q == ys[3], kind(), name,
+                    "cuDNN's output shape (", n, ", ", k, ", ", p, ", ", q,
+                    ") differs from the expected ", ys.to_string());
+
+    math_ = cu_.math_mode();
+    plan_ = find_plan(xs, ys);
+    TBD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_fwd_, plan_.fwd.math));
+    TBD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_bwd_data_, plan_.bwd_data.math));
+    TBD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_bwd_filter_, plan_.bwd_filter.math));
+    cu_.reserve_workspace(std::max({plan_.fwd.workspace, plan_.bwd_data.workspace,
+                                    plan_.bwd_filter.workspace}));
+  }
+
+  const char* kind() const override { return Conv2dConfig::kKind; }
+
+  std::string describe() const override {
+    const Shape& x = inputs_[0].shape;
+    return detail::concat(
+        "x ", x.to_string(), " K=", cfg_.out_channels, " ", cfg_.kernel_h, "x", cfg_.kernel_w,
+        " s", cfg_.stride_h, " p", cfg_.pad_h,
+        cfg_.groups > 1 ? " g" + std::to_string(cfg_.groups) : "", " | cudnn ", to_string(math_),
+        ": fwd=", fwd_algo_name(plan_.fwd.algo), "/", math_name(plan_.fwd.math), " ws ",
+        plan_.fwd.workspace, " B; dgrad=", bwd_data_algo_name(plan_.bwd_data.algo), "/",
+        math_name(plan_.bwd_data.math), " ws ", plan_.bwd_data.workspace,
+        " B; wgrad=", bwd_filter_algo_name(plan_.bwd_filter.algo), "/",
+        math_name(plan_.bwd_filter.math), " ws ", plan_.bwd_filter.workspace, " B");
+  }
+
+  // y: (N, K, P, Q)  x: (N, C, H, W)
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    cudnnHandle_t h = cu_.cudnn();
+    TBD_CUDNN_CHECK(cudnnConvolutionForward(
+        h, &kOne, x_desc_, x[0]->raw(), w_desc_, params_[0].value.raw(), conv_fwd_,
+        static_cast<cudnnConvolutionFwdAlgo_t>(plan_.fwd.algo), cu_.workspace(),
+        plan_.fwd.workspace, &kZero, y_desc_, y[0]->raw()));
+    if (cfg_.bias) {
+      TBD_CUDNN_CHECK(cudnnAddTensor(h, &kOne, b_desc_, params_[1].value.raw(), &kOne, y_desc_,
+                                     y[0]->raw()));
+    }
+  }
+
+  // dx: (N, C, H, W) or null  dy: (N, K, P, Q)
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    cudnnHandle_t h = cu_.cudnn();
+    if (dx[0] != nullptr) {  // dgrad assigns
+      TBD_CUDNN_CHECK(cudnnConvolutionBackwardData(
+          h, &kOne, w_desc_, params_[0].value.raw(), y_desc_, dy[0]->raw(), conv_bwd_data_,
+          static_cast<cudnnConvolutionBwdDataAlgo_t>(plan_.bwd_data.algo), cu_.workspace(),
+          plan_.bwd_data.workspace, &kZero, x_desc_, dx[0]->raw()));
+    }
+    // wgrad and the bias gradient accumulate (beta = 1)
+    TBD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+        h, &kOne, x_desc_, x[0]->raw(), y_desc_, dy[0]->raw(), conv_bwd_filter_,
+        static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan_.bwd_filter.algo), cu_.workspace(),
+        plan_.bwd_filter.workspace, &kOne, w_desc_, params_[0].grad.raw()));
+    if (cfg_.bias) {
+      TBD_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &kOne, y_desc_, dy[0]->raw(), &kOne,
+                                                   b_desc_, params_[1].grad.raw()));
+    }
+  }
+
+ private:
+  CudnnConvDesc make_conv_desc() {
+    cudnnConvolutionDescriptor_t d = nullptr;
+    TBD_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d));
+    CudnnConvDesc owned(d);
+    TBD_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+        d, static_cast<int>(cfg_.pad_h), static_cast<int>(cfg_.pad_w),
+        static_cast<int>(cfg_.stride_h), static_cast<int>(cfg_.stride_w),
+        static_cast<int>(cfg_.dilation_h), static_cast<int>(cfg_.dilation_w),
+        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    TBD_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d, static_cast<int>(cfg_.groups)));
+    TBD_CUDNN_CHECK(cudnnSetConvolutionMathType(d, cudnn_math_type(cu_.math_mode())));
+    return owned;
+  }
+
+  std::string cache_key(const Shape& xs) const {
+    return detail::concat(cu_.device(), "|", xs.to_string(), "|", cfg_.out_channels, "|",
+                          cfg_.kernel_h, "x", cfg_.kernel_w, "|s", cfg_.stride_h, ",",
+                          cfg_.stride_w, "|p", cfg_.pad_h, ",", cfg_.pad_w, "|d",
+                          cfg_.dilation_h, ",", cfg_.dilation_w, "|g", cfg_.groups, "|",
+                          to_string(math_));
+  }
+
+  // Largest workspace any algorithm asks for, capped by what the device can spare.
+  std::size_t find_workspace_cap() {
+    const MemoryStats& st = be_.allocator().stats();
+    std::size_t limit = be_.allocator().limit_bytes();
+    std::size_t spare = limit > st.total_current ? limit - st.total_current : 0;
+    std::size_t cap = std::min<std::size_t>(spare / 2, std::size_t{4} << 30);
+    std::size_t want = 0;
+    cudnnHandle_t h = cu_.cudnn();
+    for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a) {
+      std::size_t s = 0;
+      if (cudnnGetConvolutionForwardWorkspaceSize(h, x_desc_, w_desc_, conv_fwd_, y_desc_,
+                                                  static_cast<cudnnConvolutionFwdAlgo_t>(a),
+                                                  &s) == CUDNN_STATUS_SUCCESS && s <= cap) {
+        want = std::max(want, s);
+      }
+    }
+    for (int a = 0; a < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT; ++a) {
+      std::size_t s = 0;
+      if (cudnnGetConvolutionBackwardDataWorkspaceSize(
+              h, w_desc_, y_desc_, conv_bwd_data_, x_desc_,
+              static_cast<cudnnConvolutionBwdDataAlgo_t>(a), &s) == CUDNN_STATUS_SUCCESS &&
+          s <= cap) {
+        want = std::max(want, s);
+      }
+    }
+    for (int a = 0; a < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT; ++a) {
+      std::size_t s = 0;
+      if (cudnnGetConvolutionBackwardFilterWorkspaceSize(
+              h, x_desc_, y_desc_, conv_bwd_filter_, w_desc_,
+              static_cast<cudnnConvolutionBwdFilterAlgo_t>(a), &s) == CUDNN_STATUS_SUCCESS &&
+          s <= cap) {
+        want = std::max(want, s);
+      }
+    }
+    return want;
+  }
+
+  // Times every algorithm on scratch tensors (allocated here, released on return) unless the
+  // problem is in the cache.
+  ConvPlan find_plan(const Shape& xs, const Shape& ys) {
+    std::string key = cache_key(xs);
+    {
+      std::lock_guard<std::mutex> lock(cache_mutex());
+      auto it = plan_cache().find(key);
+      if (it != plan_cache().end()) return it->second;
+    }
+    const Shape& ws = params_[0].value.shape();
+    Tensor tx = be_.empty(xs, MemCategory::kDynamic);
+    Tensor tw = be_.empty(ws, MemCategory::kDynamic);
+    Tensor ty = be_.empty(ys, MemCategory::kDynamic);
+    be_.fill(tx, 0.f);
+    be_.fill(tw, 0.f);
+    be_.fill(ty, 0.f);
+    std::size_t ws_bytes = find_workspace_cap();
+    Tensor scratch;
+    if (ws_bytes) {
+      scratch = be_.empty(Shape{static_cast<int64_t>((ws_bytes + 3) / 4)},
+                          MemCategory::kWorkspace);
+    }
+    cudnnHandle_t h = cu_.cudnn();
+    ConvPlan plan;
+    int got = 0;
+
+    cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    TBD_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+        h, x_desc_, tx.raw(), w_desc_, tw.raw(), conv_fwd_, y_desc_, ty.raw(),
+        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fwd, scratch.raw(), ws_bytes));
+    TBD_LAYER_CHECK(pick(fwd, got, math_, &plan.fwd), kind(), name_,
+                    "cuDNN has no forward algorithm for x ", xs.to_string(), " in ",
+                    to_string(math_), " mode");
+
+    cudnnConvolutionBwdDataAlgoPerf_t bwd_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    TBD_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+        h, w_desc_, tw.raw(), y_desc_, ty.raw(), conv_bwd_data_, x_desc_, tx.raw(),
+        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, bwd_data, scratch.raw(), ws_bytes));
+    TBD_LAYER_CHECK(pick(bwd_data, got, math_, &plan.bwd_data), kind(), name_,
+                    "cuDNN has no backward-data algorithm for x ", xs.to_string(), " in ",
+                    to_string(math_), " mode");
+
+    cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    TBD_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+        h, x_desc_, tx.raw(), y_desc_, ty.raw(), conv_bwd_filter_, w_desc_, tw.raw(),
+        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, bwd_filter, scratch.raw(), ws_bytes));
+    TBD_LAYER_CHECK(pick(bwd_filter, got, math_, &plan.bwd_filter), kind(), name_,
+                    "cuDNN has no backward-filter algorithm for x ", xs.to_string(), " in ",
+                    to_string(math_), " mode");
+    be_.synchronize();  // the scratch tensors are released on return
+
+    std::lock_guard<std::mutex> lock(cache_mutex());
+    plan_cache()[key] = plan;
+    return plan;
+  }
+
+  Conv2dConfig cfg_;
+  CudaBackend& cu_;
+  MathMode math_ = MathMode::kFp32;
+  ConvPlan plan_;
+  CudnnTensorDesc x_desc_, y_desc_, b_desc_;
+  CudnnFilterDesc w_desc_;
+  CudnnConvDesc conv_fwd_, conv_bwd_data_, conv_bwd_filter_;
+};
+
+TBD_REGISTER_LAYER(Conv2dConfig, DeviceKind::kCuda, Conv2dCudnn);
+
+}  // namespace
+}  // namespace tbd::cuda

@@ -1,0 +1,396 @@
+// layers/cuda/dense_cublas.cu: Linear and Gemm on cuBLAS/cuBLASLt, Embedding on own kernels.
+//
+// All matrices are row-major; cuBLAS is column-major, so a row-major C = op(A) op(B) is
+// computed as the column-major C^T = op(B)^T op(A)^T (gemm_rm below), with the compute type of
+// the math mode the layer was built in (strict FP32: CUBLAS_COMPUTE_32F_PEDANTIC; TF32:
+// CUBLAS_COMPUTE_32F_FAST_TF32). Linear's forward uses cuBLASLt's bias epilogue (one kernel for
+// x W^T + b) when cuBLASLt offers an algorithm for the problem in that compute type, else a
+// GEMM plus a bias kernel. Weight gradients accumulate with beta = 1; bias gradients are
+// column sums done as a GEMV against a vector of ones (beta = 1).
+// Embedding's weight gradient scatters with atomicAdd: rows hit by several ids sum in an
+// unspecified order, so dW may differ in the last bits from run to run (documented
+// non-determinism). An id outside [0, V) cannot throw from a kernel (checking on the host
+// would cost a synchronisation per step): its output row is NaN and it adds no gradient.
+// Shape checks and FLOP counts are the shared ones (layers/linear.cpp, layers/embedding.cpp).
+#include <cmath>
+
+#include "backends/cuda/cuda_backend.h"
+#include "layers/cuda/cuda_layer_util.h"
+#include "layers/cuda/kernel_util.cuh"
+#include "layers/embedding.h"
+#include "layers/linear.h"
+
+namespace tbd::cuda {
+namespace {
+
+int as_int(int64_t v, const char* kind, const std::string& name, const char* what) {
+  TBD_LAYER_CHECK(v <= INT32_MAX, kind, name, what, " = ", v, " exceeds cuBLAS's int range");
+  return static_cast<int>(v);
+}
+
+// Row-major C (M, N) = alpha * op(A) op(B) + beta * C for `batch` problems at element strides
+// sA, sB, sC. op(A) is (M, K): A is stored (M, K), or (K, M) when ta. op(B) is (K, N): B is
+// stored (K, N), or (N, K) when tb.
+void gemm_rm(CudaBackend& cu, cublasComputeType_t ct, bool ta, bool tb, int M, int N, int K,
+             float alpha, const float* A, int64_t sA, const float* B, int64_t sB, float beta,
+             float* C, int64_t sC, int batch) {
+  const int lda = ta ? M : K;
+  const int ldb = tb ? K : N;
+  const cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (batch == 1) {
+    TBD_CUBLAS_CHECK(cublasGemmEx(cu.cublas(), opb, opa, N, M, K, &alpha, B, CUDA_R_32F, ldb, A,
+                                  CUDA_R_32F, lda, &beta, C, CUDA_R_32F, N, ct,
+                                  CUBLAS_GEMM_DEFAULT));
+    return;
+  }
+  TBD_CUBLAS_CHECK(cublasGemmStridedBatchedEx(cu.cublas(), opb, opa, N, M, K, &alpha, B,
+                                              CUDA_R_32F, ldb, sB, A, CUDA_R_32F, lda, sA, &beta,
+                                              C, CUDA_R_32F, N, sC, batch, ct,
+                                              CUBLAS_GEMM_DEFAULT));
+}
+
+// out (n) += column sums of the row-major a (rows, n), as a^T-times-ones on cuBLAS.
+void col_sum_accumulate(CudaBackend& cu, const float* a, int rows, int n, const float* ones,
+                        float* out) {
+  TBD_CUBLAS_CHECK(cublasSgemv(cu.cublas(), CUBLAS_OP_N, n, rows, &kOne, a, n, ones, 1, &kOne,
+                               out, 1));
+}
+
+// y (rows, n) += bias (n) per row.
+__global__ void add_bias_rows_kernel(float* __restrict__ y, const float* __restrict__ bias,
+                                     int64_t total, int64_t n) {
+  TBD_GRID_STRIDE(i, total) { y[i] += bias[i % n]; }
+}
+
+void add_bias_rows(CudaBackend& cu, float* y, const float* bias, int64_t rows, int64_t n) {
+  add_bias_rows_kernel<<<grid_for(rows * n), kBlock, 0, cu.stream()>>>(y, bias, rows * n, n);
+  TBD_CUDA_CHECK_LAST();
+}
+
+Tensor ones_vector(Backend& be, int64_t n) {
+  Tensor t = be.empty(Shape{n}, MemCategory::kDynamic);
+  be.fill(t, 1.f);
+  return t;
+}
+
+// ---- Linear ----
+
+class LinearCublas final : public Layer {
+ public:
+  LinearCublas(Backend& be, const std::string& name, const LinearConfig& cfg,
+               const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
+    check_arity(in.size(), 1, "inputs");
+    const Shape ys = linear_output_shape(name, cfg, in[0].shape);
+    check_f32(kind(), name, "x", in[0]);
+    check_row_major(kind(), name, "x", in[0]);
+    const Shape& xs = in[0].shape;
+    din_ = as_int(xs[-1], kind(), name, "D_in");
+    dout_ = as_int(cfg.out_features, kind(), name, "D_out");
+    m_ = as_int(xs.numel() / din_, kind(), name, "M");
+    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
+    flops_ = linear_flops(cfg, xs);
+    add_param("weight", Shape{dout_, din_}, cfg.init, din_, dout_);
+    if (cfg.bias) {
+      add_param("bias", Shape{dout_}, Init::kZeros, din_, dout_, /*decay=*/false);
+      ones_ = ones_vector(be, m_);
+    }
+    math_ = cu_.math_mode();
+    compute_ = cublas_compute_type(math_);
+    if (cfg.bias) lt_ready_ = setup_lt();
+  }
+
+  const char* kind() const override { return LinearConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("x ", inputs_[0].shape.to_string(), " -> ", dout_,
+                          cfg_.bias ? " +bias" : "", " | cublas ", to_string(math_),
+                          !cfg_.bias    ? ""
+                          : lt_ready_ ? ", cublasLt bias epilogue"
+                                      : ", gemm + bias kernel");
+  }
+
+  // y: (..., D_out)  x: (..., D_in)
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    const float* w = params_[0].value.f32();
+    if (lt_ready_) {
+      const void* bias = params_[1].value.raw();
+      TBD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt_desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                      &bias, sizeof(bias)));
+      TBD_CUBLAS_CHECK(cublasLtMatmul(cu_.cublaslt(), lt_desc_, &kOne, w, lt_a_, x[0]->raw(),
+                                      lt_b_, &kZero, y[0]->raw(), lt_c_, y[0]->raw(), lt_c_,
+                                      &lt_algo_, cu_.cublas_workspace(),
+                                      cu_.cublas_workspace_bytes(), cu_.stream()));
+      return;
+    }
+    gemm_rm(cu_, compute_, false, true, m_, dout_, din_, 1.f, x[0]->f32(), 0, w, 0, 0.f,
+            y[0]->f32(), 0, 1);
+    if (cfg_.bias) add_bias_rows(cu_, y[0]->f32(), params_[1].value.f32(), m_, dout_);
+  }
+
+  // dx: (..., D_in) or null  dy: (..., D_out)
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    const float* w = params_[0].value.f32();
+    if (dx[0] != nullptr) {  // dx = dy W
+      gemm_rm(cu_, compute_, false, false, m_, din_, dout_, 1.f, dy[0]->f32(), 0, w, 0, 0.f,
+              dx[0]->f32(), 0, 1);
+    }
+    // dW += dy^T x
+    gemm_rm(cu_, compute_, true, false, dout_, din_, m_, 1.f, dy[0]->f32(), 0, x[0]->f32(), 0,
+            1.f, params_[0].grad.f32(), 0, 1);
+    if (cfg_.bias) {
+      col_sum_accumulate(cu_, dy[0]->f32(), m_, dout_, ones_.f32(), params_[1].grad.f32());
+    }
+  }
+
+ private:
+  // cuBLASLt: column-major D (D_out, M) = op(W) x^T + bias, W seen as (D_in, D_out) with
+  // TRANSA = T. False when cuBLASLt has no algorithm (then the GEMM + kernel path runs).
+  bool setup_lt() {
+    cublasLtMatmulDesc_t d = nullptr;
+    if (cublasLtMatmulDescCreate(&d, compute_, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return false;
+    lt_desc_ = LtMatmulDesc(d);
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    const void* bias = params_[1].value.raw();
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    bool ok =
+        cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)) ==
+            CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)) ==
+            CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)) ==
+            CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                       sizeof(bias)) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatrixLayoutCreate(&a, CUDA_R_32F, din_, dout_, din_) == CUBLAS_STATUS_SUCCESS;
+    lt_a_ = LtLayout(a);
+    ok = ok && cublasLtMatrixLayoutCreate(&b, CUDA_R_32F, din_, m_, din_) == CUBLAS_STATUS_SUCCESS;
+    lt_b_ = LtLayout(b);
+    ok = ok &&
+         cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, dout_, m_, dout_) == CUBLAS_STATUS_SUCCESS;
+    lt_c_ = LtLayout(c);
+    if (!ok) return false;
+    cublasLtMatmulPreference_t p = nullptr;
+    if (cublasLtMatmulPreferenceCreate(&p) != CUBLAS_STATUS_SUCCESS) return false;
+    LtPreference pref(p);
+    const uint64_t ws = cu_.cublas_workspace_bytes();
+    if (cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                             sizeof(ws)) != CUBLAS_STATUS_SUCCESS) {
+      return false;
+    }
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    if (cublasLtMatmulAlgoGetHeuristic(cu_.cublaslt(), d, a, b, c, c, p, 1, &result, &found) !=
+            CUBLAS_STATUS_SUCCESS ||
+        found == 0) {
+      return false;
+    }
+    lt_algo_ = result.algo;
+    return true;
+  }
+
+  LinearConfig cfg_;
+  CudaBackend& cu_;
+  int din_ = 0, dout_ = 0, m_ = 0;
+  MathMode math_ = MathMode::kFp32;
+  cublasComputeType_t compute_ = CUBLAS_COMPUTE_32F_PEDANTIC;
+  Tensor ones_;
+  bool lt_ready_ = false;
+  LtMatmulDesc lt_desc_;
+  LtLayout lt_a_, lt_b_, lt_c_;
+  cublasLtMatmulAlgo_t lt_algo_{};
+};
+
+TBD_REGISTER_LAYER(LinearConfig, DeviceKind::kCuda, LinearCublas);
+
+// ---- Gemm ----
+
+class GemmCublas final : public Layer {
+ public:
+  GemmCublas(Backend& be, const std::string& name, const GemmConfig& cfg,
+             const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
+    check_arity(in.size(), 2, "inputs");
+    const char* k = kind();
+    GemmDims d;
+    const Shape ys = gemm_output_shape(name, cfg, in[0].shape, in[1].shape, &d);
+    for (int i = 0; i < 2; ++i) {
+      const char* arg = i == 0 ? "a" : "b";
+      check_f32(k, name, arg, in[i]);
+      check_row_major(k, name, arg, in[i]);
+    }
+    shared_b_ = d.b_shared;
+    M_ = as_int(d.m, k, name, "M");
+    N_ = as_int(d.n, k, name, "N");
+    K_ = as_int(d.k, k, name, "K");
+    B_ = as_int(d.batch, k, name, "batch");
+    as_int(d.batch * d.m, k, name, "batch*M");
+    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
+    flops_ = gemm_flops(cfg, d);
+    const int64_t N = d.n;
+    if (cfg.bias) {
+      add_param("bias", Shape{N}, Init::kZeros, K_, N_, /*decay=*/false);
+      ones_ = ones_vector(be, static_cast<int64_t>(B_) * M_);
+    }
+    math_ = cu_.math_mode();
+    compute_ = cublas_compute_type(math_);
+  }
+
+  const char* kind() const override { return GemmConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("a ", inputs_[0].shape.to_string(), cfg_.trans_a ? "^T" : "", " b ",
+                          inputs_[1].shape.to_string(), cfg_.trans_b ? "^T" : "",
+                          " alpha=", cfg_.alpha, cfg_.bias ? " +bias" : "", " | cublas ",
+                          to_string(math_));
+  }
+
+  // y: (B..., M, N)  a: (B..., M, K) or (B..., K, M)  b: (B..., K, N) or (B..., N, K) or 2-D
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 2, "forward inputs");
+    gemm_rm(cu_, compute_, cfg_.trans_a, cfg_.trans_b, M_, N_, K_, alpha(), x[0]->f32(), sa(),
+            x[1]->f32(), sb(), 0.f, y[0]->f32(), sy(), B_);
+    if (cfg_.bias) {
+      add_bias_rows(cu_, y[0]->f32(), params_[0].value.f32(), int64_t{B_} * M_, N_);
+    }
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    const float* a = x[0]->f32();
+    const float* b = x[1]->f32();
+    const float* g = dy[0]->f32();
+    const bool ta = cfg_.trans_a, tb = cfg_.trans_b;
+    if (dx[0] != nullptr) {
+      float* da = dx[0]->f32();
+      if (!ta) {  // da (M, K) = alpha dy op(b)^T
+        gemm_rm(cu_, compute_, false, !tb, M_, K_, N_, alpha(), g, sy(), b, sb(), 0.f, da, sa(),
+                B_);
+      } else {  // da (K, M) = alpha op(b) dy^T
+        gemm_rm(cu_, compute_, tb, true, K_, M_, N_, alpha(), b, sb(), g, sy(), 0.f, da, sa(),
+                B_);
+      }
+    }
+    if (dx[1] != nullptr) {
+      float* db = dx[1]->f32();
+      if (!shared_b_) {
+        db_gemm(a, g, db, 0.f, B_);
+      } else if (!ta) {  // a and dy stack their batches as rows: one GEMM over B*M rows
+        const int rows = B_ * M_;
+        if (!tb) {  // db (K, N) = alpha a^T dy
+          gemm_rm(cu_, compute_, true, false, K_, N_, rows, alpha(), a, 0, g, 0, 0.f, db, 0, 1);
+        } else {  // db (N, K) = alpha dy^T a
+          gemm_rm(cu_, compute_, true, false, N_, K_, rows, alpha(), g, 0, a, 0, 0.f, db, 0, 1);
+        }
+      } else {  // transposed batches do not stack: sum them one by one
+        for (int i = 0; i < B_; ++i) {
+          db_gemm(a + i * sa(), g + i * sy(), db, i == 0 ? 0.f : 1.f, 1);
+        }
+      }
+    }
+    if (cfg_.bias) {
+      col_sum_accumulate(cu_, g, B_ * M_, N_, ones_.f32(), params_[0].grad.f32());
+    }
+  }
+
+ private:
+  // Per-batch gradient of b: (K, N) = alpha op(a)^T dy, or (N, K) = alpha dy^T op(a).
+  void db_gemm(const float* a, const float* g, float* db, float beta, int batch) {
+    if (!cfg_.trans_b) {
+      gemm_rm(cu_, compute_, !cfg_.trans_a, false, K_, N_, M_, alpha(), a, sa(), g, sy(), beta,
+              db, sb(), batch);
+    } else {
+      gemm_rm(cu_, compute_, true, cfg_.trans_a, N_, K_, M_, alpha(), g, sy(), a, sa(), beta, db,
+              sb(), batch);
+    }
+  }
+  float alpha() const { return static_cast<float>(cfg_.alpha); }
+  int64_t sa() const { return int64_t{M_} * K_; }
+  int64_t sb() const { return shared_b_ ? 0 : int64_t{K_} * N_; }
+  int64_t sy() const { return int64_t{M_} * N_; }
+
+  GemmConfig cfg_;
+  CudaBackend& cu_;
+  int M_ = 0, N_ = 0, K_ = 0, B_ = 1;
+  bool shared_b_ = false;
+  MathMode math_ = MathMode::kFp32;
+  cublasComputeType_t compute_ = CUBLAS_COMPUTE_32F_PEDANTIC;
+  Tensor ones_;
+};
+
+TBD_REGISTER_LAYER(GemmConfig, DeviceKind::kCuda, GemmCublas);
+
+// ---- Embedding ----
+
+// y[m, :] = scale * w[ids[m], :]; an id outside [0, V) yields NaN rows (never clamped).
+__global__ void embedding_fwd_kernel(const int32_t* __restrict__ ids,
+                                     const float* __restrict__ w, float* __restrict__ y,
+                                     int64_t total, int64_t dim, int64_t vocab, float scale) {
+  TBD_GRID_STRIDE(i, total) {
+    const int64_t id = ids[i / dim];
+    y[i] = id >= 0 && id < vocab ? scale * w[id * dim + i % dim] : nanf("");
+  }
+}
+
+// dw[ids[m], :] += scale * dy[m, :], skipping padding_idx and invalid ids.
+__global__ void embedding_bwd_kernel(const int32_t* __restrict__ ids,
+                                     const float* __restrict__ dy, float* __restrict__ dw,
+                                     int64_t total, int64_t dim, int64_t vocab, int64_t padding,
+                                     float scale) {
+  TBD_GRID_STRIDE(i, total) {
+    const int64_t id = ids[i / dim];
+    if (id >= 0 && id < vocab && id != padding) atomicAdd(&dw[id * dim + i % dim], scale * dy[i]);
+  }
+}
+
+class EmbeddingCuda final : public Layer {
+ public:
+  EmbeddingCuda(Backend& be, const std::string& name, const EmbeddingConfig& cfg,
+                const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
+    check_arity(in.size(), 1, "inputs");
+    const Shape ys = embedding_output_shape(name, cfg, in[0]);
+    check_row_major(kind(), name, "ids", in[0]);
+    m_ = in[0].shape.numel();
+    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
+    flops_ = embedding_flops(cfg, in[0].shape);
+    // fan_in = dim, fan_out = num_embeddings: PyTorch's convention (layers/embedding.h).
+    add_param("weight", Shape{cfg.num_embeddings, cfg.dim}, cfg.init, cfg.dim,
+              cfg.num_embeddings);
+  }
+
+  const char* kind() const override { return EmbeddingConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("ids ", inputs_[0].shape.to_string(), " V=", cfg_.num_embeddings,
+                          " dim=", cfg_.dim, " | atomicAdd scatter (non-deterministic dW)");
+  }
+
+  // y: (..., dim)  ids: (...) i32
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    const int64_t total = m_ * cfg_.dim;
+    embedding_fwd_kernel<<<grid_for(total), kBlock, 0, cu_.stream()>>>(
+        x[0]->data<int32_t>(), params_[0].value.f32(), y[0]->f32(), total, cfg_.dim,
+        cfg_.num_embeddings, static_cast<float>(cfg_.scale));
+    TBD_CUDA_CHECK_LAST();
+  }
+
+  // ids get no gradient; dW accumulates.
+  void backward(MutTensorRefs /*dx*/, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    const int64_t total = m_ * cfg_.dim;
+    embedding_bwd_kernel<<<grid_for(total), kBlock, 0, cu_.stream()>>>(
+        x[0]->data<int32_t>(), dy[0]->f32(), params_[0].grad.f32(), total, cfg_.dim,
+        cfg_.num_embeddings, cfg_.padding_idx, static_cast<float>(cfg_.scale));
+    TBD_CUDA_CHECK_LAST();
+  }
+
+ private:
+  EmbeddingConfig cfg_;
+  CudaBackend& cu_;
+  int64_t m_ = 0;
+};
+
+TBD_REGISTER_LAYER(EmbeddingConfig, DeviceKind::kCuda, EmbeddingCuda);
+
+}  // namespace
+}  // namespace tbd::cuda

@@ -1,0 +1,52 @@
+// layers/cuda/kernel_util.cuh: device helpers shared by the CUDA layers' own kernels
+// (grid-stride loop, warp and block reductions). Included only by .cu files.
+#pragma once
+
+#include <cstdint>
+
+namespace tbd::cuda {
+
+// for (int64_t i = global thread index; i < n; i += total threads)
+#define TBD_GRID_STRIDE(i, n)                                                          \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n);            \
+       i += int64_t{blockDim.x} * gridDim.x)
+
+template <class T>
+__device__ __forceinline__ T warp_sum(T v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+template <class T>
+__device__ __forceinline__ T warp_max(T v) {
+  for (int off = 16; off > 0; off >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// Sum over a 1-D block of at most 1024 threads; every thread gets the result. `shared` holds
+// 32 values. Deterministic for a fixed block size.
+template <class T>
+__device__ T block_sum(T v, T* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // `shared` may still be read from a previous call
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  const int nwarps = (blockDim.x + 31) >> 5;
+  v = lane < nwarps ? shared[lane] : T(0);
+  return warp_sum(v);
+}
+
+template <class T>
+__device__ T block_max(T v, T* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  const int nwarps = (blockDim.x + 31) >> 5;
+  v = lane < nwarps ? shared[lane] : shared[0];
+  return warp_max(v);
+}
+
+}  // namespace tbd::cuda

@@ -1,0 +1,247 @@
+// layers/cuda/loss_cuda.cu: SoftmaxCrossEntropy and MseLoss on CUDA (own kernels).
+//
+// Both losses reduce to one scalar in two fixed-shape passes (per-row or per-block partials,
+// then one block summing them in order), so the loss is bit-identical from run to run.
+// SoftmaxCrossEntropy keeps each row's log-sum-exp and the number of counted rows for
+// backward (feature_maps) and recomputes the probabilities there; a block per row. When every
+// row is ignored, loss and gradient are 0 (layers/loss.h).
+// Deviation from the CPU backend: an out-of-range label (neither in [0, V) nor ignore_index)
+// makes the loss NaN instead of throwing, since a kernel cannot throw and checking on the host
+// would cost a synchronisation per step; a NaN loss is impossible to overlook.
+#include <cmath>
+
+#include "backends/cuda/cuda_backend.h"
+#include "layers/cuda/cuda_layer_util.h"
+#include "layers/cuda/kernel_util.cuh"
+#include "layers/loss.h"
+
+namespace tbd::cuda {
+namespace {
+
+// ---- SoftmaxCrossEntropy ----
+
+// One block per row m: lse[m] = log sum exp z; row_loss[m] = -(1-ls) log p[t] - ls/V sum log p
+// (0 for ignored rows); valid[m] = 1 if counted.
+__global__ void xent_fwd_rows_kernel(const float* __restrict__ logits,
+                                     const int32_t* __restrict__ labels, float* __restrict__ lse,
+                                     double* __restrict__ row_loss, int64_t V,
+                                     int64_t ignore_index, float smoothing) {
+  __shared__ float shared_f[32];
+  __shared__ double shared_d[32];
+  const int64_t m = blockIdx.x;
+  const float* z = logits + m * V;
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) mx = fmaxf(mx, z[j]);
+  mx = block_max(mx, shared_f);
+  float se = 0;
+  double sz = 0;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+    se += expf(z[j] - mx);
+    sz += z[j];
+  }
+  se = block_sum(se, shared_f);
+  sz = block_sum(sz, shared_d);
+  if (threadIdx.x == 0) {
+    const float l = mx + logf(se);
+    lse[m] = l;
+    const int64_t t = labels[m];
+    double loss = 0;
+    if (t != ignore_index) {
+      if (t < 0 || t >= V) {
+        loss = NAN;
+      } else {
+        loss = -(1.0 - smoothing) * (static_cast<double>(z[t]) - l) -
+               static_cast<double>(smoothing) / V * (sz - static_cast<double>(V) * l);
+      }
+    }
+    row_loss[m] = loss;
+  }
+}
+
+// One block: y = sum(row_loss) / count, count = rows not ignored (0 when none: loss 0).
+__global__ void xent_fwd_final_kernel(const double* __restrict__ row_loss,
+                                      const int32_t* __restrict__ labels, int64_t M,
+                                      int64_t ignore_index, float* __restrict__ y,
+                                      float* __restrict__ count_out) {
+  __shared__ double shared[32];
+  double s = 0, c = 0;
+  for (int64_t m = threadIdx.x; m < M; m += blockDim.x) {
+    s += row_loss[m];
+    c += labels[m] != ignore_index ? 1.0 : 0.0;
+  }
+  s = block_sum(s, shared);
+  c = block_sum(c, shared);
+  if (threadIdx.x == 0) {
+    y[0] = c > 0 ? static_cast<float>(s / c) : 0.f;
+    count_out[0] = static_cast<float>(c);
+  }
+}
+
+// dlogits[m, j] = dy / count * (p[m, j] - (1-ls) [j == t] - ls/V), 0 on ignored rows.
+__global__ void xent_bwd_kernel(const float* __restrict__ logits,
+                                const int32_t* __restrict__ labels,
+                                const float* __restrict__ lse, const float* __restrict__ count,
+                                const float* __restrict__ dy, float* __restrict__ dlogits,
+                                int64_t total, int64_t V, int64_t ignore_index, float smoothing) {
+  const float c = count[0];
+  const float scale = c > 0 ? dy[0] / c : 0.f;
+  TBD_GRID_STRIDE(i, total) {
+    const int64_t m = i / V, j = i % V;
+    const int64_t t = labels[m];
+    float g = 0.f;
+    if (t != ignore_index) {
+      const float p = expf(logits[i] - lse[m]);
+      g = scale * (p - (j == t ? 1.f - smoothing : 0.f) - smoothing / V);
+    }
+    dlogits[i] = g;
+  }
+}
+
+class SoftmaxCrossEntropyCuda final : public Layer {
+ public:
+  SoftmaxCrossEntropyCuda(Backend& be, const std::string& name,
+                          const SoftmaxCrossEntropyConfig& cfg, const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
+    check_arity(in.size(), 2, "inputs");
+    const char* k = kind();
+    softmax_cross_entropy_output_shape(name, cfg, in[0], in[1]);
+    check_row_major(k, name, "logits", in[0]);
+    check_row_major(k, name, "labels", in[1]);
+    V_ = in[0].shape[-1];
+    M_ = in[0].shape.numel() / V_;
+    TBD_LAYER_CHECK(M_ <= INT32_MAX, k, name, "logits ", in[0].shape.to_string(),
+                    " has more rows than a grid has blocks");
+    outputs_ = {TensorDesc{Shape{1}, DType::kF32, Layout::kRowMajor}};
+    flops_ = softmax_cross_entropy_flops(in[0].shape);
+    lse_ = be.empty(Shape{M_}, MemCategory::kFeatureMaps);
+    count_ = be.empty(Shape{1}, MemCategory::kFeatureMaps);
+    row_loss_ = be.empty(Shape{2 * M_}, MemCategory::kWorkspace);  // M doubles
+  }
+
+  const char* kind() const override { return SoftmaxCrossEntropyConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("logits ", inputs_[0].shape.to_string(),
+                          " smoothing=", cfg_.label_smoothing);
+  }
+
+  // y: (1)  logits: (M, V)  labels: (M) i32
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 2, "forward inputs");
+    auto* rows = static_cast<double*>(row_loss_.raw());
+    xent_fwd_rows_kernel<<<static_cast<unsigned>(M_), kBlock, 0, cu_.stream()>>>(
+        x[0]->f32(), x[1]->data<int32_t>(), lse_.f32(), rows, V_, cfg_.ignore_index,
+        static_cast<float>(cfg_.label_smoothing));
+    TBD_CUDA_CHECK_LAST();
+    xent_fwd_final_kernel<<<1, 1024, 0, cu_.stream()>>>(rows, x[1]->data<int32_t>(), M_,
+                                                        cfg_.ignore_index, y[0]->f32(),
+                                                        count_.f32());
+    TBD_CUDA_CHECK_LAST();
+  }
+
+  // dx[0]: dlogits (M, V); labels get no gradient.  dy: (1)
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    if (dx[0] == nullptr) return;
+    const int64_t total = M_ * V_;
+    xent_bwd_kernel<<<grid_for(total), kBlock, 0, cu_.stream()>>>(
+        x[0]->f32(), x[1]->data<int32_t>(), lse_.f32(), count_.f32(), dy[0]->f32(),
+        dx[0]->f32(), total, V_, cfg_.ignore_index, static_cast<float>(cfg_.label_smoothing));
+    TBD_CUDA_CHECK_LAST();
+  }
+
+ private:
+  SoftmaxCrossEntropyConfig cfg_;
+  CudaBackend& cu_;
+  int64_t M_ = 0, V_ = 0;
+  Tensor lse_, count_, row_loss_;
+};
+
+TBD_REGISTER_LAYER(SoftmaxCrossEntropyConfig, DeviceKind::kCuda, SoftmaxCrossEntropyCuda);
+
+// ---- MseLoss ----
+
+// Block b sums (pred - target)^2 over its grid-stride share; the grid size is fixed per layer,
+// so the partition (and the rounding) never changes.
+__global__ void mse_partial_kernel(const float* __restrict__ p, const float* __restrict__ t,
+                                   int64_t n, double* __restrict__ partial) {
+  __shared__ double shared[32];
+  double s = 0;
+  TBD_GRID_STRIDE(i, n) {
+    const double d = static_cast<double>(p[i]) - t[i];
+    s += d * d;
+  }
+  s = block_sum(s, shared);
+  if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+__global__ void mse_final_kernel(const double* __restrict__ partial, int parts, int64_t n,
+                                 float* __restrict__ y) {
+  __shared__ double shared[32];
+  double s = 0;
+  for (int i = threadIdx.x; i < parts; i += blockDim.x) s += partial[i];
+  s = block_sum(s, shared);
+  if (threadIdx.x == 0) y[0] = static_cast<float>(s / n);
+}
+
+// dpred = 2 (pred - target) / E * dy; dtarget = -dpred (either may be null).
+__global__ void mse_bwd_kernel(const float* __restrict__ p, const float* __restrict__ t,
+                               const float* __restrict__ dy, float* __restrict__ dp,
+                               float* __restrict__ dt, int64_t n) {
+  const float scale = 2.f * dy[0] / static_cast<float>(n);
+  TBD_GRID_STRIDE(i, n) {
+    const float g = scale * (p[i] - t[i]);
+    if (dp) dp[i] = g;
+    if (dt) dt[i] = -g;
+  }
+}
+
+class MseLossCuda final : public Layer {
+ public:
+  MseLossCuda(Backend& be, const std::string& name, const MseLossConfig&,
+              const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cu_(as_cuda(be)) {
+    check_arity(in.size(), 2, "inputs");
+    mse_loss_output_shape(name, in[0], in[1]);
+    check_row_major(kind(), name, "pred", in[0]);
+    check_row_major(kind(), name, "target", in[1]);
+    n_ = in[0].shape.numel();
+    outputs_ = {TensorDesc{Shape{1}, DType::kF32, Layout::kRowMajor}};
+    flops_ = mse_loss_flops(in[0].shape);
+    parts_ = static_cast<int>(std::min<int64_t>(grid_for(n_), 1024));
+    partial_ = be.empty(Shape{2 * int64_t{parts_}}, MemCategory::kWorkspace);  // doubles
+  }
+
+  const char* kind() const override { return MseLossConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("pred ", inputs_[0].shape.to_string());
+  }
+
+  // y: (1)  pred, target: same shape
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 2, "forward inputs");
+    auto* partial = static_cast<double*>(partial_.raw());
+    mse_partial_kernel<<<static_cast<unsigned>(parts_), kBlock, 0, cu_.stream()>>>(
+        x[0]->f32(), x[1]->f32(), n_, partial);
+    TBD_CUDA_CHECK_LAST();
+    mse_final_kernel<<<1, 1024, 0, cu_.stream()>>>(partial, parts_, n_, y[0]->f32());
+    TBD_CUDA_CHECK_LAST();
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    if (dx[0] == nullptr && dx[1] == nullptr) return;
+    mse_bwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(
+        x[0]->f32(), x[1]->f32(), dy[0]->f32(), dx[0] ? dx[0]->f32() : nullptr,
+        dx[1] ? dx[1]->f32() : nullptr, n_);
+    TBD_CUDA_CHECK_LAST();
+  }
+
+ private:
+  CudaBackend& cu_;
+  int64_t n_ = 0;
+  int parts_ = 1;
+  Tensor partial_;
+};
+
+TBD_REGISTER_LAYER(MseLossConfig, DeviceKind::kCuda, MseLossCuda);
+
+}  // namespace
+}  // namespace tbd::cuda

@@ -1,0 +1,230 @@
+// layers/cuda/optimizers_cuda.cu: SGD (momentum), Adam/AdamW and RMSprop as fused kernels.
+//
+// One kernel updates up to kMaxTensors parameters at once (multi-tensor apply: the pointer
+// table travels in the kernel's arguments, blockIdx.y picks the tensor), reading every value,
+// gradient and state element once and writing it once; ResNet-50's 161 parameter tensors take
+// 6 launches per step. Pointers are read from the Params at each step (Graph::tie may re-point
+// them). Formulas: layers/optimizer.h (PyTorch conventions); weight decay applies only to
+// parameters with Param::decay. State is zero-initialised, category optimizer_state.
+#include <cmath>
+
+#include "backends/cuda/cuda_backend.h"
+#include "layers/cuda/kernel_util.cuh"
+#include "layers/optimizer.h"
+
+namespace tbd::cuda {
+namespace {
+
+constexpr int kMaxTensors = 32;
+
+// Kernel-argument table (about 1.4 KB, well under the 4 KB argument limit).
+struct TensorTable {
+  float* w[kMaxTensors];
+  const float* g[kMaxTensors];
+  float* s1[kMaxTensors];  // first state (momentum / m / square average), may be null
+  float* s2[kMaxTensors];  // second state (v / momentum buffer), may be null
+  int64_t n[kMaxTensors];
+  float wd[kMaxTensors];  // weight decay of this tensor (0 when Param::decay is false)
+};
+
+struct SgdArgs {
+  float lr, momentum;
+};
+struct AdamArgs {
+  float lr, beta1, beta2, eps, inv_c1, inv_c2;  // inv_c = 1 / (1 - beta^t)
+  bool decoupled;
+};
+struct RmspropArgs {
+  float lr, alpha, eps, momentum;
+};
+
+#define TBD_TENSOR_LOOP(t, i)                                                          \
+  const int t = blockIdx.y;                                                            \
+  const int64_t n_ = tab.n[t];                                                         \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n_;             \
+       i += int64_t{blockDim.x} * gridDim.x)
+
+__global__ void sgd_kernel(TensorTable tab, SgdArgs a) {
+  TBD_TENSOR_LOOP(t, i) {
+    float* w = tab.w[t];
+    float g = tab.g[t][i] + tab.wd[t] * w[i];
+    if (a.momentum != 0.f) {
+      float* v = tab.s1[t];
+      v[i] = a.momentum * v[i] + g;
+      g = v[i];
+    }
+    w[i] -= a.lr * g;
+  }
+}
+
+__global__ void adam_kernel(TensorTable tab, AdamArgs a) {
+  TBD_TENSOR_LOOP(t, i) {
+    float* w = tab.w[t];
+    float g = tab.g[t][i];
+    if (a.decoupled) {
+      w[i] -= a.lr * tab.wd[t] * w[i];
+    } else {
+      g += tab.wd[t] * w[i];
+    }
+    float* m = tab.s1[t];
+    float* v = tab.s2[t];
+    m[i] = a.beta1 * m[i] + (1.f - a.beta1) * g;
+    v[i] = a.beta2 * v[i] + (1.f - a.beta2) * g * g;
+    w[i] -= a.lr * (m[i] * a.inv_c1) / (sqrtf(v[i] * a.inv_c2) + a.eps);
+  }
+}
+
+__global__ void rmsprop_kernel(TensorTable tab, RmspropArgs a) {
+  TBD_TENSOR_LOOP(t, i) {
+    float* w = tab.w[t];
+    const float g = tab.g[t][i] + tab.wd[t] * w[i];
+    float* sq = tab.s1[t];
+    sq[i] = a.alpha * sq[i] + (1.f - a.alpha) * g * g;
+    const float step = g / (sqrtf(sq[i]) + a.eps);
+    if (a.momentum != 0.f) {
+      float* buf = tab.s2[t];
+      buf[i] = a.momentum * buf[i] + step;
+      w[i] -= a.lr * buf[i];
+    } else {
+      w[i] -= a.lr * step;
+    }
+  }
+}
+
+// Shared parts: parameter checks, state allocation, batching into launches.
+class CudaOptimizerBase : public Optimizer {
+ protected:
+  CudaOptimizerBase(Backend& be, const char* kind, std::vector<Param*> params, double wd,
+                    int num_states)
+      : Optimizer(std::move(params)), cu_(as_cuda(be)), wd_(wd) {
+    for (Param* p : params_) {
+      TBD_CHECK(p != nullptr && p->value.defined() && p->grad.defined() &&
+                    p->value.dtype() == DType::kF32 && p->value.layout() == Layout::kRowMajor &&
+                    p->grad.shape() == p->value.shape() &&
+                    p->value.device() == DeviceKind::kCuda,
+                kind, ": parameter '", p ? p->name : "?",
+                "' must have an f32 CUDA value and a gradient of the same shape");
+      for (int s = 0; s < 2; ++s) {
+        Tensor t;
+        if (s < num_states) {
+          t = be.empty(p->value.shape(), MemCategory::kOptimizerState);
+          be.fill(t, 0.f);
+        }
+        (s == 0 ? state1_ : state2_).push_back(t);
+      }
+    }
+  }
+
+  // Calls launch(table, count, grid) for each group of up to kMaxTensors parameters.
+  template <class Launch>
+  void for_each_group(Launch launch) {
+    for (std::size_t first = 0; first < params_.size(); first += kMaxTensors) {
+      TensorTable tab{};
+      int count = 0;
+      int64_t max_n = 0;
+      for (std::size_t k = first; k < params_.size() && count < kMaxTensors; ++k, ++count) {
+        Param* p = params_[k];
+        tab.w[count] = p->value.f32();
+        tab.g[count] = p->grad.f32();
+        tab.s1[count] = state1_[k].defined() ? state1_[k].f32() : nullptr;
+        tab.s2[count] = state2_[k].defined() ? state2_[k].f32() : nullptr;
+        tab.n[count] = p->value.numel();
+        tab.wd[count] = p->decay ? static_cast<float>(wd_) : 0.f;
+        max_n = std::max(max_n, tab.n[count]);
+      }
+      // Enough blocks per tensor to fill the device; each grid-strides over its tensor.
+      const unsigned bx = std::min<unsigned>(grid_for(max_n), 4u * cu_.sm_count());
+      launch(tab, dim3(bx, static_cast<unsigned>(count)));
+      TBD_CUDA_CHECK_LAST();
+    }
+  }
+
+  // Sum over parameters of numel * (base + decay_extra where the parameter decays): the
+  // CPU backend's count (layers/optimizer.h).
+  double count_flops(double base, double decay_extra) const {
+    double f = 0;
+    for (const Param* p : params_) {
+      f += static_cast<double>(p->value.numel()) * (base + (p->decay ? decay_extra : 0.0));
+    }
+    return f;
+  }
+
+  CudaBackend& cu_;
+  double wd_;
+  std::vector<Tensor> state1_, state2_;
+};
+
+class SgdCuda final : public CudaOptimizerBase {
+ public:
+  SgdCuda(Backend& be, const SgdConfig& cfg, std::vector<Param*> params)
+      : CudaOptimizerBase(be, SgdConfig::kKind, std::move(params), cfg.weight_decay,
+                          cfg.momentum != 0 ? 1 : 0),
+        cfg_(cfg) {
+    flops_ = count_flops(2 + (cfg.momentum != 0 ? 2 : 0), cfg.weight_decay != 0 ? 2 : 0);
+  }
+  const char* kind() const override { return SgdConfig::kKind; }
+  void step() override {
+    const SgdArgs a{static_cast<float>(cfg_.lr), static_cast<float>(cfg_.momentum)};
+    for_each_group([&](const TensorTable& tab, dim3 grid) {
+      sgd_kernel<<<grid, kBlock, 0, cu_.stream()>>>(tab, a);
+    });
+  }
+
+ private:
+  SgdConfig cfg_;
+};
+
+class AdamCuda final : public CudaOptimizerBase {
+ public:
+  AdamCuda(Backend& be, const AdamConfig& cfg, std::vector<Param*> params)
+      : CudaOptimizerBase(be, AdamConfig::kKind, std::move(params), cfg.weight_decay, 2),
+        cfg_(cfg) {
+    flops_ = count_flops(12, cfg.weight_decay != 0 ? 2 : 0);
+  }
+  const char* kind() const override { return cfg_.decoupled ? "AdamW" : AdamConfig::kKind; }
+  void step() override {
+    ++t_;
+    const AdamArgs a{static_cast<float>(cfg_.lr),
+                     static_cast<float>(cfg_.beta1),
+                     static_cast<float>(cfg_.beta2),
+                     static_cast<float>(cfg_.eps),
+                     static_cast<float>(1.0 / (1.0 - std::pow(cfg_.beta1, t_))),
+                     static_cast<float>(1.0 / (1.0 - std::pow(cfg_.beta2, t_))),
+                     cfg_.decoupled};
+    for_each_group([&](const TensorTable& tab, dim3 grid) {
+      adam_kernel<<<grid, kBlock, 0, cu_.stream()>>>(tab, a);
+    });
+  }
+
+ private:
+  AdamConfig cfg_;
+  int64_t t_ = 0;  // steps taken, for the bias corrections
+};
+
+class RmspropCuda final : public CudaOptimizerBase {
+ public:
+  RmspropCuda(Backend& be, const RmspropConfig& cfg, std::vector<Param*> params)
+      : CudaOptimizerBase(be, RmspropConfig::kKind, std::move(params), cfg.weight_decay,
+                          cfg.momentum != 0 ? 2 : 1),
+        cfg_(cfg) {
+    flops_ = count_flops(8 + (cfg.momentum != 0 ? 2 : 0), cfg.weight_decay != 0 ? 2 : 0);
+  }
+  const char* kind() const override { return RmspropConfig::kKind; }
+  void step() override {
+    const RmspropArgs a{static_cast<float>(cfg_.lr), static_cast<float>(cfg_.alpha),
+                        static_cast<float>(cfg_.eps), static_cast<float>(cfg_.momentum)};
+    for_each_group([&](const TensorTable& tab, dim3 grid) {
+      rmsprop_kernel<<<grid, kBlock, 0, cu_.stream()>>>(tab, a);
+    });
+  }
+
+ private:
+  RmspropConfig cfg_;
+};
+
+TBD_REGISTER_OPTIMIZER(SgdConfig, DeviceKind::kCuda, SgdCuda);
+TBD_REGISTER_OPTIMIZER(AdamConfig, DeviceKind::kCuda, AdamCuda);
+TBD_REGISTER_OPTIMIZER(RmspropConfig, DeviceKind::kCuda, RmspropCuda);
+
+}  // namespace
+}  // namespace tbd::cuda

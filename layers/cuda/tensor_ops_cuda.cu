@@ -1,0 +1,376 @@
+// layers/cuda/tensor_ops_cuda.cu: Add, Concat, Split, Reshape, Transpose and PositionalEncoding
+// on CUDA.
+//
+// Concat and Split are strided copies (cudaMemcpy2DAsync: `outer` rows of one input's slab
+// each), Reshape a plain copy (layers own their outputs), Transpose a gather kernel over the
+// output's coordinates; their backward passes run the inverse copies, and all of them move
+// elements of any 4-byte dtype (labels, indices). Add is one kernel forward and two copies
+// backward; PositionalEncoding adds a constant (T, D) table built on the host at construction.
+// Shape rules and FLOP counts: the shared functions of layers/tensor_ops.cpp.
+#include <numeric>
+
+#include "backends/cuda/cuda_backend.h"
+#include "layers/cuda/cuda_layer_util.h"
+#include "layers/cuda/kernel_util.cuh"
+#include "layers/positional_encoding.h"
+#include "layers/tensor_ops.h"
+
+namespace tbd::cuda {
+namespace {
+
+void copy_d2d(CudaBackend& cu, void* dst, const void* src, std::size_t bytes) {
+  if (dst != src) {
+    TBD_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cu.stream()));
+  }
+}
+
+// ---- Add ----
+
+__global__ void add_kernel(const float* __restrict__ a, const float* __restrict__ b,
+                           float* __restrict__ y, int64_t n) {
+  TBD_GRID_STRIDE(i, n) { y[i] = a[i] + b[i]; }
+}
+
+class AddCuda final : public Layer {
+ public:
+  AddCuda(Backend& be, const std::string& name, const AddConfig&,
+          const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cu_(as_cuda(be)) {
+    outputs_ = {add_output_desc(name, in)};
+    n_ = in[0].shape.numel();
+    flops_ = add_flops(in[0].shape);
+  }
+
+  const char* kind() const override { return AddConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("x ", inputs_[0].shape.to_string());
+  }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 2, "forward inputs");
+    add_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(x[0]->f32(), x[1]->f32(), y[0]->f32(),
+                                                          n_);
+    TBD_CUDA_CHECK_LAST();
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+    for (int i = 0; i < 2; ++i) {
+      if (dx[i] != nullptr) copy_d2d(cu_, dx[i]->raw(), dy[0]->raw(), dy[0]->bytes());
+    }
+  }
+
+ private:
+  CudaBackend& cu_;
+  int64_t n_ = 0;
+};
+
+TBD_REGISTER_LAYER(AddConfig, DeviceKind::kCuda, AddCuda);
+
+// ---- Concat / Split: one strided copy per piece ----
+
+// The tensor seen as (outer, dim_along_axis, inner).
+struct AxisView {
+  int64_t outer = 1, inner = 1;
+};
+AxisView axis_view(const Shape& s, int axis) {
+  AxisView v;
+  for (int i = 0; i < axis; ++i) v.outer *= s[i];
+  for (int i = axis + 1; i < s.rank(); ++i) v.inner *= s[i];
+  return v;
+}
+
+// Copies piece (outer, len, inner) at offset `off` along the axis of whole (outer, total,
+// inner), in the direction given by `to_whole`; elements of `esize` bytes (any dtype).
+void copy_piece(CudaBackend& cu, const Tensor& whole_t, const Tensor& piece_t, const AxisView& v,
+                int64_t total, int64_t off, int64_t len, bool to_whole) {
+  const std::size_t esize = dtype_size(whole_t.dtype());
+  const std::size_t row = static_cast<std::size_t>(len * v.inner) * esize;
+  const std::size_t pitch = static_cast<std::size_t>(total * v.inner) * esize;
+  char* w = static_cast<char*>(whole_t.raw()) + off * v.inner * static_cast<int64_t>(esize);
+  char* piece = static_cast<char*>(piece_t.raw());
+  if (v.outer == 1) {
+    copy_d2d(cu, to_whole ? w : piece, to_whole ? piece : w, row);
+    return;
+  }
+  if (to_whole) {
+    TBD_CUDA_CHECK(cudaMemcpy2DAsync(w, pitch, piece, row, row, v.outer,
+                                     cudaMemcpyDeviceToDevice, cu.stream()));
+  } else {
+    TBD_CUDA_CHECK(cudaMemcpy2DAsync(piece, row, w, pitch, row, v.outer,
+                                     cudaMemcpyDeviceToDevice, cu.stream()));
+  }
+}
+
+class ConcatCuda final : public Layer {
+ public:
+  ConcatCuda(Backend& be, const std::string& name, const ConcatConfig& cfg,
+             const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cu_(as_cuda(be)) {
+    const Shape ys = concat_output_shape(name, cfg, in);
+    axis_ = normalize_axis(kind(), name, cfg.axis, ys.rank());
+    outputs_ = {TensorDesc{ys, in[0].dtype, Layout::kRowMajor}};
+    const Shape& s0 = in[0].shape;
+    view_ = axis_view(s0, axis_);
+  }
+
+  const char* kind() const override { return ConcatConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat(inputs_.size(), " inputs -> ", outputs_[0].shape.to_string(),
+                          " axis ", axis_);
+  }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), inputs_.size(), "forward inputs");
+    const int64_t total = outputs_[0].shape[axis_];
+    int64_t off = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const int64_t len = inputs_[i].shape[axis_];
+      copy_piece(cu_, *y[0], *x[i], view_, total, off, len, /*to_whole=*/true);
+      off += len;
+    }
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+    const int64_t total = outputs_[0].shape[axis_];
+    int64_t off = 0;
+    for (std::size_t i = 0; i < dx.size(); ++i) {
+      const int64_t len = inputs_[i].shape[axis_];
+      if (dx[i] != nullptr) {
+        copy_piece(cu_, *dy[0], *dx[i], view_, total, off, len, /*to_whole=*/false);
+      }
+      off += len;
+    }
+  }
+
+ private:
+  CudaBackend& cu_;
+  int axis_ = 0;
+  AxisView view_;
+};
+
+TBD_REGISTER_LAYER(ConcatConfig, DeviceKind::kCuda, ConcatCuda);
+
+class SplitCuda final : public Layer {
+ public:
+  SplitCuda(Backend& be, const std::string& name, const SplitConfig& cfg,
+            const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
+    check_arity(in.size(), 1, "inputs");
+    const Shape& xs = in[0].shape;
+    for (const Shape& ys : split_output_shapes(name, cfg, in[0])) {
+      outputs_.push_back(TensorDesc{ys, in[0].dtype, Layout::kRowMajor});
+    }
+    axis_ = normalize_axis(kind(), name, cfg.axis, xs.rank());
+    view_ = axis_view(xs, axis_);
+  }
+
+  const char* kind() const override { return SplitConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("x ", inputs_[0].shape.to_string(), " -> ", cfg_.sizes.size(),
+                          " pieces along axis ", axis_);
+  }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    const int64_t total = inputs_[0].shape[axis_];
+    int64_t off = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      copy_piece(cu_, *x[0], *y[i], view_, total, off, cfg_.sizes[i], /*to_whole=*/false);
+      off += cfg_.sizes[i];
+    }
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+    if (dx[0] == nullptr) return;
+    const int64_t total = inputs_[0].shape[axis_];
+    int64_t off = 0;
+    for (std::size_t i = 0; i < dy.size(); ++i) {
+      copy_piece(cu_, *dx[0], *dy[i], view_, total, off, cfg_.sizes[i], /*to_whole=*/true);
+      off += cfg_.sizes[i];
+    }
+  }
+
+ private:
+  SplitConfig cfg_;
+  CudaBackend& cu_;
+  int axis_ = 0;
+  AxisView view_;
+};
+
+TBD_REGISTER_LAYER(SplitConfig, DeviceKind::kCuda, SplitCuda);
+
+// ---- Reshape ----
+
+class ReshapeCuda final : public Layer {
+ public:
+  ReshapeCuda(Backend& be, const std::string& name, const ReshapeConfig& cfg,
+              const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cu_(as_cuda(be)) {
+    check_arity(in.size(), 1, "inputs");
+    outputs_ = {TensorDesc{reshape_output_shape(name, cfg, in[0]), in[0].dtype,
+                           Layout::kRowMajor}};
+  }
+
+  const char* kind() const override { return ReshapeConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("x ", inputs_[0].shape.to_string(), " -> ",
+                          outputs_[0].shape.to_string());
+  }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    copy_d2d(cu_, y[0]->raw(), x[0]->raw(), x[0]->bytes());
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+    if (dx[0] != nullptr) copy_d2d(cu_, dx[0]->raw(), dy[0]->raw(), dy[0]->bytes());
+  }
+
+ private:
+  CudaBackend& cu_;
+};
+
+TBD_REGISTER_LAYER(ReshapeConfig, DeviceKind::kCuda, ReshapeCuda);
+
+// ---- Transpose ----
+
+constexpr int kMaxRank = 12;  // transpose_output_shape allows up to 12 dims
+// dst[coords] = src[sum_k coords[k] * src_stride[k]]: `src_stride` is the source stride of the
+// axis that destination axis k comes from.
+struct PermuteArgs {
+  int rank = 0;
+  int64_t dst_dims[kMaxRank] = {};
+  int64_t src_stride[kMaxRank] = {};
+};
+
+// Moves 4-byte elements as bits (f32 or i32 alike).
+__global__ void permute_kernel(const uint32_t* __restrict__ src, uint32_t* __restrict__ dst,
+                               int64_t n, PermuteArgs a) {
+  TBD_GRID_STRIDE(i, n) {
+    int64_t rest = i, off = 0;
+    for (int k = a.rank - 1; k >= 0; --k) {
+      off += (rest % a.dst_dims[k]) * a.src_stride[k];
+      rest /= a.dst_dims[k];
+    }
+    dst[i] = src[off];
+  }
+}
+
+std::vector<int64_t> strides_of(const Shape& s) {
+  std::vector<int64_t> st(s.rank(), 1);
+  for (int i = s.rank() - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
+  return st;
+}
+
+class TransposeCuda final : public Layer {
+ public:
+  TransposeCuda(Backend& be, const std::string& name, const TransposeConfig& cfg,
+                const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
+    check_arity(in.size(), 1, "inputs");
+    const Shape ys = transpose_output_shape(name, cfg, in[0]);
+    TBD_LAYER_CHECK(dtype_size(in[0].dtype) == 4, kind(), name,
+                    "the CUDA transpose moves 4-byte elements (f32, i32), got ", in[0].to_string());
+    outputs_ = {TensorDesc{ys, in[0].dtype, Layout::kRowMajor}};
+    const Shape& xs = in[0].shape;
+    const int r = xs.rank();
+    std::vector<int> inv(r);
+    for (int i = 0; i < r; ++i) inv[cfg.perm[i]] = i;
+    n_ = xs.numel();
+    const std::vector<int64_t> xst = strides_of(xs), yst = strides_of(ys);
+    fwd_.rank = bwd_.rank = r;
+    for (int i = 0; i < r; ++i) {
+      fwd_.dst_dims[i] = ys[i];
+      fwd_.src_stride[i] = xst[cfg.perm[i]];
+      bwd_.dst_dims[i] = xs[i];
+      bwd_.src_stride[i] = yst[inv[i]];
+    }
+  }
+
+  const char* kind() const override { return TransposeConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("x ", inputs_[0].shape.to_string(), " -> ",
+                          outputs_[0].shape.to_string());
+  }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    permute_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(x[0]->data<uint32_t>(),
+                                                              y[0]->data<uint32_t>(), n_, fwd_);
+    TBD_CUDA_CHECK_LAST();
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+    if (dx[0] == nullptr) return;
+    permute_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(dy[0]->data<uint32_t>(),
+                                                              dx[0]->data<uint32_t>(), n_, bwd_);
+    TBD_CUDA_CHECK_LAST();
+  }
+
+ private:
+  TransposeConfig cfg_;
+  CudaBackend& cu_;
+  int64_t n_ = 0;
+  PermuteArgs fwd_, bwd_;
+};
+
+TBD_REGISTER_LAYER(TransposeConfig, DeviceKind::kCuda, TransposeCuda);
+
+// ---- PositionalEncoding ----
+
+// y[n, t, d] = x[n, t, d] + table[t, d]: the table repeats every T*D elements.
+__global__ void add_table_kernel(const float* __restrict__ x, const float* __restrict__ table,
+                                 float* __restrict__ y, int64_t n, int64_t period) {
+  TBD_GRID_STRIDE(i, n) { y[i] = x[i] + table[i % period]; }
+}
+
+class PositionalEncodingCuda final : public Layer {
+ public:
+  PositionalEncodingCuda(Backend& be, const std::string& name, const PositionalEncodingConfig&,
+                         const std::vector<TensorDesc>& in)
+      : Layer(be, name, in), cu_(as_cuda(be)) {
+    check_arity(in.size(), 1, "inputs");
+    check_rank(kind(), name, "x", in[0], 3, "(N, T, D)");
+    check_f32(kind(), name, "x", in[0]);
+    check_row_major(kind(), name, "x", in[0]);
+    outputs_ = {in[0]};
+    const Shape& s = in[0].shape;
+    n_ = s.numel();
+    flops_.fwd = static_cast<double>(n_);
+    table_ = be.empty(Shape{s[1], s[2]}, MemCategory::kDynamic);
+    std::vector<float> h(s[1] * s[2]);
+    for (int64_t t = 0; t < s[1]; ++t) {
+      for (int64_t d = 0; d < s[2]; ++d) {
+        h[t * s[2] + d] = static_cast<float>(sinusoid(t, d, s[2]));
+      }
+    }
+    be.copy_from_host(table_, h.data());
+  }
+
+  const char* kind() const override { return PositionalEncodingConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("x ", inputs_[0].shape.to_string());
+  }
+
+  // y, x: (N, T, D)
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    add_table_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(x[0]->f32(), table_.f32(),
+                                                                y[0]->f32(), n_, table_.numel());
+    TBD_CUDA_CHECK_LAST();
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+    if (dx[0] != nullptr) copy_d2d(cu_, dx[0]->raw(), dy[0]->raw(), dy[0]->bytes());
+  }
+
+ private:
+  CudaBackend& cu_;
+  int64_t n_ = 0;
+  Tensor table_;  // (T, D)
+};
+
+TBD_REGISTER_LAYER(PositionalEncodingConfig, DeviceKind::kCuda, PositionalEncodingCuda);
+
+}  // namespace
+}  // namespace tbd::cuda

@@ -1,0 +1,25 @@
+// layers/dropout.cpp: shape checks and FLOP count of Dropout (shared by all backends).
+#include "layers/dropout.h"
+
+namespace tbd {
+
+Shape dropout_output_shape(const std::string& name, const DropoutConfig& cfg, const TensorDesc& x) {
+  const char* k = DropoutConfig::kKind;
+  TBD_LAYER_CHECK(x.shape.rank() >= 1, k, name, "input x must have rank >= 1, got ",
+                  x.shape.to_string());
+  check_positive(k, name, "x", x.shape);
+  TBD_LAYER_CHECK(x.dtype == DType::kF32, k, name, "input x must be f32, got ", x.to_string());
+  TBD_LAYER_CHECK(x.layout == Layout::kRowMajor || (x.shape.rank() == 4 && x.shape[1] % 16 == 0),
+                  k, name, "blocked input x must be (N, C, H, W) with C % 16 == 0, got ",
+                  x.to_string());
+  TBD_LAYER_CHECK(cfg.p >= 0 && cfg.p <= 1, k, name, "invalid config: p=", cfg.p,
+                  " must be in [0, 1]");
+  return x.shape;
+}
+
+Flops dropout_flops(const Shape& x) {
+  double e = static_cast<double>(x.numel());
+  return Flops{2 * e, e, 0};
+}
+
+}  // namespace tbd

@@ -1,0 +1,20 @@
+// layers/layer_norm.cpp: shape checks and FLOP count of LayerNorm (shared by all backends).
+#include "layers/layer_norm.h"
+
+namespace tbd {
+
+Shape layer_norm_output_shape(const std::string& name, const LayerNormConfig& cfg, const Shape& x) {
+  const char* k = LayerNormConfig::kKind;
+  TBD_LAYER_CHECK(x.rank() >= 2, k, name, "input x must have rank >= 2 (..., D), got ",
+                  x.to_string());
+  check_positive(k, name, "x", x);
+  TBD_LAYER_CHECK(cfg.eps > 0, k, name, "invalid config: eps=", cfg.eps, " must be > 0");
+  return x;
+}
+
+Flops layer_norm_flops(const Shape& x) {
+  double e = static_cast<double>(x.numel());
+  return Flops{8 * e, 12 * e, 4 * e};
+}
+
+}  // namespace tbd

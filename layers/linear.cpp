@@ -1,0 +1,67 @@
+// layers/linear.cpp: shape inference and FLOP counts of Linear and Gemm (shared by all backends).
+#include "layers/linear.h"
+
+namespace tbd {
+
+Shape linear_output_shape(const std::string& name, const LinearConfig& cfg, const Shape& x) {
+  const char* k = LinearConfig::kKind;
+  TBD_LAYER_CHECK(x.rank() >= 2, k, name, "input x must have rank >= 2 (..., D_in), got ",
+                  x.to_string());
+  check_positive(k, name, "x", x);
+  TBD_LAYER_CHECK(cfg.out_features > 0, k, name, "invalid config: out_features=",
+                  cfg.out_features, " (x ", x.to_string(), ")");
+  std::vector<int64_t> dims = x.dims();
+  dims.back() = cfg.out_features;
+  return Shape(std::move(dims));
+}
+
+Flops linear_flops(const LinearConfig& cfg, const Shape& x) {
+  double m = static_cast<double>(x.numel() / x[-1]);
+  double mac = m * static_cast<double>(x[-1]) * static_cast<double>(cfg.out_features);
+  double bias = cfg.bias ? m * static_cast<double>(cfg.out_features) : 0.0;
+  return Flops{2 * mac + bias, 2 * mac, 2 * mac + bias};
+}
+
+Shape gemm_output_shape(const std::string& name, const GemmConfig& cfg, const Shape& a,
+                        const Shape& b, GemmDims* dims) {
+  const char* k = GemmConfig::kKind;
+  TBD_LAYER_CHECK(a.rank() >= 2, k, name, "input a must have rank >= 2 (B..., ",
+                  cfg.trans_a ? "K, M" : "M, K", "), got ", a.to_string());
+  TBD_LAYER_CHECK(b.rank() >= 2, k, name, "input b must have rank >= 2 (B..., ",
+                  cfg.trans_b ? "N, K" : "K, N", "), got ", b.to_string());
+  check_positive(k, name, "a", a);
+  check_positive(k, name, "b", b);
+  TBD_LAYER_CHECK(b.rank() == 2 || b.rank() == a.rank(), k, name,
+                  "input b must have rank 2 (shared) or a's rank ", a.rank(), ", got a ",
+                  a.to_string(), " b ", b.to_string());
+  GemmDims d;
+  d.m = cfg.trans_a ? a[-1] : a[-2];
+  int64_t ka = cfg.trans_a ? a[-2] : a[-1];
+  int64_t kb = cfg.trans_b ? b[-1] : b[-2];
+  d.n = cfg.trans_b ? b[-2] : b[-1];
+  d.k = ka;
+  TBD_LAYER_CHECK(ka == kb, k, name, "inner dims differ: op(a) is (", d.m, ", ", ka,
+                  ") and op(b) is (", kb, ", ", d.n, ") (a ", a.to_string(),
+                  cfg.trans_a ? " transposed" : "", ", b ", b.to_string(),
+                  cfg.trans_b ? " transposed" : "", ")");
+  std::vector<int64_t> y(a.dims().begin(), a.dims().end() - 2);
+  for (int i = 0; i + 2 < a.rank(); ++i) {
+    d.batch *= a[i];
+    TBD_LAYER_CHECK(b.rank() == 2 || b[i] == a[i], k, name, "batch dims differ: a ",
+                    a.to_string(), " b ", b.to_string());
+  }
+  d.b_shared = b.rank() == 2 && a.rank() > 2;
+  y.push_back(d.m);
+  y.push_back(d.n);
+  if (dims) *dims = d;
+  return Shape(std::move(y));
+}
+
+Flops gemm_flops(const GemmConfig& cfg, const GemmDims& d) {
+  double bmn = static_cast<double>(d.batch) * d.m * d.n;
+  double mac = bmn * d.k;
+  double bias = cfg.bias ? bmn : 0.0;
+  return Flops{2 * mac + bias, 4 * mac, bias};
+}
+
+}  // namespace tbd

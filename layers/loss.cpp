@@ -1,0 +1,52 @@
+// layers/loss.cpp: shape checks and FLOP counts of the losses (shared by all backends).
+#include "layers/loss.h"
+
+namespace tbd {
+
+Shape softmax_cross_entropy_output_shape(const std::string& name,
+                                         const SoftmaxCrossEntropyConfig& cfg,
+                                         const TensorDesc& logits, const TensorDesc& labels) {
+  const char* k = SoftmaxCrossEntropyConfig::kKind;
+  const Shape& z = logits.shape;
+  TBD_LAYER_CHECK(z.rank() >= 2, k, name, "input logits must have rank >= 2 (..., V), got ",
+                  z.to_string());
+  check_positive(k, name, "logits", z);
+  check_positive(k, name, "labels", labels.shape);
+  TBD_LAYER_CHECK(logits.dtype == DType::kF32, k, name, "input logits must be f32, got ",
+                  logits.to_string());
+  TBD_LAYER_CHECK(labels.dtype == DType::kI32, k, name, "input labels must be i32, got ",
+                  labels.to_string());
+  std::vector<int64_t> lead(z.dims().begin(), z.dims().end() - 1);
+  TBD_LAYER_CHECK(labels.shape == Shape(lead), k, name, "input labels must have shape ",
+                  Shape(lead).to_string(), " (the leading dims of logits ", z.to_string(),
+                  "), got ", labels.shape.to_string());
+  TBD_LAYER_CHECK(cfg.label_smoothing >= 0 && cfg.label_smoothing <= 1, k, name,
+                  "invalid config: label_smoothing=", cfg.label_smoothing, " must be in [0, 1]");
+  return Shape{1};
+}
+
+Flops softmax_cross_entropy_flops(const Shape& logits) {
+  double e = static_cast<double>(logits.numel());
+  return Flops{4 * e, 3 * e, 0};
+}
+
+Shape mse_loss_output_shape(const std::string& name, const TensorDesc& pred,
+                            const TensorDesc& target) {
+  const char* k = MseLossConfig::kKind;
+  TBD_LAYER_CHECK(pred.shape.rank() >= 1, k, name, "input pred must have rank >= 1, got ",
+                  pred.shape.to_string());
+  check_positive(k, name, "pred", pred.shape);
+  TBD_LAYER_CHECK(target.shape == pred.shape, k, name, "input target must have pred's shape ",
+                  pred.shape.to_string(), ", got ", target.shape.to_string());
+  TBD_LAYER_CHECK(pred.dtype == DType::kF32 && target.dtype == DType::kF32, k, name,
+                  "inputs pred and target must be f32, got ", pred.to_string(), " and ",
+                  target.to_string());
+  return Shape{1};
+}
+
+Flops mse_loss_flops(const Shape& pred) {
+  double e = static_cast<double>(pred.numel());
+  return Flops{3 * e, 3 * e, 0};
+}
+
+}  // namespace tbd

@@ -1,0 +1,52 @@
+// layers/pool2d.cpp: shape inference and FLOP count of Pool2d and GlobalAvgPool2d.
+#include "layers/pool2d.h"
+
+namespace tbd {
+
+const char* to_string(PoolKind k) { return k == PoolKind::kMax ? "max" : "avg"; }
+
+static void check_pool_input(const char* k, const std::string& name, const TensorDesc& x) {
+  check_rank(k, name, "x", x, 4, "(N, C, H, W)");
+  TBD_LAYER_CHECK(x.dtype == DType::kF32, k, name, "input x must be f32, got ",
+                  to_string(x.dtype), " ", x.shape.to_string());
+  TBD_LAYER_CHECK(x.layout == Layout::kRowMajor || x.shape[1] % 16 == 0, k, name,
+                  "input x in nChw16c needs C % 16 == 0, got ", x.shape.to_string());
+}
+
+Shape pool2d_output_shape(const std::string& name, const Pool2dConfig& c, const TensorDesc& x) {
+  const char* k = Pool2dConfig::kKind;
+  check_pool_input(k, name, x);
+  TBD_LAYER_CHECK(c.kernel_h > 0 && c.kernel_w > 0 && c.stride_h > 0 && c.stride_w > 0 &&
+                      c.pad_h >= 0 && c.pad_w >= 0 && c.pad_h < c.kernel_h &&
+                      c.pad_w < c.kernel_w,
+                  k, name, "invalid config: kernel ", c.kernel_h, "x", c.kernel_w, " stride ",
+                  c.stride_h, "x", c.stride_w, " pad ", c.pad_h, "x", c.pad_w,
+                  " (kernel and stride > 0, 0 <= pad < kernel)");
+  const Shape& s = x.shape;
+  TBD_LAYER_CHECK(s[2] + 2 * c.pad_h >= c.kernel_h && s[3] + 2 * c.pad_w >= c.kernel_w, k, name,
+                  "input x ", s.to_string(), " is smaller than the ", c.kernel_h, "x",
+                  c.kernel_w, " kernel with padding ", c.pad_h, "x", c.pad_w);
+  int64_t p = (s[2] + 2 * c.pad_h - c.kernel_h) / c.stride_h + 1;
+  int64_t q = (s[3] + 2 * c.pad_w - c.kernel_w) / c.stride_w + 1;
+  return Shape{s[0], s[1], p, q};
+}
+
+Flops pool2d_flops(const Pool2dConfig& c, const Shape& x, const Shape& y) {
+  (void)x;
+  double out = static_cast<double>(y.numel());
+  double win = static_cast<double>(c.kernel_h * c.kernel_w);
+  if (c.pool == PoolKind::kMax) return Flops{out * win, out, 0};
+  return Flops{out * (win + 1), out * (win + 1), 0};
+}
+
+Shape global_avg_pool2d_output_shape(const std::string& name, const TensorDesc& x) {
+  check_pool_input(GlobalAvgPool2dConfig::kKind, name, x);
+  return Shape{x.shape[0], x.shape[1]};
+}
+
+Flops global_avg_pool2d_flops(const Shape& x) {
+  double e = static_cast<double>(x.numel());
+  return Flops{e, e, 0};
+}
+
+}  // namespace tbd

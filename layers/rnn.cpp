@@ -1,0 +1,108 @@
+// layers/rnn.cpp: shape checks, FLOP counts and parameter counts of LSTM, GRU and LSTMCell
+// (shared by all backends; the formulas are documented in layers/rnn.h).
+#include "layers/rnn.h"
+
+namespace tbd {
+namespace {
+
+constexpr int64_t kLstmGates = 4;
+constexpr int64_t kGruGates = 3;
+constexpr double kLstmElementwise = 17;  // per hidden unit and step, see rnn.h
+constexpr double kGruElementwise = 15;
+
+Shape sequence_output_shape(const char* kind, const std::string& name, int64_t hidden,
+                            int64_t num_layers, bool bidirectional, const Shape& x) {
+  TBD_LAYER_CHECK(x.rank() == 3, kind, name, "input x must have rank 3 (T, N, I), got ",
+                  x.to_string());
+  check_positive(kind, name, "x", x);
+  TBD_LAYER_CHECK(hidden > 0 && num_layers > 0, kind, name, "invalid config: hidden=", hidden,
+                  " num_layers=", num_layers, " (both must be positive; x ", x.to_string(), ")");
+  return Shape{x[0], x[1], hidden * (bidirectional ? 2 : 1)};
+}
+
+// One direction of one layer with input width `in`, over T*N positions.
+Flops cell_flops(double tn, int64_t in, int64_t hidden, int64_t gates, double elementwise) {
+  double gemm = 2.0 * tn * static_cast<double>(in + hidden) * gates * hidden;
+  return Flops{gemm + elementwise * tn * hidden, gemm, gemm};
+}
+
+Flops sequence_flops(const Shape& x, int64_t hidden, int64_t num_layers, bool bidirectional,
+                     int64_t gates, double elementwise) {
+  const int64_t dirs = bidirectional ? 2 : 1;
+  const double tn = static_cast<double>(x[0]) * x[1];
+  Flops f;
+  for (int64_t l = 0; l < num_layers; ++l) {
+    int64_t in = l == 0 ? x[2] : hidden * dirs;
+    for (int64_t d = 0; d < dirs; ++d) f += cell_flops(tn, in, hidden, gates, elementwise);
+  }
+  return f;
+}
+
+int64_t sequence_params(int64_t input_size, int64_t hidden, int64_t num_layers,
+                        bool bidirectional, int64_t gates, int64_t bias_vectors) {
+  const int64_t dirs = bidirectional ? 2 : 1;
+  int64_t n = 0;
+  for (int64_t l = 0; l < num_layers; ++l) {
+    int64_t in = l == 0 ? input_size : hidden * dirs;
+    n += dirs * (gates * hidden * (in + hidden) + bias_vectors * hidden);
+  }
+  return n;
+}
+
+}  // namespace
+
+Shape lstm_output_shape(const std::string& name, const LstmConfig& cfg, const Shape& x) {
+  return sequence_output_shape(LstmConfig::kKind, name, cfg.hidden, cfg.num_layers,
+                               cfg.bidirectional, x);
+}
+
+Shape gru_output_shape(const std::string& name, const GruConfig& cfg, const Shape& x) {
+  return sequence_output_shape(GruConfig::kKind, name, cfg.hidden, cfg.num_layers,
+                               cfg.bidirectional, x);
+}
+
+Shape lstm_cell_output_shape(const std::string& name, const LstmCellConfig& cfg, const Shape& x,
+                             const Shape& h, const Shape& c) {
+  const char* k = LstmCellConfig::kKind;
+  TBD_LAYER_CHECK(x.rank() == 2, k, name, "input x must have rank 2 (N, I), got ",
+                  x.to_string());
+  check_positive(k, name, "x", x);
+  TBD_LAYER_CHECK(cfg.hidden > 0, k, name, "invalid config: hidden=", cfg.hidden,
+                  " must be positive (x ", x.to_string(), ")");
+  Shape want{x[0], cfg.hidden};
+  TBD_LAYER_CHECK(h == want, k, name, "input h must be (N, H) = ", want.to_string(), ", got ",
+                  h.to_string(), " (x ", x.to_string(), ")");
+  TBD_LAYER_CHECK(c == want, k, name, "input c must be (N, H) = ", want.to_string(), ", got ",
+                  c.to_string(), " (x ", x.to_string(), ")");
+  return want;
+}
+
+Flops lstm_flops(const LstmConfig& cfg, const Shape& x) {
+  return sequence_flops(x, cfg.hidden, cfg.num_layers, cfg.bidirectional, kLstmGates,
+                        kLstmElementwise);
+}
+
+Flops gru_flops(const GruConfig& cfg, const Shape& x) {
+  return sequence_flops(x, cfg.hidden, cfg.num_layers, cfg.bidirectional, kGruGates,
+                        kGruElementwise);
+}
+
+Flops lstm_cell_flops(const LstmCellConfig& cfg, const Shape& x) {
+  return cell_flops(static_cast<double>(x[0]), x[1], cfg.hidden, kLstmGates, kLstmElementwise);
+}
+
+int64_t lstm_param_count(const LstmConfig& cfg, int64_t input_size) {
+  return sequence_params(input_size, cfg.hidden, cfg.num_layers, cfg.bidirectional, kLstmGates,
+                         /*bias_vectors=*/4);
+}
+
+int64_t gru_param_count(const GruConfig& cfg, int64_t input_size) {
+  return sequence_params(input_size, cfg.hidden, cfg.num_layers, cfg.bidirectional, kGruGates,
+                         /*bias_vectors=*/6);
+}
+
+int64_t lstm_cell_param_count(const LstmCellConfig& cfg, int64_t input_size) {
+  return kLstmGates * cfg.hidden * (input_size + cfg.hidden) + kLstmGates * cfg.hidden;
+}
+
+}  // namespace tbd

@@ -1,0 +1,165 @@
+// layers/tensor_ops.cpp: shape checks and FLOP counts of Add, Concat, Split, Reshape and
+// Transpose (shared by all backends).
+#include "layers/tensor_ops.h"
+
+#include <algorithm>
+
+namespace tbd {
+namespace {
+
+std::string shapes_of(const std::vector<TensorDesc>& x) {
+  std::string s;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (i) s += ", ";
+    s += x[i].shape.to_string();
+  }
+  return s;
+}
+
+void check_row_major(const char* k, const std::string& name, const char* arg,
+                     const TensorDesc& x) {
+  TBD_LAYER_CHECK(x.layout == Layout::kRowMajor, k, name, "input ", arg,
+                  " must be row-major, got ", x.to_string());
+}
+
+void check_input(const char* k, const std::string& name, const char* arg, const TensorDesc& x) {
+  TBD_LAYER_CHECK(x.shape.rank() >= 1, k, name, "input ", arg, " must have rank >= 1, got ",
+                  x.shape.to_string());
+  check_positive(k, name, arg, x.shape);
+}
+
+}  // namespace
+
+int normalize_axis(const char* kind, const std::string& name, int axis, int rank) {
+  TBD_LAYER_CHECK(axis >= -rank && axis < rank, kind, name, "axis ", axis,
+                  " is out of range for rank ", rank);
+  return axis < 0 ? axis + rank : axis;
+}
+
+TensorDesc add_output_desc(const std::string& name, const std::vector<TensorDesc>& x) {
+  const char* k = AddConfig::kKind;
+  TBD_LAYER_CHECK(x.size() == 2, k, name, "inputs: expected 2 tensors, got ", x.size());
+  check_input(k, name, "x0", x[0]);
+  check_input(k, name, "x1", x[1]);
+  TBD_LAYER_CHECK(x[0].shape == x[1].shape, k, name, "inputs x0 ", x[0].shape.to_string(),
+                  " and x1 ", x[1].shape.to_string(), " must have the same shape");
+  TBD_LAYER_CHECK(x[0].layout == x[1].layout, k, name, "inputs x0 ", x[0].to_string(),
+                  " and x1 ", x[1].to_string(), " must have the same layout");
+  TBD_LAYER_CHECK(x[0].dtype == DType::kF32 && x[1].dtype == DType::kF32, k, name,
+                  "inputs must be f32, got x0 ", x[0].to_string(), " and x1 ", x[1].to_string());
+  return x[0];
+}
+
+Flops add_flops(const Shape& x) { return Flops{static_cast<double>(x.numel()), 0, 0}; }
+
+Shape concat_output_shape(const std::string& name, const ConcatConfig& cfg,
+                          const std::vector<TensorDesc>& x) {
+  const char* k = ConcatConfig::kKind;
+  TBD_LAYER_CHECK(!x.empty(), k, name, "needs at least one input");
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    std::string arg = detail::concat("x", i);
+    check_input(k, name, arg.c_str(), x[i]);
+    check_row_major(k, name, arg.c_str(), x[i]);
+  }
+  const int rank = x[0].shape.rank();
+  const int axis = normalize_axis(k, name, cfg.axis, rank);
+  std::vector<int64_t> dims = x[0].shape.dims();
+  dims[axis] = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const Shape& s = x[i].shape;
+    bool ok = s.rank() == rank && x[i].dtype == x[0].dtype;
+    for (int d = 0; ok && d < rank; ++d) ok = d == axis || s[d] == x[0].shape[d];
+    TBD_LAYER_CHECK(ok, k, name, "input x", i, " ", x[i].to_string(), " does not match x0 ",
+                    x[0].to_string(), " outside axis ", axis, " (inputs: ", shapes_of(x), ")");
+    dims[axis] += s[axis];
+  }
+  return Shape(dims);
+}
+
+std::vector<Shape> split_output_shapes(const std::string& name, const SplitConfig& cfg,
+                                       const TensorDesc& x) {
+  const char* k = SplitConfig::kKind;
+  check_input(k, name, "x", x);
+  check_row_major(k, name, "x", x);
+  const int axis = normalize_axis(k, name, cfg.axis, x.shape.rank());
+  TBD_LAYER_CHECK(!cfg.sizes.empty(), k, name, "needs at least one output size");
+  int64_t sum = 0;
+  std::string sizes;
+  for (int64_t s : cfg.sizes) {
+    if (!sizes.empty()) sizes += ", ";
+    sizes += std::to_string(s);
+    sum += s;
+  }
+  bool positive = std::all_of(cfg.sizes.begin(), cfg.sizes.end(), [](int64_t s) { return s > 0; });
+  TBD_LAYER_CHECK(positive && sum == x.shape[axis], k, name, "sizes (", sizes,
+                  ") must be positive and sum to x's dim ", axis, " = ", x.shape[axis],
+                  ", x ", x.shape.to_string());
+  std::vector<Shape> out;
+  for (int64_t s : cfg.sizes) {
+    std::vector<int64_t> d = x.shape.dims();
+    d[axis] = s;
+    out.emplace_back(d);
+  }
+  return out;
+}
+
+Shape reshape_output_shape(const std::string& name, const ReshapeConfig& cfg,
+                           const TensorDesc& x) {
+  const char* k = ReshapeConfig::kKind;
+  check_input(k, name, "x", x);
+  check_row_major(k, name, "x", x);
+  Shape target(cfg.shape);
+  int infer = -1;
+  int64_t known = 1;
+  bool ok = !cfg.shape.empty();
+  for (int i = 0; i < target.rank(); ++i) {
+    if (cfg.shape[i] == -1 && infer < 0) {
+      infer = i;
+    } else if (cfg.shape[i] > 0) {
+      known *= cfg.shape[i];
+    } else {
+      ok = false;
+    }
+  }
+  TBD_LAYER_CHECK(ok, k, name, "target shape ", target.to_string(),
+                  " must have positive dims and at most one -1");
+  std::vector<int64_t> dims = cfg.shape;
+  if (infer >= 0) {
+    TBD_LAYER_CHECK(x.shape.numel() % known == 0, k, name, "cannot reshape x ",
+                    x.shape.to_string(), " (", x.shape.numel(), " elements) to ",
+                    target.to_string());
+    dims[infer] = x.shape.numel() / known;
+  }
+  Shape out(dims);
+  TBD_LAYER_CHECK(out.numel() == x.shape.numel(), k, name, "cannot reshape x ",
+                  x.shape.to_string(), " (", x.shape.numel(), " elements) to ",
+                  target.to_string());
+  return out;
+}
+
+Shape transpose_output_shape(const std::string& name, const TransposeConfig& cfg,
+                             const TensorDesc& x) {
+  const char* k = TransposeConfig::kKind;
+  check_input(k, name, "x", x);
+  check_row_major(k, name, "x", x);
+  const int rank = x.shape.rank();
+  TBD_LAYER_CHECK(rank <= 12, k, name, "input x must have rank <= 12, got ", x.shape.to_string());
+  std::string perm;
+  for (int p : cfg.perm) {
+    if (!perm.empty()) perm += ", ";
+    perm += std::to_string(p);
+  }
+  std::vector<bool> seen(rank, false);
+  bool ok = static_cast<int>(cfg.perm.size()) == rank;
+  for (int p : cfg.perm) {
+    ok = ok && p >= 0 && p < rank && !seen[p];
+    if (ok) seen[p] = true;
+  }
+  TBD_LAYER_CHECK(ok, k, name, "perm {", perm, "} is not a permutation of the ", rank,
+                  " dims of x ", x.shape.to_string());
+  std::vector<int64_t> dims(rank);
+  for (int i = 0; i < rank; ++i) dims[i] = x.shape[cfg.perm[i]];
+  return Shape(dims);
+}
+
+}  // namespace tbd

@@ -1,0 +1,142 @@
+// models/breakdown.cpp: per-layer timing of a training step.
+#include "models/breakdown.h"
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+namespace tbd {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
+  Graph& g = m.graph();
+  Backend& be = m.backend();
+  auto& nodes = g.nodes();
+  StepBreakdown b;
+  b.layers.resize(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    Layer& l = *nodes[i].layer;
+    LayerTiming& t = b.layers[i];
+    t.name = l.name();
+    t.kind = l.kind();
+    t.problem = l.describe();
+    t.flops = l.flops();
+    for (const Param& p : l.params()) {
+      if (!p.tied) t.param_bytes += p.value.bytes() + p.grad.bytes();
+    }
+    for (const TensorDesc& d : l.output_descs()) t.output_bytes += d.bytes();
+  }
+  b.optimizer_flops = m.optimizer().flops();
+  m.train_step();  // warm-up
+  be.synchronize();
+
+  // Plain steps: the reference the rows must add up to.
+  double t0 = now_s();
+  for (int s = 0; s < steps; ++s) m.train_step();
+  be.synchronize();
+  b.step_s = (now_s() - t0) / steps;
+
+  auto timed = [&](auto&& fn) {
+    be.synchronize();
+    double a = now_s();
+    fn();
+    be.synchronize();
+    return now_s() - a;
+  };
+  for (int s = 0; s < steps; ++s) {
+    b.zero_grad_s += timed([&] { g.zero_grad(); });
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      b.layers[i].fwd_s += timed([&] { g.forward_node(i); });
+    }
+    be.fill(g.grad(g.loss()), 1.f);
+    for (std::size_t i = nodes.size(); i-- > 0;) {
+      b.layers[i].bwd_s += timed([&] { g.backward_node(i); });
+    }
+    b.optimizer_s += timed([&] { m.optimizer().step(); });
+  }
+  b.zero_grad_s /= steps;
+  b.optimizer_s /= steps;
+  b.sum_s = b.zero_grad_s + b.optimizer_s;
+  for (auto& t : b.layers) {
+    t.fwd_s /= steps;
+    t.bwd_s /= steps;
+    b.sum_s += t.fwd_s + t.bwd_s;
+  }
+
+  // On CUDA, replace host timings by CUPTI kernel time per layer where available.
+  if (counters != nullptr) {
+    DeviceCounters dc = counters->measure_timeline([&] {
+      counters->push_tag(-1);
+      g.zero_grad();
+      counters->pop_tag();
+      for (std::size_t i = 0; i < nodes.size(); ++i) {
+        counters->push_tag(static_cast<int>(2 * i));
+        g.forward_node(i);
+        counters->pop_tag();
+      }
+      be.fill(g.grad(g.loss()), 1.f);
+      for (std::size_t i = nodes.size(); i-- > 0;) {
+        counters->push_tag(static_cast<int>(2 * i + 1));
+        g.backward_node(i);
+        counters->pop_tag();
+      }
+      counters->push_tag(-2);
+      m.optimizer().step();
+      counters->pop_tag();
+      be.synchronize();
+    });
+    if (!dc.kernel_s_by_tag.empty()) {
+      b.from_device_counters = true;
+      b.sum_s = 0;
+      for (std::size_t i = 0; i < nodes.size(); ++i) {
+        auto f = dc.kernel_s_by_tag.find(static_cast<int>(2 * i));
+        auto k = dc.kernel_s_by_tag.find(static_cast<int>(2 * i + 1));
+        b.layers[i].fwd_s = f == dc.kernel_s_by_tag.end() ? 0 : f->second;
+        b.layers[i].bwd_s = k == dc.kernel_s_by_tag.end() ? 0 : k->second;
+        b.sum_s += b.layers[i].fwd_s + b.layers[i].bwd_s;
+      }
+      auto z = dc.kernel_s_by_tag.find(-1), o = dc.kernel_s_by_tag.find(-2);
+      b.zero_grad_s = z == dc.kernel_s_by_tag.end() ? 0 : z->second;
+      b.optimizer_s = o == dc.kernel_s_by_tag.end() ? 0 : o->second;
+      b.sum_s += b.zero_grad_s + b.optimizer_s;
+    }
+  }
+  return b;
+}
+
+std::string format_breakdown(const StepBreakdown& b, const std::string& title) {
+  std::ostringstream os;
+  char line[512];
+  os << title << " — per-layer breakdown (" << (b.from_device_counters ? "CUPTI kernel time" : "host timers")
+     << ")\n";
+  std::snprintf(line, sizeof(line), "%-40s %-20s %10s %10s %10s %9s %7s %10s\n", "layer", "kind",
+                "fwd ms", "bwd ms", "GFLOP", "GFLOP/s", "share", "mem MiB");
+  os << line;
+  auto row = [&](const std::string& name, const std::string& kind, double f, double bw,
+                 double flop, std::size_t mem) {
+    double t = f + bw;
+    std::snprintf(line, sizeof(line), "%-40.40s %-20.20s %10.3f %10.3f %10.3f %9.1f %6.1f%% %10.2f\n",
+                  name.c_str(), kind.c_str(), f * 1e3, bw * 1e3, flop * 1e-9,
+                  t > 0 ? flop / t * 1e-9 : 0.0, b.sum_s > 0 ? 100.0 * t / b.sum_s : 0.0,
+                  static_cast<double>(mem) / (1 << 20));
+    os << line;
+  };
+  for (const auto& t : b.layers) {
+    row(t.name, t.kind, t.fwd_s, t.bwd_s, t.flops.total(), t.param_bytes + t.output_bytes);
+  }
+  row("(zero_grad)", "-", 0, b.zero_grad_s, 0, 0);
+  row("(optimizer)", "-", 0, b.optimizer_s, b.optimizer_flops, 0);
+  std::snprintf(line, sizeof(line),
+                "sum of rows %.3f ms; un-instrumented step %.3f ms; rows/step = %.1f%%\n",
+                b.sum_s * 1e3, b.step_s * 1e3, b.step_s > 0 ? 100.0 * b.sum_s / b.step_s : 0.0);
+  os << line;
+  return os.str();
+}
+
+}  // namespace tbd

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# scripts/run_default.sh: the quick default run (README, Quick start).
+#
+# Builds tbd_bench if needed (Release preset, CUDA when the toolkit is found), then runs the
+# default set: every layer kind and optimizer at one small configuration and every registered
+# model at its quick batch (--tbd_quick). Prints the readable table with a [k/n] progress
+# counter and writes the full JSON to results/<short commit>-<UTC time>.json, never over an
+# earlier file (tbd_bench writes <file>.tmp and renames it when the run is complete).
+# Extra arguments go to tbd_bench, e.g. --tbd_backend=cpu or --benchmark_filter=Conv2d.
+# Environment: TBD_BENCH=<binary> skips the build; TBD_MIN_TIME (default 0.2) seconds per row.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bin=${TBD_BENCH:-}
+if [[ -z "$bin" ]]; then
+  bin="$root/build/release/tbd_bench"
+  if [[ ! -f "$root/build/release/build.ninja" ]]; then
+    cmake --preset release -S "$root" >/dev/null
+  fi
+  cmake --build "$root/build/release" --target tbd_bench
+fi
+[[ -x "$bin" ]] || { echo "run_default.sh: no tbd_bench at $bin" >&2; exit 1; }
+
+mkdir -p "$root/results"
+commit=$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo nogit)
+if [[ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ]]; then
+  commit="$commit-dirty"
+fi
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+out="$root/results/$commit-$stamp.json"
+n=1
+while [[ -e "$out" || -e "$out.tmp" ]]; do
+  out="$root/results/$commit-$stamp-$n.json"
+  n=$((n + 1))
+done
+
+echo "tbd: quick default run -> $out" >&2
+exec "$bin" --tbd_quick --benchmark_min_time="${TBD_MIN_TIME:-0.2}" --benchmark_out="$out" "$@"

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# scripts/test.sh: runs every test (after scripts/setup.sh built the release preset), then the
+# core, layer and model tests again under ASan+UBSan (preset `asan`). Exits non-zero when any
+# test fails. CUDA tests (ctest label `cuda`) skip with their reason where no GPU is usable.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+echo "== release tests"
+ctest --preset release -j "$jobs"
+
+echo "== ASan + UBSan build and tests (core, layers, models)"
+cmake --preset asan >/dev/null
+cmake --build --preset asan
+ctest --preset asan -j "$jobs"

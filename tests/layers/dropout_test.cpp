@@ -1,0 +1,216 @@
+// tests/layers/dropout_test.cpp: Dropout against a float64 reference that rebuilds the mask
+// from the shared hash, plus mask statistics, mask reuse in backward, fresh masks per step,
+// reruns, eval mode and blocked layouts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "layers/dropout.h"
+#include "tests/support/check.h"
+
+namespace tbd::test {
+namespace {
+
+DropoutConfig dcfg(double p, uint64_t seed = 0) {
+  DropoutConfig c;
+  c.p = p;
+  c.seed = seed;
+  return c;
+}
+
+// y = x * keep / (1 - p) with keep from dropout_keep at step 0 (the layer's first forward).
+struct RefDropout {
+  double p, scale;
+  uint64_t base;
+  uint32_t thr;
+  RefDropout(const DropoutConfig& c, const std::string& name)
+      : p(c.p), scale(c.p < 1 ? 1 / (1 - c.p) : 0.0),
+        base(dropout_step_base(dropout_key(c, name), 0)), thr(dropout_threshold(c.p)) {}
+  double m(int64_t i) const { return dropout_keep(base, i, thr) ? scale : 0.0; }
+  std::vector<Vec> forward(const std::vector<Vec>& x, const std::vector<Vec>&) const {
+    Vec y(x[0].size());
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[0][i] * m(i);
+    return {y};
+  }
+  RefGrads backward(const std::vector<Vec>& x, const std::vector<Vec>&,
+                    const std::vector<Vec>& dy) const {
+    RefGrads g;
+    g.dx = {Vec(x[0].size())};
+    for (std::size_t i = 0; i < dy[0].size(); ++i) g.dx[0][i] = dy[0][i] * m(i);
+    return g;
+  }
+};
+
+struct DropoutCase {
+  std::string name;
+  Shape x;
+  double p;
+};
+
+class DropoutTest : public ::testing::TestWithParam<DropoutCase> {};
+
+TEST_P(DropoutTest, MatchesFloat64Reference) {
+  auto be = make_cpu_backend();
+  const DropoutCase& tc = GetParam();
+  auto layer = make_layer(*be, "drop", dcfg(tc.p, 7), {TensorDesc{tc.x}});
+  EXPECT_EQ(layer->output_descs()[0].shape, tc.x);
+  RefDropout ref(dcfg(tc.p, 7), "drop");
+  check_layer(
+      *be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+      [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, DropoutTest,
+    ::testing::Values(DropoutCase{"batch1_half", Shape{1, 7}, 0.5},
+                      DropoutCase{"odd_sizes_3d", Shape{3, 5, 17}, 0.1},
+                      DropoutCase{"rank4", Shape{2, 3, 4, 5}, 0.3},
+                      DropoutCase{"p0_identity", Shape{4, 9}, 0.0},
+                      DropoutCase{"p1_drops_all", Shape{4, 9}, 1.0}),
+    [](const auto& info) { return info.param.name; });
+
+// One training step on host data: y, dx and the mask as seen through y / x.
+struct Step {
+  Vec x, y, dy, dx;
+};
+Step step(Backend& be, Layer& layer, uint64_t data_seed) {
+  const TensorDesc& d = layer.input_descs()[0];
+  Step s;
+  s.x = random_vec(d.shape.numel(), data_seed, 0.5, 1.5);  // never 0: the mask is y / x
+  s.dy = random_vec(d.shape.numel(), data_seed + 1);
+  Tensor x = be.empty(d, MemCategory::kDynamic), y = be.empty(d, MemCategory::kFeatureMaps);
+  Tensor dy = be.empty(d, MemCategory::kDynamic), dx = be.empty(d, MemCategory::kDynamic);
+  from_host(be, x, s.x);
+  from_host(be, dy, s.dy);
+  const Tensor* xp[] = {&x};
+  const Tensor* yp[] = {&y};
+  const Tensor* dyp[] = {&dy};
+  Tensor* yw[] = {&y};
+  Tensor* dxw[] = {&dx};
+  layer.forward(yw, xp);
+  layer.backward(dxw, dyp, xp, yp);
+  s.y = to_host(be, y);
+  s.dx = to_host(be, dx);
+  return s;
+}
+
+double dropped_fraction(const Vec& y) {
+  double n = 0;
+  for (double v : y) n += v == 0.0;
+  return n / static_cast<double>(y.size());
+}
+
+// Every element is x * scale or 0, and backward applies exactly the forward's mask.
+void expect_consistent(const Step& s, double p) {
+  const double scale = 1 / (1 - p);
+  int64_t bad = 0;
+  for (std::size_t i = 0; i < s.y.size(); ++i) {
+    bool kept = s.y[i] != 0.0;
+    double want_y = kept ? static_cast<float>(s.x[i] * scale) : 0.0;
+    double want_dx = kept ? s.dy[i] * scale : 0.0;
+    bad += std::fabs(s.y[i] - want_y) > 1e-6 * std::fabs(want_y) ||
+           std::fabs(s.dx[i] - want_dx) > 1e-6 + 1e-6 * std::fabs(want_dx);
+  }
+  EXPECT_EQ(bad, 0) << "elements whose y or dx disagree with the mask";
+}
+
+TEST(DropoutMask, FractionMatchesP) {
+  auto be = make_cpu_backend();
+  for (double p : {0.1, 0.3, 0.5}) {
+    auto layer = make_layer(*be, "drop", dcfg(p, 3), {TensorDesc{Shape{200, 1001}}});
+    Step s = step(*be, *layer, 11);
+    // 200k Bernoulli draws: standard deviation <= 0.0012; allow 5 sigma.
+    EXPECT_NEAR(dropped_fraction(s.y), p, 0.006) << "p = " << p;
+    expect_consistent(s, p);
+  }
+}
+
+TEST(DropoutMask, NewMaskEachForwardSameSequenceOnRerun) {
+  auto be = make_cpu_backend();
+  Shape xs{64, 33};
+  auto a = make_layer(*be, "enc.0.drop", dcfg(0.2, 42), {TensorDesc{xs}});
+  Step a1 = step(*be, *a, 5), a2 = step(*be, *a, 5);  // same data, next step
+  EXPECT_NE(a1.y, a2.y) << "the mask must change every forward";
+  expect_consistent(a2, 0.2);
+  auto b = make_layer(*be, "enc.0.drop", dcfg(0.2, 42), {TensorDesc{xs}});
+  Step b1 = step(*be, *b, 5), b2 = step(*be, *b, 5);
+  EXPECT_EQ(a1.y, b1.y) << "a rerun with the same seed repeats the masks";
+  EXPECT_EQ(a2.y, b2.y);
+  EXPECT_EQ(a2.dx, b2.dx);
+  // Another layer with the same seed draws an independent mask; another seed too.
+  auto c = make_layer(*be, "enc.1.drop", dcfg(0.2, 42), {TensorDesc{xs}});
+  EXPECT_NE(step(*be, *c, 5).y, a1.y);
+  auto d = make_layer(*be, "enc.0.drop", dcfg(0.2, 43), {TensorDesc{xs}});
+  EXPECT_NE(step(*be, *d, 5).y, a1.y);
+}
+
+TEST(DropoutMask, EvalIsIdentity) {
+  auto be = make_cpu_backend();
+  auto layer = make_layer(*be, "drop", dcfg(0.5), {TensorDesc{Shape{3, 50}}});
+  layer->set_training(false);
+  Step s = step(*be, *layer, 9);
+  for (std::size_t i = 0; i < s.x.size(); ++i) {
+    ASSERT_EQ(s.y[i], static_cast<double>(static_cast<float>(s.x[i])));
+    ASSERT_EQ(s.dx[i], static_cast<double>(static_cast<float>(s.dy[i])));
+  }
+}
+
+TEST(DropoutMask, BlockedLayoutIsElementwise) {
+  auto be = make_cpu_backend();
+  auto layer = make_layer(*be, "drop", dcfg(0.25, 1),
+                          {TensorDesc{Shape{2, 32, 5, 3}, DType::kF32, Layout::kNChw16c}});
+  EXPECT_EQ(layer->output_descs()[0].layout, Layout::kNChw16c);
+  Step s = step(*be, *layer, 21);  // host data is plain; the layer sees blocked memory
+  EXPECT_NEAR(dropped_fraction(s.y), 0.25, 0.05);
+  expect_consistent(s, 0.25);
+}
+
+TEST(DropoutMask, SavedAsOneByteFeatureMapPerElement) {
+  auto be = make_cpu_backend();
+  std::size_t fm0 = be->allocator().stats().current_of(MemCategory::kFeatureMaps);
+  auto layer = make_layer(*be, "drop", dcfg(0.1), {TensorDesc{Shape{10, 1000}}});
+  EXPECT_EQ(be->allocator().stats().current_of(MemCategory::kFeatureMaps) - fm0, 10000u);
+  EXPECT_TRUE(layer->params().empty());
+}
+
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    for (const auto& p : parts) EXPECT_NE(m.find(p), std::string::npos) << m;
+  }
+}
+
+TEST(DropoutErrors, WrongRankNamesLayerArgumentAndDims) {
+  auto be = make_cpu_backend();
+  expect_error([&] { make_layer(*be, "attn.drop", dcfg(0.1), {TensorDesc{Shape{}}}); },
+               {"Dropout 'attn.drop'", "input x", "rank", "()"});
+  expect_error([&] {
+    make_layer(*be, "attn.drop", dcfg(0.1), {TensorDesc{Shape{2, 8, 4, 4}, DType::kF32, Layout::kNChw16c}});
+  }, {"Dropout 'attn.drop'", "input x", "C % 16", "(2, 8, 4, 4)"});
+}
+
+TEST(DropoutErrors, NonPositiveDimsAndBadConfigAreRejected) {
+  auto be = make_cpu_backend();
+  expect_error([&] { make_layer(*be, "d", dcfg(0.1), {TensorDesc{Shape{4, 0}}}); },
+               {"Dropout 'd'", "x", "(4, 0)"});
+  expect_error([&] { make_layer(*be, "d", dcfg(1.5), {TensorDesc{Shape{4, 2}}}); },
+               {"Dropout 'd'", "p=1.5"});
+  expect_error([&] { make_layer(*be, "d", dcfg(-0.1), {TensorDesc{Shape{4, 2}}}); },
+               {"Dropout 'd'", "p=-0.1"});
+  expect_error([&] { make_layer(*be, "d", dcfg(0.1), {TensorDesc{Shape{4, 2}, DType::kI32}}); },
+               {"Dropout 'd'", "x", "i32"});
+}
+
+TEST(DropoutFlops, MatchesFormula) {
+  Flops f = dropout_flops(Shape{32, 20, 512});
+  const double e = 32.0 * 20 * 512;
+  EXPECT_DOUBLE_EQ(f.fwd, 2 * e);
+  EXPECT_DOUBLE_EQ(f.bwd_data, e);
+  EXPECT_DOUBLE_EQ(f.bwd_weights, 0.0);
+}
+
+}  // namespace
+}  // namespace tbd::test

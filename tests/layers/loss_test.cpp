@@ -1,0 +1,321 @@
+// tests/layers/loss_test.cpp: SoftmaxCrossEntropy (label smoothing, ignore_index) and MseLoss
+// against float64 references, plus label checks and run-to-run determinism.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "layers/loss.h"
+#include "tests/support/check.h"
+
+namespace tbd::test {
+namespace {
+
+// ---- SoftmaxCrossEntropy ----
+
+struct XentCase {
+  std::string name;
+  Shape logits;  // (..., V)
+  double smoothing = 0.0;
+  int64_t ignore_index = -100;
+  int64_t label_lo = 0;  // labels drawn from [label_lo, V); -1 with ignore_index -1 mixes in
+                         // ignored rows
+  double logit_range = 3.0;
+  int64_t label_hi = -1;  // -1: V
+};
+
+struct RefXent {
+  int64_t M, V;
+  double ls;
+  int64_t ignore;
+  RefXent(const Shape& z, double s, int64_t ig) : M(z.numel() / z[-1]), V(z[-1]), ls(s), ignore(ig) {}
+  double lse(const Vec& z, int64_t m) const {
+    double mx = *std::max_element(z.begin() + m * V, z.begin() + (m + 1) * V);
+    double s = 0;
+    for (int64_t v = 0; v < V; ++v) s += std::exp(z[m * V + v] - mx);
+    return mx + std::log(s);
+  }
+  int64_t count(const Vec& labels) const {
+    return std::count_if(labels.begin(), labels.end(),
+                         [&](double l) { return static_cast<int64_t>(l) != ignore; });
+  }
+  std::vector<Vec> forward(const std::vector<Vec>& x, const std::vector<Vec>&) const {
+    double total = 0;
+    for (int64_t m = 0; m < M; ++m) {
+      int64_t label = static_cast<int64_t>(x[1][m]);
+      if (label == ignore) continue;
+      double l = lse(x[0], m), sum_logp = 0;
+      for (int64_t v = 0; v < V; ++v) sum_logp += x[0][m * V + v] - l;
+      total += -(1 - ls) * (x[0][m * V + label] - l) - ls / V * sum_logp;
+    }
+    int64_t n = count(x[1]);
+    return {Vec{n ? total / n : 0.0}};
+  }
+  RefGrads backward(const std::vector<Vec>& x, const std::vector<Vec>&,
+                    const std::vector<Vec>& dy) const {
+    RefGrads g;
+    g.dx = {Vec(M * V, 0.0), Vec()};
+    int64_t n = count(x[1]);
+    if (n == 0) return g;
+    double up = dy[0][0] / n;
+    for (int64_t m = 0; m < M; ++m) {
+      int64_t label = static_cast<int64_t>(x[1][m]);
+      if (label == ignore) continue;
+      double l = lse(x[0], m);
+      for (int64_t v = 0; v < V; ++v) {
+        double p = std::exp(x[0][m * V + v] - l);
+        g.dx[0][m * V + v] = up * (p - ls / V - (v == label ? 1 - ls : 0.0));
+      }
+    }
+    return g;
+  }
+};
+
+Shape leading(const Shape& z) {
+  return Shape(std::vector<int64_t>(z.dims().begin(), z.dims().end() - 1));
+}
+
+class XentTest : public ::testing::TestWithParam<XentCase> {};
+
+TEST_P(XentTest, MatchesFloat64Reference) {
+  auto be = make_cpu_backend();
+  const XentCase& tc = GetParam();
+  SoftmaxCrossEntropyConfig cfg;
+  cfg.label_smoothing = tc.smoothing;
+  cfg.ignore_index = tc.ignore_index;
+  auto layer = make_layer(*be, "xent", cfg,
+                          {TensorDesc{tc.logits}, TensorDesc{leading(tc.logits), DType::kI32}});
+  EXPECT_EQ(layer->output_descs()[0].shape, (Shape{1}));
+  RefXent ref(tc.logits, tc.smoothing, tc.ignore_index);
+  LayerCheckOptions opt;
+  opt.int_lo = tc.label_lo;
+  opt.int_hi = tc.label_hi >= 0 ? tc.label_hi : tc.logits[-1];
+  opt.x_lo = -tc.logit_range;
+  opt.x_hi = tc.logit_range;
+  check_layer(
+      *be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+      [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); }, opt);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, XentTest,
+    ::testing::Values(XentCase{"batch1", Shape{1, 5}},
+                      XentCase{"odd_sizes", Shape{7, 13}},
+                      XentCase{"label_smoothing", Shape{6, 11}, 0.1},
+                      XentCase{"ignore_index", Shape{9, 7}, 0.0, -1, -1, 3.0, 2},  // 1 in 3 ignored
+                      XentCase{"smoothing_ignore_3d", Shape{2, 5, 10}, 0.2, -1, -1},
+                      XentCase{"large_logits", Shape{4, 300}, 0.0, -100, 0, 60.0},
+                      XentCase{"vocab_1", Shape{3, 1}},
+                      XentCase{"all_ignored", Shape{3, 4}, 0.1, -1, -1, 3.0, 0}),
+    [](const auto& info) { return info.param.name; });
+
+// Runs forward once on host data; returns the loss.
+float run_forward(Backend& be, Layer& layer, const std::vector<Vec>& inputs) {
+  std::vector<Tensor> x;
+  std::vector<const Tensor*> xp;
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    x.push_back(be.empty(layer.input_descs()[k], MemCategory::kDynamic));
+    from_host(be, x.back(), inputs[k]);
+  }
+  for (auto& t : x) xp.push_back(&t);
+  Tensor y = be.empty(layer.output_descs()[0], MemCategory::kFeatureMaps);
+  std::vector<Tensor*> yw{&y};
+  layer.forward(yw, xp);
+  float v;
+  be.copy_to_host(&v, y);
+  return v;
+}
+
+TEST(XentLabels, OutOfRangeLabelThrowsNamingRowAndLabel) {
+  auto be = make_cpu_backend();
+  auto layer = make_layer(*be, "loss", SoftmaxCrossEntropyConfig{},
+                          {TensorDesc{Shape{3, 5}}, TensorDesc{Shape{3}, DType::kI32}});
+  Vec z = random_vec(15, 3);
+  try {
+    run_forward(*be, *layer, {z, Vec{0, 7, 1}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("SoftmaxCrossEntropy 'loss'"), std::string::npos) << m;
+    EXPECT_NE(m.find("row 1 has label 7"), std::string::npos) << m;
+  }
+  EXPECT_THROW(run_forward(*be, *layer, {z, Vec{0, -3, 1}}), Error);  // negative, not ignored
+  EXPECT_NO_THROW(run_forward(*be, *layer, {z, Vec{0, -100, 4}}));    // ignore_index is fine
+}
+
+// The loss is bit-identical whatever the thread count (fixed summation order).
+TEST(XentDeterminism, SameLossForAnyThreadCount) {
+  auto be = make_cpu_backend();
+  const int64_t M = 257, V = 301;
+  SoftmaxCrossEntropyConfig cfg;
+  cfg.label_smoothing = 0.1;
+  auto layer = make_layer(*be, "loss", cfg,
+                          {TensorDesc{Shape{M, V}}, TensorDesc{Shape{M}, DType::kI32}});
+  Vec z = random_vec(M * V, 5, -4, 4), labels(M);
+  for (int64_t m = 0; m < M; ++m) labels[m] = static_cast<double>((m * 37) % V);
+  int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  float one = run_forward(*be, *layer, {z, labels});
+  omp_set_num_threads(std::max(2, saved));
+  float many = run_forward(*be, *layer, {z, labels});
+  omp_set_num_threads(saved);
+  EXPECT_EQ(std::memcmp(&one, &many, sizeof(float)), 0) << one << " vs " << many;
+  RefXent ref(Shape{M, V}, 0.1, -100);
+  EXPECT_NEAR(one, ref.forward({z, labels}, {})[0][0], 1e-5);
+}
+
+// Masked vocabulary entries (-inf logits) contribute exp(-inf) = 0: the loss stays finite.
+TEST(XentMasking, MinusInfinityLogitsStayFinite) {
+  auto be = make_cpu_backend();
+  auto layer = make_layer(*be, "loss", SoftmaxCrossEntropyConfig{},
+                          {TensorDesc{Shape{2, 4}}, TensorDesc{Shape{2}, DType::kI32}});
+  const double inf = std::numeric_limits<double>::infinity();
+  Vec z{0.5, -inf, 1.0, -inf, -inf, 2.0, -inf, 0.0};
+  float got = run_forward(*be, *layer, {z, Vec{0, 1}});
+  double l0 = std::log(std::exp(0.5) + std::exp(1.0)) - 0.5;
+  double l1 = std::log(std::exp(2.0) + std::exp(0.0)) - 2.0;
+  EXPECT_NEAR(got, (l0 + l1) / 2, 1e-6);
+}
+
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    for (const auto& p : parts) EXPECT_NE(m.find(p), std::string::npos) << m;
+  }
+}
+
+TEST(XentErrors, WrongRankNamesLayerArgumentAndDims) {
+  auto be = make_cpu_backend();
+  SoftmaxCrossEntropyConfig cfg;
+  expect_error([&] {
+    make_layer(*be, "lm_loss", cfg, {TensorDesc{Shape{10}}, TensorDesc{Shape{10}, DType::kI32}});
+  }, {"SoftmaxCrossEntropy 'lm_loss'", "input logits", "rank", "(10)"});
+  expect_error([&] {
+    make_layer(*be, "lm_loss", cfg, {TensorDesc{Shape{4, 10}}, TensorDesc{Shape{4, 1}, DType::kI32}});
+  }, {"SoftmaxCrossEntropy 'lm_loss'", "input labels", "(4)", "(4, 1)"});
+}
+
+TEST(XentErrors, MismatchedShapesTypesAndConfigAreRejected) {
+  auto be = make_cpu_backend();
+  SoftmaxCrossEntropyConfig cfg;
+  expect_error([&] {
+    make_layer(*be, "l", cfg, {TensorDesc{Shape{4, 10}}, TensorDesc{Shape{5}, DType::kI32}});
+  }, {"SoftmaxCrossEntropy 'l'", "labels", "(4, 10)", "(5)"});
+  expect_error([&] {
+    make_layer(*be, "l", cfg, {TensorDesc{Shape{4, 10}}, TensorDesc{Shape{4}}});
+  }, {"SoftmaxCrossEntropy 'l'", "labels", "i32", "f32"});
+  expect_error([&] {
+    make_layer(*be, "l", cfg, {TensorDesc{Shape{4, 0}}, TensorDesc{Shape{4}, DType::kI32}});
+  }, {"SoftmaxCrossEntropy 'l'", "logits", "(4, 0)"});
+  cfg.label_smoothing = 1.5;
+  expect_error([&] {
+    make_layer(*be, "l", cfg, {TensorDesc{Shape{4, 10}}, TensorDesc{Shape{4}, DType::kI32}});
+  }, {"SoftmaxCrossEntropy 'l'", "label_smoothing"});
+  EXPECT_THROW(make_layer(*be, "l", SoftmaxCrossEntropyConfig{}, {TensorDesc{Shape{4, 10}}}),
+               Error);  // labels missing
+}
+
+TEST(XentFlops, MatchesFormula) {
+  Flops f = softmax_cross_entropy_flops(Shape{64, 20, 32000});
+  const double e = 64.0 * 20 * 32000;
+  EXPECT_DOUBLE_EQ(f.fwd, 4 * e);
+  EXPECT_DOUBLE_EQ(f.bwd_data, 3 * e);
+  EXPECT_DOUBLE_EQ(f.bwd_weights, 0.0);
+}
+
+// ---- MseLoss ----
+
+struct RefMse {
+  std::vector<Vec> forward(const std::vector<Vec>& x, const std::vector<Vec>&) const {
+    double s = 0;
+    for (std::size_t i = 0; i < x[0].size(); ++i) s += (x[0][i] - x[1][i]) * (x[0][i] - x[1][i]);
+    return {Vec{s / static_cast<double>(x[0].size())}};
+  }
+  RefGrads backward(const std::vector<Vec>& x, const std::vector<Vec>&,
+                    const std::vector<Vec>& dy) const {
+    RefGrads g;
+    const double e = static_cast<double>(x[0].size());
+    g.dx = {Vec(x[0].size()), Vec(x[0].size())};
+    for (std::size_t i = 0; i < x[0].size(); ++i) {
+      g.dx[0][i] = dy[0][0] * 2 * (x[0][i] - x[1][i]) / e;
+      g.dx[1][i] = -g.dx[0][i];
+    }
+    return g;
+  }
+};
+
+struct MseCase {
+  std::string name;
+  Shape x;
+  std::vector<bool> needs_grad{true, true};
+};
+
+class MseTest : public ::testing::TestWithParam<MseCase> {};
+
+TEST_P(MseTest, MatchesFloat64Reference) {
+  auto be = make_cpu_backend();
+  const MseCase& tc = GetParam();
+  auto layer = make_layer(*be, "mse", MseLossConfig{}, {TensorDesc{tc.x}, TensorDesc{tc.x}});
+  EXPECT_EQ(layer->output_descs()[0].shape, (Shape{1}));
+  RefMse ref;
+  LayerCheckOptions opt;
+  opt.x_needs_grad = tc.needs_grad;
+  check_layer(
+      *be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+      [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); }, opt);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MseTest,
+    ::testing::Values(MseCase{"single", Shape{1}},
+                      MseCase{"odd_sizes", Shape{3, 5}},
+                      MseCase{"rank4", Shape{2, 3, 4, 5}},
+                      MseCase{"several_blocks", Shape{3, 4099}},  // > one 4096 block
+                      MseCase{"pred_grad_only", Shape{7, 3}, {true, false}},
+                      MseCase{"target_grad_only", Shape{7, 3}, {false, true}}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(MseDeterminism, SameLossForAnyThreadCount) {
+  auto be = make_cpu_backend();
+  const int64_t E = 50001;
+  auto layer = make_layer(*be, "mse", MseLossConfig{}, {TensorDesc{Shape{E}}, TensorDesc{Shape{E}}});
+  Vec p = random_vec(E, 8), t = random_vec(E, 9);
+  int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  float one = run_forward(*be, *layer, {p, t});
+  omp_set_num_threads(std::max(2, saved));
+  float many = run_forward(*be, *layer, {p, t});
+  omp_set_num_threads(saved);
+  EXPECT_EQ(std::memcmp(&one, &many, sizeof(float)), 0) << one << " vs " << many;
+}
+
+TEST(MseErrors, MismatchedShapesNameLayerArgumentAndDims) {
+  auto be = make_cpu_backend();
+  expect_error([&] {
+    make_layer(*be, "value_loss", MseLossConfig{}, {TensorDesc{Shape{4, 1}}, TensorDesc{Shape{4}}});
+  }, {"MseLoss 'value_loss'", "input target", "(4, 1)", "(4)"});
+  expect_error([&] {
+    make_layer(*be, "m", MseLossConfig{}, {TensorDesc{Shape{4, 0}}, TensorDesc{Shape{4, 0}}});
+  }, {"MseLoss 'm'", "pred", "(4, 0)"});
+  expect_error([&] {
+    make_layer(*be, "m", MseLossConfig{}, {TensorDesc{Shape{}}, TensorDesc{Shape{}}});
+  }, {"MseLoss 'm'", "rank"});
+  expect_error([&] {
+    make_layer(*be, "m", MseLossConfig{}, {TensorDesc{Shape{4}}, TensorDesc{Shape{4}, DType::kI32}});
+  }, {"MseLoss 'm'", "i32"});
+}
+
+TEST(MseFlops, MatchesFormula) {
+  Flops f = mse_loss_flops(Shape{32, 100});
+  EXPECT_DOUBLE_EQ(f.fwd, 3 * 3200.0);
+  EXPECT_DOUBLE_EQ(f.bwd_data, 3 * 3200.0);
+}
+
+}  // namespace
+}  // namespace tbd::test

@@ -1,0 +1,445 @@
+// tests/layers/tensor_ops_test.cpp: Add, Concat, Split, Reshape and Transpose forward and
+// backward against float64 references (index arithmetic on plain host data).
+#include <gtest/gtest.h>
+
+#include "layers/tensor_ops.h"
+#include "tests/layers/layer_steps.h"
+#include "tests/support/check.h"
+
+namespace tbd::test {
+namespace {
+
+int64_t prod(const Shape& s, int from, int to) {
+  int64_t p = 1;
+  for (int i = from; i < to; ++i) p *= s[i];
+  return p;
+}
+
+// ---- Add ----
+
+struct AddCase {
+  std::string name;
+  Shape x;
+  Layout layout = Layout::kRowMajor;
+};
+
+class AddTest : public ::testing::TestWithParam<AddCase> {};
+
+TEST_P(AddTest, MatchesFloat64Reference) {
+  auto be = make_cpu_backend();
+  const AddCase& tc = GetParam();
+  TensorDesc d{tc.x, DType::kF32, tc.layout};
+  auto layer = make_layer(*be, "add", AddConfig{}, {d, d});
+  EXPECT_EQ(layer->output_descs()[0].shape, tc.x);
+  EXPECT_EQ(layer->output_descs()[0].layout, tc.layout);
+  check_layer(
+      *be, *layer,
+      [](auto& x, auto&) {
+        Vec y(x[0].size());
+        for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[0][i] + x[1][i];
+        return std::vector<Vec>{y};
+      },
+      [](auto&, auto&, auto& dy) {
+        RefGrads g;
+        g.dx = {dy[0], dy[0]};
+        return g;
+      });
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AddTest,
+                         ::testing::Values(AddCase{"plain_odd", Shape{3, 5, 7}},
+                                           AddCase{"batch1_scalarish", Shape{1, 1}},
+                                           AddCase{"blocked", Shape{2, 16, 3, 3}, Layout::kNChw16c},
+                                           AddCase{"blocked_batch1", Shape{1, 32, 5, 1},
+                                                   Layout::kNChw16c}),
+                         [](const auto& info) { return info.param.name; });
+
+// Only one input needs a gradient (the other is data).
+TEST(AddGradients, SkipsInputsWithoutGradient) {
+  auto be = make_cpu_backend();
+  TensorDesc d{Shape{4, 6}};
+  auto layer = make_layer(*be, "add", AddConfig{}, {d, d});
+  LayerCheckOptions opt;
+  opt.x_needs_grad = {false, true};
+  check_layer(
+      *be, *layer,
+      [](auto& x, auto&) {
+        Vec y(x[0].size());
+        for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[0][i] + x[1][i];
+        return std::vector<Vec>{y};
+      },
+      [](auto&, auto&, auto& dy) {
+        RefGrads g;
+        g.dx = {Vec(), dy[0]};
+        return g;
+      },
+      opt);
+}
+
+// ---- Concat and Split: (outer, axis, inner) views ----
+
+// Concatenates pieces along `axis` of the whole shape `ws`.
+Vec ref_concat(const std::vector<Vec>& pieces, const std::vector<int64_t>& sizes, const Shape& ws,
+               int axis) {
+  const int64_t outer = prod(ws, 0, axis), inner = prod(ws, axis + 1, ws.rank());
+  Vec y(ws.numel());
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t base = 0;
+    for (std::size_t k = 0; k < pieces.size(); ++k) {
+      const int64_t len = sizes[k] * inner;
+      for (int64_t i = 0; i < len; ++i) y[(o * ws[axis]) * inner + base + i] = pieces[k][o * len + i];
+      base += len;
+    }
+  }
+  return y;
+}
+
+std::vector<Vec> ref_split(const Vec& x, const std::vector<int64_t>& sizes, const Shape& ws,
+                           int axis) {
+  const int64_t outer = prod(ws, 0, axis), inner = prod(ws, axis + 1, ws.rank());
+  std::vector<Vec> out;
+  int64_t base = 0;
+  for (int64_t s : sizes) {
+    const int64_t len = s * inner;
+    Vec v(outer * len);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < len; ++i) v[o * len + i] = x[(o * ws[axis]) * inner + base + i];
+    out.push_back(v);
+    base += len;
+  }
+  return out;
+}
+
+struct ConcatCase {
+  std::string name;
+  std::vector<Shape> x;
+  int axis;
+};
+
+class ConcatTest : public ::testing::TestWithParam<ConcatCase> {};
+
+TEST_P(ConcatTest, MatchesFloat64Reference) {
+  auto be = make_cpu_backend();
+  const ConcatCase& tc = GetParam();
+  std::vector<TensorDesc> in;
+  for (const Shape& s : tc.x) in.push_back(TensorDesc{s});
+  ConcatConfig cfg;
+  cfg.axis = tc.axis;
+  auto layer = make_layer(*be, "cat", cfg, in);
+  const Shape ys = layer->output_descs()[0].shape;
+  const int axis = tc.axis < 0 ? tc.axis + ys.rank() : tc.axis;
+  std::vector<int64_t> sizes;
+  int64_t total = 0;
+  for (const Shape& s : tc.x) {
+    sizes.push_back(s[axis]);
+    total += s[axis];
+  }
+  EXPECT_EQ(ys[axis], total);
+  check_layer(
+      *be, *layer,
+      [&](auto& x, auto&) { return std::vector<Vec>{ref_concat(x, sizes, ys, axis)}; },
+      [&](auto&, auto&, auto& dy) {
+        RefGrads g;
+        g.dx = ref_split(dy[0], sizes, ys, axis);
+        return g;
+      });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ConcatTest,
+    ::testing::Values(ConcatCase{"channels_3_inputs", {Shape{2, 3, 4}, Shape{2, 5, 4}, Shape{2, 1, 4}}, 1},
+                      ConcatCase{"batch_axis0", {Shape{1, 3, 2}, Shape{3, 3, 2}}, 0},
+                      ConcatCase{"last_axis_negative", {Shape{3, 2, 5}, Shape{3, 2, 7}}, -1},
+                      ConcatCase{"single_input", {Shape{4, 3}}, 1},
+                      ConcatCase{"nchw_channels", {Shape{2, 3, 3, 5}, Shape{2, 4, 3, 5}}, 1}),
+    [](const auto& info) { return info.param.name; });
+
+struct SplitCase {
+  std::string name;
+  Shape x;
+  int axis;
+  std::vector<int64_t> sizes;
+};
+
+class SplitTest : public ::testing::TestWithParam<SplitCase> {};
+
+TEST_P(SplitTest, MatchesFloat64Reference) {
+  auto be = make_cpu_backend();
+  const SplitCase& tc = GetParam();
+  SplitConfig cfg;
+  cfg.axis = tc.axis;
+  cfg.sizes = tc.sizes;
+  auto layer = make_layer(*be, "split", cfg, {TensorDesc{tc.x}});
+  const int axis = tc.axis < 0 ? tc.axis + tc.x.rank() : tc.axis;
+  ASSERT_EQ(layer->output_descs().size(), tc.sizes.size());
+  EXPECT_EQ(layer->output_descs()[0].shape[axis], tc.sizes[0]);
+  check_layer(
+      *be, *layer, [&](auto& x, auto&) { return ref_split(x[0], tc.sizes, tc.x, axis); },
+      [&](auto&, auto&, auto& dy) {
+        RefGrads g;
+        g.dx = {ref_concat(dy, tc.sizes, tc.x, axis)};
+        return g;
+      });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, SplitTest,
+    ::testing::Values(SplitCase{"axis1_three", Shape{2, 6, 5}, 1, {2, 3, 1}},
+                      SplitCase{"axis0_batch", Shape{4, 3}, 0, {1, 3}},
+                      SplitCase{"last_axis_qkv", Shape{2, 3, 12}, -1, {4, 4, 4}},
+                      SplitCase{"batch1_one_piece", Shape{1, 7}, 1, {7}}),
+    [](const auto& info) { return info.param.name; });
+
+// An output nobody consumes has no gradient (null dy): it counts as zeros.
+TEST(SplitGradients, MissingOutputGradientIsZero) {
+  auto be = make_cpu_backend();
+  SplitConfig cfg;
+  cfg.axis = 1;
+  cfg.sizes = {1, 2};
+  auto layer = make_layer(*be, "split", cfg, {TensorDesc{Shape{2, 3}}});
+  Tensor x = be->empty(Shape{2, 3}, MemCategory::kDynamic);
+  Tensor dx = be->empty(Shape{2, 3}, MemCategory::kDynamic);
+  Tensor y0 = be->empty(Shape{2, 1}, MemCategory::kDynamic);
+  Tensor y1 = be->empty(Shape{2, 2}, MemCategory::kDynamic);
+  Tensor dy1 = be->empty(Shape{2, 2}, MemCategory::kDynamic);
+  from_host(*be, x, {1, 2, 3, 4, 5, 6});
+  from_host(*be, dx, {9, 9, 9, 9, 9, 9});
+  from_host(*be, dy1, {10, 20, 30, 40});
+  const Tensor* xs[] = {&x};
+  Tensor* ys[] = {&y0, &y1};
+  layer->forward(ys, xs);
+  EXPECT_EQ(to_host(*be, y0), (Vec{1, 4}));
+  EXPECT_EQ(to_host(*be, y1), (Vec{2, 3, 5, 6}));
+  const Tensor* dys[] = {nullptr, &dy1};
+  const Tensor* yc[] = {&y0, &y1};
+  Tensor* dxs[] = {&dx};
+  layer->backward(dxs, dys, xs, yc);
+  EXPECT_EQ(to_host(*be, dx), (Vec{0, 10, 20, 0, 30, 40}));
+}
+
+// ---- Reshape ----
+
+struct ReshapeCase {
+  std::string name;
+  Shape x;
+  std::vector<int64_t> target;
+  Shape want;
+};
+
+class ReshapeTest : public ::testing::TestWithParam<ReshapeCase> {};
+
+TEST_P(ReshapeTest, MatchesFloat64Reference) {
+  auto be = make_cpu_backend();
+  const ReshapeCase& tc = GetParam();
+  ReshapeConfig cfg;
+  cfg.shape = tc.target;
+  auto layer = make_layer(*be, "reshape", cfg, {TensorDesc{tc.x}});
+  EXPECT_EQ(layer->output_descs()[0].shape, tc.want);
+  check_layer(
+      *be, *layer, [](auto& x, auto&) { return std::vector<Vec>{x[0]}; },
+      [](auto&, auto&, auto& dy) {
+        RefGrads g;
+        g.dx = {dy[0]};
+        return g;
+      });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ReshapeTest,
+    ::testing::Values(ReshapeCase{"flatten_infer", Shape{2, 3, 4}, {2, -1}, Shape{2, 12}},
+                      ReshapeCase{"infer_first", Shape{6, 5}, {-1, 3, 5}, Shape{2, 3, 5}},
+                      ReshapeCase{"add_unit_dims", Shape{5}, {1, 5, 1}, Shape{1, 5, 1}},
+                      ReshapeCase{"explicit", Shape{3, 2, 7}, {7, 6}, Shape{7, 6}}),
+    [](const auto& info) { return info.param.name; });
+
+// ---- Transpose ----
+
+// y[j] = x[i] with y's multi-index (i_perm[0], ..., i_perm[r-1]).
+Vec ref_transpose(const Vec& x, const Shape& xs, const std::vector<int>& perm) {
+  const int r = xs.rank();
+  std::vector<int64_t> xstride(r), ydims(r);
+  int64_t acc = 1;
+  for (int i = r - 1; i >= 0; --i) {
+    xstride[i] = acc;
+    acc *= xs[i];
+  }
+  for (int i = 0; i < r; ++i) ydims[i] = xs[perm[i]];
+  Vec y(x.size());
+  std::vector<int64_t> idx(r, 0);  // y's multi-index, row-major order
+  for (std::size_t j = 0; j < y.size(); ++j) {
+    int64_t src = 0;
+    for (int i = 0; i < r; ++i) src += idx[i] * xstride[perm[i]];
+    y[j] = x[src];
+    for (int i = r - 1; i >= 0; --i) {
+      if (++idx[i] < ydims[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return y;
+}
+
+struct TransposeCase {
+  std::string name;
+  Shape x;
+  std::vector<int> perm;
+};
+
+class TransposeTest : public ::testing::TestWithParam<TransposeCase> {};
+
+TEST_P(TransposeTest, MatchesFloat64Reference) {
+  auto be = make_cpu_backend();
+  const TransposeCase& tc = GetParam();
+  TransposeConfig cfg;
+  cfg.perm = tc.perm;
+  auto layer = make_layer(*be, "t", cfg, {TensorDesc{tc.x}});
+  std::vector<int> inv(tc.perm.size());
+  for (std::size_t i = 0; i < tc.perm.size(); ++i) inv[tc.perm[i]] = static_cast<int>(i);
+  const Shape ys = layer->output_descs()[0].shape;
+  for (int i = 0; i < ys.rank(); ++i) EXPECT_EQ(ys[i], tc.x[tc.perm[i]]);
+  check_layer(
+      *be, *layer,
+      [&](auto& x, auto&) { return std::vector<Vec>{ref_transpose(x[0], tc.x, tc.perm)}; },
+      [&](auto&, auto&, auto& dy) {
+        RefGrads g;
+        g.dx = {ref_transpose(dy[0], ys, inv)};
+        return g;
+      });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, TransposeTest,
+    ::testing::Values(TransposeCase{"matrix", Shape{3, 7}, {1, 0}},
+                      TransposeCase{"heads_BTHD_to_BHTD", Shape{2, 5, 3, 4}, {0, 2, 1, 3}},
+                      TransposeCase{"rotate_3d", Shape{2, 3, 5}, {2, 0, 1}},
+                      TransposeCase{"rank5_batch1", Shape{1, 2, 3, 2, 3}, {4, 2, 0, 3, 1}},
+                      TransposeCase{"identity", Shape{4, 3}, {0, 1}},
+                      TransposeCase{"time_major", Shape{1, 6, 9}, {1, 0, 2}}),
+    [](const auto& info) { return info.param.name; });
+
+// Structural ops move any dtype (i32 labels, indices); there is no gradient then.
+TEST(TransposeDtypes, MovesInt32) {
+  auto be = make_cpu_backend();
+  TransposeConfig cfg;
+  cfg.perm = {1, 0};
+  auto layer = make_layer(*be, "t", cfg, {TensorDesc{Shape{2, 3}, DType::kI32}});
+  EXPECT_EQ(layer->output_descs()[0].dtype, DType::kI32);
+  LayerCheckOptions opt;
+  opt.int_lo = -50, opt.int_hi = 50;
+  check_layer(
+      *be, *layer,
+      [&](auto& x, auto&) { return std::vector<Vec>{ref_transpose(x[0], Shape{2, 3}, {1, 0})}; },
+      [](auto&, auto&, auto&) { return RefGrads{{Vec()}, {}}; }, opt);
+}
+
+// ---- Errors ----
+
+template <class Config>
+void expect_layer_error(const Config& cfg, const std::vector<TensorDesc>& in,
+                        const std::vector<std::string>& parts) {
+  auto be = make_cpu_backend();
+  try {
+    make_layer(*be, "op", cfg, in);
+    ADD_FAILURE() << Config::kKind << ": expected an error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find(std::string(Config::kKind) + " 'op'"), std::string::npos) << m;
+    for (const auto& p : parts) EXPECT_NE(m.find(p), std::string::npos) << m;
+  }
+}
+
+TEST(TensorOpsErrors, AddRejectsMismatchedShapesLayoutsAndRanks) {
+  expect_layer_error(AddConfig{}, {TensorDesc{Shape{2, 3}}, TensorDesc{Shape{2, 4}}},
+                     {"x0 (2, 3)", "x1 (2, 4)"});
+  expect_layer_error(AddConfig{},
+                     {TensorDesc{Shape{2, 16, 2, 2}, DType::kF32, Layout::kNChw16c},
+                      TensorDesc{Shape{2, 16, 2, 2}}},
+                     {"layout"});
+  expect_layer_error(AddConfig{}, {TensorDesc{Shape{2, 3}}}, {"expected 2"});
+  expect_layer_error(AddConfig{}, {TensorDesc{Shape{2, 0}}, TensorDesc{Shape{2, 0}}},
+                     {"input x0", "(2, 0)"});
+}
+
+TEST(TensorOpsErrors, ConcatRejectsMismatches) {
+  ConcatConfig c;
+  c.axis = 1;
+  expect_layer_error(c, {TensorDesc{Shape{2, 3, 4}}, TensorDesc{Shape{2, 3, 5}}},
+                     {"x1", "(2, 3, 5)", "axis 1"});
+  expect_layer_error(c, {TensorDesc{Shape{2, 3}}, TensorDesc{Shape{2, 3, 1}}}, {"x1"});  // rank
+  expect_layer_error(c, {TensorDesc{Shape{2, 16, 2, 2}, DType::kF32, Layout::kNChw16c}},
+                     {"row-major"});
+  c.axis = 3;
+  expect_layer_error(c, {TensorDesc{Shape{2, 3}}}, {"axis 3", "rank 2"});
+  expect_layer_error(ConcatConfig{}, {}, {"at least one"});
+}
+
+TEST(TensorOpsErrors, SplitRejectsBadSizes) {
+  SplitConfig c;
+  c.axis = 1;
+  c.sizes = {2, 2};
+  expect_layer_error(c, {TensorDesc{Shape{2, 5}}}, {"sum", "(2, 5)"});
+  c.sizes = {5, 0};
+  expect_layer_error(c, {TensorDesc{Shape{2, 5}}}, {"positive"});
+  c.sizes = {};
+  expect_layer_error(c, {TensorDesc{Shape{2, 5}}}, {"at least one"});
+  c.sizes = {1};
+  expect_layer_error(c, {TensorDesc{Shape{-1, 1}}}, {"input x", "(-1, 1)"});
+}
+
+TEST(TensorOpsErrors, ReshapeRejectsBadTargets) {
+  ReshapeConfig c;
+  c.shape = {4, 4};
+  expect_layer_error(c, {TensorDesc{Shape{3, 5}}}, {"(3, 5)", "(4, 4)"});
+  c.shape = {-1, -1};
+  expect_layer_error(c, {TensorDesc{Shape{3, 5}}}, {"at most one -1"});
+  c.shape = {4, -1};
+  expect_layer_error(c, {TensorDesc{Shape{3, 5}}}, {"cannot reshape"});
+  c.shape = {0, 15};
+  expect_layer_error(c, {TensorDesc{Shape{3, 5}}}, {"positive"});
+}
+
+TEST(TensorOpsErrors, TransposeRejectsBadPermutations) {
+  TransposeConfig c;
+  c.perm = {0, 0, 1};
+  expect_layer_error(c, {TensorDesc{Shape{2, 3, 4}}}, {"perm {0, 0, 1}", "(2, 3, 4)"});
+  c.perm = {1, 0};
+  expect_layer_error(c, {TensorDesc{Shape{2, 3, 4}}}, {"perm {1, 0}"});
+  c.perm = {0, 3, 1};
+  expect_layer_error(c, {TensorDesc{Shape{2, 3, 4}}}, {"not a permutation"});
+}
+
+TEST(TensorOpsFlops, MatchesFormula) {
+  Flops f = add_flops(Shape{32, 256, 56, 56});
+  EXPECT_DOUBLE_EQ(f.fwd, 32.0 * 256 * 56 * 56);
+  EXPECT_DOUBLE_EQ(f.bwd_data, 0);
+  EXPECT_DOUBLE_EQ(f.bwd_weights, 0);
+  auto be = make_cpu_backend();
+  ConcatConfig c;
+  auto cat = make_layer(*be, "c", c, {TensorDesc{Shape{2, 3}}, TensorDesc{Shape{2, 4}}});
+  EXPECT_DOUBLE_EQ(cat->flops().total(), 0);
+  auto add = make_layer(*be, "a", AddConfig{}, {TensorDesc{Shape{2, 3}}, TensorDesc{Shape{2, 3}}});
+  EXPECT_DOUBLE_EQ(add->flops().fwd, 6);
+}
+
+TEST(TensorOpsSteps, AllocateNothing) {
+  auto be = make_cpu_backend();
+  TensorDesc d{Shape{2, 6, 5}};
+  auto add = make_layer(*be, "add", AddConfig{}, {d, d});
+  EXPECT_EQ(allocations_in_step(*be, *add), 0u);
+  auto cat = make_layer(*be, "cat", ConcatConfig{}, {d, d});
+  EXPECT_EQ(allocations_in_step(*be, *cat), 0u);
+  SplitConfig s;
+  s.sizes = {2, 4};
+  auto split = make_layer(*be, "split", s, {d});
+  EXPECT_EQ(allocations_in_step(*be, *split), 0u);
+  ReshapeConfig r;
+  r.shape = {-1};
+  auto reshape = make_layer(*be, "reshape", r, {d});
+  EXPECT_EQ(allocations_in_step(*be, *reshape), 0u);
+  TransposeConfig t;
+  t.perm = {2, 0, 1};
+  auto tr = make_layer(*be, "t", t, {d});
+  EXPECT_EQ(allocations_in_step(*be, *tr), 0u);
+}
+
+}  // namespace
+}  // namespace tbd::test

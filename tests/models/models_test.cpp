@@ -1,0 +1,138 @@
+// tests/models/models_test.cpp: ResNet-50 and Transformer: tiny configurations overfit one
+// batch and rerun identically; the full configurations have their exact parameter counts;
+// ResNet-50's memory breakdown at batch 16 is dominated by feature maps, not weights.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "models/breakdown.h"
+#include "models/registry.h"
+#include "models/resnet50.h"
+#include "models/transformer.h"
+
+namespace tbd {
+namespace {
+
+ResNetOptions tiny_resnet() {
+  ResNetOptions o;
+  o.batch = 8;
+  o.image = 32;
+  o.classes = 10;
+  o.width_div = 16;  // stem 4 channels, bottleneck widths 4, 8
+  o.num_stages = 2;
+  o.blocks_per_stage = 1;
+  o.lr = 0.05;
+  o.seed = 3;
+  return o;
+}
+
+TransformerOptions tiny_transformer() {
+  TransformerOptions o;
+  o.spec.layers = 2;
+  o.spec.d_model = 32;
+  o.spec.heads = 4;
+  o.spec.ffn = 64;
+  o.spec.vocab = 50;
+  o.spec.src_len = 8;
+  o.spec.tgt_len = 8;
+  // Label smoothing puts a floor of ~0.7 nats under the loss at V = 50, which would hide
+  // whether it fell by 80%; the smoothing path itself is tested in the loss tests.
+  o.spec.label_smoothing = 0.0;
+  o.batch = 4;
+  o.lr = 3e-3;
+  o.seed = 5;
+  return o;
+}
+
+std::vector<float> losses(Model& m, int steps) {
+  std::vector<float> v;
+  for (int i = 0; i < steps; ++i) {
+    m.train_step();
+    v.push_back(m.loss());
+  }
+  return v;
+}
+
+void expect_overfits(const std::vector<float>& l) {
+  for (float x : l) ASSERT_TRUE(std::isfinite(x));
+  EXPECT_LE(l.back(), 0.2f * l.front()) << "loss " << l.front() << " -> " << l.back()
+                                        << " (needs an 80% drop within " << l.size() << " steps)";
+}
+
+TEST(ResNet50, TinyConfigurationOverfitsAndReruns) {
+  auto be = make_cpu_backend();
+  auto a = losses(*build_resnet50(*be, tiny_resnet()), 100);
+  expect_overfits(a);
+  auto b = losses(*build_resnet50(*be, tiny_resnet()), 100);
+  EXPECT_EQ(a, b);
+}
+
+TEST(Transformer, TinyConfigurationOverfitsAndReruns) {
+  auto be = make_cpu_backend();
+  auto a = losses(*build_transformer(*be, tiny_transformer()), 100);
+  expect_overfits(a);
+  auto b = losses(*build_transformer(*be, tiny_transformer()), 100);
+  EXPECT_EQ(a, b);
+}
+
+TEST(ResNet50, FullConfigurationHasExactParameterCount) {
+  auto be = make_cpu_backend();
+  ResNetOptions o;
+  o.batch = 1;
+  auto m = build_resnet50(*be, o);
+  EXPECT_EQ(m->graph().num_params(), 25557032);
+  EXPECT_EQ(resnet50_param_count(), 25557032);
+  EXPECT_EQ(be->allocator().stats().current_of(MemCategory::kWeights), 4u * 25557032);
+}
+
+TEST(Transformer, FullConfigurationHasDocumentedParameterCount) {
+  auto be = make_cpu_backend();
+  TransformerOptions o;
+  o.batch = 1;
+  o.spec.src_len = o.spec.tgt_len = 16;  // lengths do not change the count
+  auto m = build_transformer(*be, o);
+  EXPECT_EQ(transformer_param_count(TransformerSpec{}), 60524544);
+  EXPECT_EQ(m->graph().num_params(), 60524544);
+  EXPECT_EQ(be->allocator().stats().current_of(MemCategory::kWeights), 4u * 60524544);
+}
+
+TEST(ResNet50, FeatureMapsDominateWeightsAtBatch16) {
+  auto be = make_cpu_backend();
+  ResNetOptions o;
+  o.batch = 16;
+  auto m = build_resnet50(*be, o);
+  const auto& s = be->allocator().stats();
+  EXPECT_GT(s.current_of(MemCategory::kFeatureMaps), s.current_of(MemCategory::kWeights))
+      << "feature maps " << s.current_of(MemCategory::kFeatureMaps) << " B, weights "
+      << s.current_of(MemCategory::kWeights) << " B";
+}
+
+TEST(Models, RegisteredWithSweeps) {
+  std::vector<std::string> names;
+  for (const auto& e : model_registry()) names.push_back(e.name);
+  EXPECT_NE(std::find(names.begin(), names.end(), "ResNet50"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "Transformer"), names.end());
+}
+
+TEST(Breakdown, RowsCoverEveryNodeAndAddUp) {
+  auto be = make_cpu_backend();
+  auto m = build_resnet50(*be, tiny_resnet());
+  StepBreakdown b = measure_breakdown(*m, 2);
+  ASSERT_EQ(b.layers.size(), m->graph().nodes().size());
+  EXPECT_GT(b.step_s, 0);
+  double sum = b.zero_grad_s + b.optimizer_s;
+  for (const auto& t : b.layers) {
+    EXPECT_GE(t.fwd_s, 0) << t.name;
+    EXPECT_GE(t.bwd_s, 0) << t.name;
+    sum += t.fwd_s + t.bwd_s;
+  }
+  EXPECT_DOUBLE_EQ(b.sum_s, sum);
+  // How close the rows come to the un-instrumented step is a performance figure, measured in
+  // tbd_bench --tbd_breakdown (not asserted here: unit tests are not timed).
+  std::string table = format_breakdown(b, "tiny ResNet");
+  EXPECT_NE(table.find("layer1.0.conv2"), std::string::npos) << table;
+  EXPECT_NE(table.find("(optimizer)"), std::string::npos) << table;
+}
+
+}  // namespace
+}  // namespace tbd
