@@ -230,8 +230,7 @@ CudaBackend::~CudaBackend() {
 
 bool CudaBackend::set_option(const std::string& key, const std::string& value) {
   if (key != "math") return false;
-  TBD_CHECK(value == "fp32" || value == "tf32", "math mode '", value,
-            "' is not one of fp32, tf32");
+  TBD_CHECK(value == "fp32" || value == "tf32", "math mode '", value, "' is not one of fp32, tf32");
   set_math_mode(value == "fp32" ? MathMode::kFp32 : MathMode::kTf32);
   return true;
 }

@@ -10,7 +10,7 @@
 namespace tbd {
 
 __attribute__((weak)) std::unique_ptr<CounterSession> make_cupti_session(Backend&,
-                                                                          std::string* why) {
+                                                                         std::string* why) {
   if (why) *why = "this build has no CUPTI counters yet";
   return nullptr;
 }
