@@ -132,7 +132,10 @@ void Graph::finalize() {
   for (auto& t : tensors_) {
     if (t.requires_grad || &t == &tensors_[loss_]) {
       t.grad = be_.empty(t.desc, MemCategory::kDynamic);
-      be_.fill(t.grad, 0.f);  // never-written gradients (unused outputs) stay zero
+      // Gradients nobody writes (outputs no consumer uses) must read as zero; the others are
+      // assigned in every backward, so they are not touched here (touching GBs of fresh pages
+      // costs seconds at large batches).
+      if (!t.grad_live) be_.fill(t.grad, 0.f);
     }
   }
   for (auto& [slot, id] : fixups) slot->accumulate_into = &tensors_[id].grad;

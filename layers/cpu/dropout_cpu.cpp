@@ -12,6 +12,9 @@
 namespace tbd::cpu {
 namespace {
 
+// Below this many elements a parallel region costs more than it saves.
+constexpr int64_t kParallelMin = 16384;
+
 class DropoutCpu final : public Layer {
  public:
   DropoutCpu(Backend& be, const std::string& name, const DropoutConfig& cfg,
@@ -48,7 +51,7 @@ class DropoutCpu final : public Layer {
     const uint32_t thr = threshold_;
     const float s = scale_;
     const int64_t E = E_, groups = (E_ + 3) / 4;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : E > kParallelMin)
     for (int64_t j = 0; j < groups; ++j) {
       const uint64_t h = splitmix64(base + static_cast<uint64_t>(j));
       const int64_t i1 = std::min<int64_t>(E, 4 * j + 4);
@@ -72,7 +75,7 @@ class DropoutCpu final : public Layer {
     }
     const uint8_t* mask = mask_.data<uint8_t>();
     const float s = scale_;
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (parallel : E > kParallelMin)
     for (int64_t i = 0; i < E; ++i) out[i] = mask[i] ? g[i] * s : 0.f;
   }
 

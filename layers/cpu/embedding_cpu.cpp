@@ -14,6 +14,9 @@
 namespace tbd::cpu {
 namespace {
 
+// Below this many elements a parallel region costs more than it saves.
+constexpr int64_t kParallelMin = 16384;
+
 class EmbeddingCpu final : public Layer {
  public:
   EmbeddingCpu(Backend& be, const std::string& name, const EmbeddingConfig& cfg,
@@ -42,7 +45,7 @@ class EmbeddingCpu final : public Layer {
     const int64_t M = M_, D = cfg_.dim, V = cfg_.num_embeddings;
     const float s = static_cast<float>(cfg_.scale);
     int64_t bad = -1;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : M * D > kParallelMin)
     for (int64_t i = 0; i < M; ++i) {
       const int64_t id = ids[i];
       float* yr = out + i * D;
@@ -70,7 +73,7 @@ class EmbeddingCpu final : public Layer {
     float* dw = params_[0].grad.f32();
     const int64_t M = M_, D = cfg_.dim, V = cfg_.num_embeddings, pad = cfg_.padding_idx;
     const float s = static_cast<float>(cfg_.scale);
-#pragma omp parallel
+#pragma omp parallel if (parallel : M * D > kParallelMin)
     {
       // This thread's columns: contiguous, a multiple of 16 floats (one cache line) wide.
       const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();

@@ -127,7 +127,7 @@ class LayerNormOneDnn final : public Layer {
     float* db = params_[1].grad.f32();
     const float eps = static_cast<float>(cfg_.eps);
     constexpr int64_t kCols = 64;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : M * D > 16384)
     for (int64_t c0 = 0; c0 < D; c0 += kCols) {
       const int64_t c1 = std::min(D, c0 + kCols);
       for (int64_t m = 0; m < M; ++m) {

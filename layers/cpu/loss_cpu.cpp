@@ -22,7 +22,8 @@ namespace {
 // exp(x) for any float x (+-inf saturate to exp(-87) / exp(88), NaN propagates), ~1.5 ulp;
 // vectorizes under `omp simd`: no calls and no branches. The clamp to [-87, 88] works on the
 // bit pattern with mask arithmetic because GCC will not if-convert float compares (they may
-// trap) in a loop that stores, nor a short-circuit &&.
+// trap) in a loop that stores, nor a short-circuit &&. (A NaN input makes the int
+// conversion below formally undefined; x86 yields INT_MIN and the NaN in p carries through.)
 inline float exp_poly(float x) {
   int32_t b = std::bit_cast<int32_t>(x);
   const int32_t lo = std::bit_cast<int32_t>(-87.0f), hi = std::bit_cast<int32_t>(88.0f);
@@ -49,6 +50,9 @@ inline float exp_poly(float x) {
   const int32_t e = static_cast<int32_t>(n) + 127;  // in [1, 254] after the clamp
   return p * std::bit_cast<float>(e << 23);
 }
+
+// Below this many elements a parallel region costs more than it saves.
+constexpr int64_t kParallelMin = 16384;
 
 // ---- SoftmaxCrossEntropy ----
 
@@ -84,7 +88,7 @@ class SoftmaxCrossEntropyCpu final : public Layer {
     const int64_t M = M_, V = V_, ignore = cfg_.ignore_index;
     const float ls = static_cast<float>(cfg_.label_smoothing);
     int64_t bad_row = -1;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : M * V > kParallelMin)
     for (int64_t m = 0; m < M; ++m) {
       const int64_t label = labels[m];
       if (label == ignore || label < 0 || label >= V) {
@@ -142,7 +146,7 @@ class SoftmaxCrossEntropyCpu final : public Layer {
     const float g = count > 0 ? dy[0]->f32()[0] / count : 0.f;
     const float ls = static_cast<float>(cfg_.label_smoothing);
     const float smooth = ls / static_cast<float>(V);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : M * V > kParallelMin)
     for (int64_t m = 0; m < M; ++m) {
       float* dr = dz + m * V;
       const int64_t label = labels[m];
@@ -200,7 +204,7 @@ class MseLossCpu final : public Layer {
     const float* t = x[1]->f32();
     double* partial = partial_.data<double>();
     const int64_t E = E_, nb = blocks_;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : nb > 1)
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t i1 = std::min(E, (b + 1) * kBlock);
       float s = 0;
@@ -225,7 +229,7 @@ class MseLossCpu final : public Layer {
     const float g = 2.0f * dy[0]->f32()[0] / static_cast<float>(E_);
     const int64_t E = E_;
     if (dp && dt) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (parallel : E > kParallelMin)
       for (int64_t i = 0; i < E; ++i) {
         const float d = g * (p[i] - t[i]);
         dp[i] = d;
@@ -234,7 +238,7 @@ class MseLossCpu final : public Layer {
     } else if (dp || dt) {
       float* out = dp ? dp : dt;
       const float s = dp ? g : -g;
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (parallel : E > kParallelMin)
       for (int64_t i = 0; i < E; ++i) out[i] = s * (p[i] - t[i]);
     }
   }

@@ -114,15 +114,24 @@ TEST(Models, RegisteredWithSweeps) {
   EXPECT_NE(std::find(names.begin(), names.end(), "Transformer"), names.end());
 }
 
-TEST(Breakdown, RowsAddUpToTheStep) {
+TEST(Breakdown, RowsCoverEveryNodeAndAddUp) {
   auto be = make_cpu_backend();
   auto m = build_resnet50(*be, tiny_resnet());
-  StepBreakdown b = measure_breakdown(*m, 3);
+  StepBreakdown b = measure_breakdown(*m, 2);
   ASSERT_EQ(b.layers.size(), m->graph().nodes().size());
   EXPECT_GT(b.step_s, 0);
-  // Host timers around each node add a little; the rows must cover the step within 10%...
-  // measured on a machine shared with other processes, so allow the band both ways.
-  EXPECT_NEAR(b.sum_s / b.step_s, 1.0, 0.25) << format_breakdown(b, "tiny ResNet");
+  double sum = b.zero_grad_s + b.optimizer_s;
+  for (const auto& t : b.layers) {
+    EXPECT_GE(t.fwd_s, 0) << t.name;
+    EXPECT_GE(t.bwd_s, 0) << t.name;
+    sum += t.fwd_s + t.bwd_s;
+  }
+  EXPECT_DOUBLE_EQ(b.sum_s, sum);
+  // How close the rows come to the un-instrumented step is a performance figure, measured in
+  // tbd_bench --tbd_breakdown (not asserted here: unit tests are not timed).
+  std::string table = format_breakdown(b, "tiny ResNet");
+  EXPECT_NE(table.find("layer1.0.conv2"), std::string::npos) << table;
+  EXPECT_NE(table.find("(optimizer)"), std::string::npos) << table;
 }
 
 }  // namespace
