@@ -5,6 +5,13 @@
 
 namespace tbd {
 
+const char* to_string(MathMode m) { return m == MathMode::kFp32 ? "fp32" : "tf32"; }
+
+void Backend::set_math_mode(MathMode m) {
+  TBD_CHECK(m == MathMode::kFp32, "math mode ", to_string(m), " is not available on the ",
+            to_string(kind()), " backend (strict fp32 only)");
+}
+
 Tensor Backend::empty(const TensorDesc& desc, MemCategory category) {
   for (int64_t d : desc.shape.dims()) {
     TBD_CHECK(d > 0, "Backend::empty: every dim must be positive, got ", desc.shape.to_string());
@@ -15,13 +22,6 @@ Tensor Backend::empty(const TensorDesc& desc, MemCategory category) {
               desc.shape.to_string());
   }
   return Tensor(desc, kind(), allocator_.allocate(desc.bytes(), category));
-}
-
-const char* to_string(MathMode m) { return m == MathMode::kFp32 ? "fp32" : "tf32"; }
-
-void Backend::set_math_mode(MathMode m) {
-  TBD_CHECK(m == MathMode::kFp32, "math mode ", to_string(m), " is not available on the ",
-            to_string(kind()), " backend (strict fp32 only)");
 }
 
 #ifndef TBD_WITH_CUDA
