@@ -228,13 +228,6 @@ CudaBackend::~CudaBackend() {
   if (flush_buf_) pool_->deallocate(flush_buf_, flush_bytes_);
 }
 
-bool CudaBackend::set_option(const std::string& key, const std::string& value) {
-  if (key != "math") return false;
-  TBD_CHECK(value == "fp32" || value == "tf32", "math mode '", value, "' is not one of fp32, tf32");
-  set_math_mode(value == "fp32" ? MathMode::kFp32 : MathMode::kTf32);
-  return true;
-}
-
 void CudaBackend::start_timer() { TBD_CUDA_CHECK(cudaEventRecord(timer_start_, stream_)); }
 
 double CudaBackend::stop_timer() {
