@@ -3,7 +3,7 @@
 add_library(tbd_warnings INTERFACE)
 target_compile_options(tbd_warnings INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wno-unused-parameter>
-  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra --Werror all-warnings>)
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter --Werror all-warnings>)
 
 # tbd_add_test(NAME src... [LABELS l...]): one GoogleTest executable; each TEST becomes a
 # ctest test (discovered when ctest runs, so building stays fast).

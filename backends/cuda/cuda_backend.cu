@@ -196,6 +196,12 @@ CudaBackend::CudaBackend(int device, DevicePool* pool)
   total_mem_ = prop.totalGlobalMem;
   // cudaDeviceProp::clockRate is gone in CUDA 13: the attribute gives the max clock in kHz.
   TBD_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz_, cudaDevAttrClockRate, device));
+  TBD_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes_, cudaDevAttrL2CacheSize, device));
+  cudaEvent_t ev = nullptr;
+  TBD_CUDA_CHECK(cudaEventCreate(&ev));
+  timer_start_ = CudaEvent(ev);
+  TBD_CUDA_CHECK(cudaEventCreate(&ev));
+  timer_stop_ = CudaEvent(ev);
 
   cudnnHandle_t dnn = nullptr;
   TBD_CUDNN_CHECK(cudnnCreate(&dnn));
@@ -217,7 +223,30 @@ CudaBackend::CudaBackend(int device, DevicePool* pool)
   set_math_mode(MathMode::kFp32);
 }
 
-CudaBackend::~CudaBackend() { (void)cudaStreamSynchronize(stream_); }
+CudaBackend::~CudaBackend() {
+  (void)cudaStreamSynchronize(stream_);
+  if (flush_buf_) pool_->deallocate(flush_buf_, flush_bytes_);
+}
+
+void CudaBackend::start_timer() { TBD_CUDA_CHECK(cudaEventRecord(timer_start_, stream_)); }
+
+double CudaBackend::stop_timer() {
+  TBD_CUDA_CHECK(cudaEventRecord(timer_stop_, stream_));
+  TBD_CUDA_CHECK(cudaEventSynchronize(timer_stop_));
+  float ms = 0;
+  TBD_CUDA_CHECK(cudaEventElapsedTime(&ms, timer_start_, timer_stop_));
+  return static_cast<double>(ms) * 1e-3;
+}
+
+void CudaBackend::flush_l2() {
+  if (!flush_buf_) {
+    flush_bytes_ = std::max<std::size_t>(2 * static_cast<std::size_t>(l2_bytes_), 1 << 20);
+    flush_buf_ = pool_->allocate(flush_bytes_);
+    TBD_CHECK(flush_buf_ != nullptr, "flush_l2: no device memory for a ", flush_bytes_,
+              "-byte L2 flush buffer");
+  }
+  TBD_CUDA_CHECK(cudaMemsetAsync(flush_buf_, 0, flush_bytes_, stream_));
+}
 
 void CudaBackend::set_math_mode(MathMode m) {
   math_ = m;
@@ -246,6 +275,8 @@ std::map<std::string, std::string> CudaBackend::describe() const {
   m["peak_fp32_flops"] = peak;
   m["peak_fp32_source"] = peak_fp32_source();
   m["cublas_workspace_bytes"] = std::to_string(cublas_workspace_bytes());
+  m["l2_bytes"] = std::to_string(l2_bytes_);
+  m["timer"] = "cuda events";
   m["pool_used_bytes"] = std::to_string(pool_->attribute(cudaMemPoolAttrUsedMemCurrent));
   m["pool_used_high_bytes"] = std::to_string(pool_->attribute(cudaMemPoolAttrUsedMemHigh));
   return m;

@@ -99,6 +99,7 @@ using CudnnActDesc = Owned<cudnnActivationDescriptor_t, cudnnDestroyActivationDe
 using LtMatmulDesc = Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
 using LtLayout = Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
 using LtPreference = Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
+using CudaEvent = Owned<cudaEvent_t, cudaEventDestroy>;
 
 // Fully packed NCHW float tensor descriptor (n, c, h, w) and filter descriptor (k, c, r, s).
 CudnnTensorDesc make_tensor_desc(int64_t n, int64_t c, int64_t h, int64_t w);
@@ -137,6 +138,15 @@ class CudaBackend final : public Backend {
   void accumulate(const Tensor& dst, const Tensor& src) override;
   void synchronize() override;
 
+  // Hooks of the benchmark binary (virtual in Backend once the fixtures' hooks are in
+  // core/backend.h; declared without `override` so that this header builds either way):
+  // device timers are CUDA events on the stream, in seconds; flush_l2() overwrites a buffer of
+  // twice the L2 size on the stream (queued before the start event, so never timed).
+  bool device_timer() const { return true; }
+  void start_timer();
+  double stop_timer();
+  void flush_l2();
+
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
@@ -170,9 +180,15 @@ class CudaBackend final : public Backend {
   MathMode math_ = MathMode::kFp32;
   Tensor cublas_workspace_;
   Tensor workspace_;
+  CudaEvent timer_start_, timer_stop_;
+  // L2 flush buffer: straight from the pool, not the tracking allocator, since it is the
+  // harness's memory, not the model's (allocated on the first flush_l2()).
+  void* flush_buf_ = nullptr;
+  std::size_t flush_bytes_ = 0;
   std::string name_;
   int sm_count_ = 0;
   int clock_khz_ = 0;
+  int l2_bytes_ = 0;
   int cc_major_ = 0, cc_minor_ = 0;
   std::size_t total_mem_ = 0;
 };

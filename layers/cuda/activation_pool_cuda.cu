@@ -22,8 +22,8 @@ namespace {
 
 // ---- Activation ----
 
-__global__ void leaky_relu_fwd_kernel(const float* __restrict__ x, float* __restrict__ y,
-                                      int64_t n, float alpha) {
+__global__ void leaky_relu_fwd_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n,
+                                      float alpha) {
   TBD_GRID_STRIDE(i, n) {
     const float v = x[i];
     y[i] = v > 0.f ? v : alpha * v;
@@ -59,8 +59,7 @@ class ActivationCuda final : public Layer {
                  const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
     check_arity(in.size(), 1, "inputs");
-    outputs_ = {TensorDesc{activation_output_shape(name, cfg, in[0]), DType::kF32,
-                           in[0].layout}};
+    outputs_ = {TensorDesc{activation_output_shape(name, cfg, in[0]), DType::kF32, in[0].layout}};
     n_ = in[0].shape.numel();
     flops_ = activation_flops(cfg, in[0].shape);
     if (uses_cudnn()) {
@@ -86,8 +85,8 @@ class ActivationCuda final : public Layer {
     const float* xp = x[0]->f32();
     float* yp = y[0]->f32();
     if (uses_cudnn()) {
-      TBD_CUDNN_CHECK(cudnnActivationForward(cu_.cudnn(), act_, &kOne, desc_, xp, &kZero, desc_,
-                                             yp));
+      TBD_CUDNN_CHECK(
+          cudnnActivationForward(cu_.cudnn(), act_, &kOne, desc_, xp, &kZero, desc_, yp));
       return;
     }
     if (cfg_.act == ActKind::kLeakyRelu) {
@@ -102,9 +101,9 @@ class ActivationCuda final : public Layer {
   void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
     if (dx[0] == nullptr) return;
     if (uses_cudnn()) {
-      TBD_CUDNN_CHECK(cudnnActivationBackward(cu_.cudnn(), act_, &kOne, desc_, y[0]->raw(),
-                                              desc_, dy[0]->raw(), desc_, x[0]->raw(), &kZero,
-                                              desc_, dx[0]->raw()));
+      TBD_CUDNN_CHECK(cudnnActivationBackward(cu_.cudnn(), act_, &kOne, desc_, y[0]->raw(), desc_,
+                                              dy[0]->raw(), desc_, x[0]->raw(), &kZero, desc_,
+                                              dx[0]->raw()));
       return;
     }
     if (cfg_.act == ActKind::kLeakyRelu) {
@@ -223,9 +222,8 @@ class Pool2dCudnn final : public Layer {
     flops_ = pool2d_flops(cfg, xs, ys);
 
     cudnnPoolingMode_t mode = cfg.pool == PoolKind::kMax ? CUDNN_POOLING_MAX_DETERMINISTIC
-                              : cfg.count_include_pad
-                                  ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
-                                  : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+                              : cfg.count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                                      : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
     cudnnPoolingDescriptor_t d = nullptr;
     TBD_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&d));
     pool_ = CudnnPoolDesc(d);
@@ -237,15 +235,14 @@ class Pool2dCudnn final : public Layer {
     y_desc_ = make_tensor_desc(ys[0], ys[1], ys[2], ys[3]);
     int n = 0, c = 0, p = 0, q = 0;
     TBD_CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(pool_, x_desc_, &n, &c, &p, &q));
-    TBD_LAYER_CHECK(p == P && q == Q, kind(), name, "cuDNN's output shape (", n, ", ", c, ", ",
-                    p, ", ", q, ") differs from the expected ", ys.to_string());
+    TBD_LAYER_CHECK(p == P && q == Q, kind(), name, "cuDNN's output shape (", n, ", ", c, ", ", p,
+                    ", ", q, ") differs from the expected ", ys.to_string());
   }
 
   const char* kind() const override { return Pool2dConfig::kKind; }
   std::string describe() const override {
-    return detail::concat(to_string(cfg_.pool), " x ",
-                          inputs_[0].shape.to_string(), " ", cfg_.kernel_h, "x", cfg_.kernel_w,
-                          " s", cfg_.stride_h, " p", cfg_.pad_h);
+    return detail::concat(to_string(cfg_.pool), " x ", inputs_[0].shape.to_string(), " ",
+                          cfg_.kernel_h, "x", cfg_.kernel_w, " s", cfg_.stride_h, " p", cfg_.pad_h);
   }
 
   // y: (N, C, P, Q)  x: (N, C, H, W)
@@ -257,9 +254,9 @@ class Pool2dCudnn final : public Layer {
 
   void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
     if (dx[0] == nullptr) return;
-    TBD_CUDNN_CHECK(cudnnPoolingBackward(cu_.cudnn(), pool_, &kOne, y_desc_, y[0]->raw(),
-                                         y_desc_, dy[0]->raw(), x_desc_, x[0]->raw(), &kZero,
-                                         x_desc_, dx[0]->raw()));
+    TBD_CUDNN_CHECK(cudnnPoolingBackward(cu_.cudnn(), pool_, &kOne, y_desc_, y[0]->raw(), y_desc_,
+                                         dy[0]->raw(), x_desc_, x[0]->raw(), &kZero, x_desc_,
+                                         dx[0]->raw()));
   }
 
  private:
@@ -275,8 +272,8 @@ TBD_REGISTER_LAYER(Pool2dConfig, DeviceKind::kCuda, Pool2dCudnn);
 
 constexpr int kPlanesPerBlock = kBlock / 32;  // one warp per (n, c) plane
 
-__global__ void gap_fwd_kernel(const float* __restrict__ x, float* __restrict__ y,
-                               int64_t planes, int64_t hw) {
+__global__ void gap_fwd_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t planes,
+                               int64_t hw) {
   const int64_t plane = blockIdx.x * int64_t{kPlanesPerBlock} + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
   if (plane >= planes) return;

@@ -20,26 +20,31 @@ namespace tbd::cuda {
 namespace {
 
 const char* fwd_algo_name(int a) {
-  static const char* const n[] = {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct",
-                                  "fft", "fft_tiling", "winograd", "winograd_nonfused"};
+  static const char* const n[] = {
+      "implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling",
+      "winograd",      "winograd_nonfused"};
   return a >= 0 && a < 8 ? n[a] : "?";
 }
 const char* bwd_data_algo_name(int a) {
-  static const char* const n[] = {"algo0", "algo1", "fft", "fft_tiling", "winograd",
-                                  "winograd_nonfused"};
+  static const char* const n[] = {"algo0",      "algo1",    "fft",
+                                  "fft_tiling", "winograd", "winograd_nonfused"};
   return a >= 0 && a < 6 ? n[a] : "?";
 }
 const char* bwd_filter_algo_name(int a) {
-  static const char* const n[] = {"algo0", "algo1", "fft", "algo3", "winograd",
-                                  "winograd_nonfused", "fft_tiling"};
+  static const char* const n[] = {
+      "algo0", "algo1", "fft", "algo3", "winograd", "winograd_nonfused", "fft_tiling"};
   return a >= 0 && a < 7 ? n[a] : "?";
 }
 const char* math_name(cudnnMathType_t m) {
   switch (m) {
-    case CUDNN_DEFAULT_MATH: return "default";
-    case CUDNN_TENSOR_OP_MATH: return "tensor_op";
-    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor_op_conv";
-    case CUDNN_FMA_MATH: return "fma";
+    case CUDNN_DEFAULT_MATH:
+      return "default";
+    case CUDNN_TENSOR_OP_MATH:
+      return "tensor_op";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION:
+      return "tensor_op_conv";
+    case CUDNN_FMA_MATH:
+      return "fma";
   }
   return "?";
 }
@@ -106,8 +111,8 @@ class Conv2dCudnn final : public Layer {
     conv_bwd_filter_ = make_conv_desc();
 
     int n = 0, k = 0, p = 0, q = 0;
-    TBD_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv_fwd_, x_desc_, w_desc_, &n, &k,
-                                                          &p, &q));
+    TBD_CUDNN_CHECK(
+        cudnnGetConvolution2dForwardOutputDim(conv_fwd_, x_desc_, w_desc_, &n, &k, &p, &q));
     TBD_LAYER_CHECK(n == ys[0] && k == ys[1] && p == ys[2] && q == ys[3], kind(), name,
                     "cuDNN's output shape (", n, ", ", k, ", ", p, ", ", q,
                     ") differs from the expected ", ys.to_string());
@@ -117,8 +122,8 @@ class Conv2dCudnn final : public Layer {
     TBD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_fwd_, plan_.fwd.math));
     TBD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_bwd_data_, plan_.bwd_data.math));
     TBD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_bwd_filter_, plan_.bwd_filter.math));
-    cu_.reserve_workspace(std::max({plan_.fwd.workspace, plan_.bwd_data.workspace,
-                                    plan_.bwd_filter.workspace}));
+    cu_.reserve_workspace(
+        std::max({plan_.fwd.workspace, plan_.bwd_data.workspace, plan_.bwd_filter.workspace}));
   }
 
   const char* kind() const override { return Conv2dConfig::kKind; }
@@ -126,14 +131,13 @@ class Conv2dCudnn final : public Layer {
   std::string describe() const override {
     const Shape& x = inputs_[0].shape;
     return detail::concat(
-        "x ", x.to_string(), " K=", cfg_.out_channels, " ", cfg_.kernel_h, "x", cfg_.kernel_w,
-        " s", cfg_.stride_h, " p", cfg_.pad_h,
-        cfg_.groups > 1 ? " g" + std::to_string(cfg_.groups) : "", " | cudnn ", to_string(math_),
-        ": fwd=", fwd_algo_name(plan_.fwd.algo), "/", math_name(plan_.fwd.math), " ws ",
-        plan_.fwd.workspace, " B; dgrad=", bwd_data_algo_name(plan_.bwd_data.algo), "/",
-        math_name(plan_.bwd_data.math), " ws ", plan_.bwd_data.workspace,
-        " B; wgrad=", bwd_filter_algo_name(plan_.bwd_filter.algo), "/",
-        math_name(plan_.bwd_filter.math), " ws ", plan_.bwd_filter.workspace, " B");
+        "x ", x.to_string(), " K=", cfg_.out_channels, " ", cfg_.kernel_h, "x", cfg_.kernel_w, " s",
+        cfg_.stride_h, " p", cfg_.pad_h, cfg_.groups > 1 ? " g" + std::to_string(cfg_.groups) : "",
+        " | cudnn ", to_string(math_), ": fwd=", fwd_algo_name(plan_.fwd.algo), "/",
+        math_name(plan_.fwd.math), " ws ", plan_.fwd.workspace,
+        " B; dgrad=", bwd_data_algo_name(plan_.bwd_data.algo), "/", math_name(plan_.bwd_data.math),
+        " ws ", plan_.bwd_data.workspace, " B; wgrad=", bwd_filter_algo_name(plan_.bwd_filter.algo),
+        "/", math_name(plan_.bwd_filter.math), " ws ", plan_.bwd_filter.workspace, " B");
   }
 
   // y: (N, K, P, Q)  x: (N, C, H, W)
@@ -145,8 +149,8 @@ class Conv2dCudnn final : public Layer {
         static_cast<cudnnConvolutionFwdAlgo_t>(plan_.fwd.algo), cu_.workspace(),
         plan_.fwd.workspace, &kZero, y_desc_, y[0]->raw()));
     if (cfg_.bias) {
-      TBD_CUDNN_CHECK(cudnnAddTensor(h, &kOne, b_desc_, params_[1].value.raw(), &kOne, y_desc_,
-                                     y[0]->raw()));
+      TBD_CUDNN_CHECK(
+          cudnnAddTensor(h, &kOne, b_desc_, params_[1].value.raw(), &kOne, y_desc_, y[0]->raw()));
     }
   }
 
@@ -165,8 +169,8 @@ class Conv2dCudnn final : public Layer {
         static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan_.bwd_filter.algo), cu_.workspace(),
         plan_.bwd_filter.workspace, &kOne, w_desc_, params_[0].grad.raw()));
     if (cfg_.bias) {
-      TBD_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &kOne, y_desc_, dy[0]->raw(), &kOne,
-                                                   b_desc_, params_[1].grad.raw()));
+      TBD_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &kOne, y_desc_, dy[0]->raw(), &kOne, b_desc_,
+                                                   params_[1].grad.raw()));
     }
   }
 
@@ -188,9 +192,8 @@ class Conv2dCudnn final : public Layer {
   std::string cache_key(const Shape& xs) const {
     return detail::concat(cu_.device(), "|", xs.to_string(), "|", cfg_.out_channels, "|",
                           cfg_.kernel_h, "x", cfg_.kernel_w, "|s", cfg_.stride_h, ",",
-                          cfg_.stride_w, "|p", cfg_.pad_h, ",", cfg_.pad_w, "|d",
-                          cfg_.dilation_h, ",", cfg_.dilation_w, "|g", cfg_.groups, "|",
-                          to_string(math_));
+                          cfg_.stride_w, "|p", cfg_.pad_h, ",", cfg_.pad_w, "|d", cfg_.dilation_h,
+                          ",", cfg_.dilation_w, "|g", cfg_.groups, "|", to_string(math_));
   }
 
   // Largest workspace any algorithm asks for, capped by what the device can spare.
@@ -205,7 +208,8 @@ class Conv2dCudnn final : public Layer {
       std::size_t s = 0;
       if (cudnnGetConvolutionForwardWorkspaceSize(h, x_desc_, w_desc_, conv_fwd_, y_desc_,
                                                   static_cast<cudnnConvolutionFwdAlgo_t>(a),
-                                                  &s) == CUDNN_STATUS_SUCCESS && s <= cap) {
+                                                  &s) == CUDNN_STATUS_SUCCESS &&
+          s <= cap) {
         want = std::max(want, s);
       }
     }
@@ -249,8 +253,7 @@ class Conv2dCudnn final : public Layer {
     std::size_t ws_bytes = find_workspace_cap();
     Tensor scratch;
     if (ws_bytes) {
-      scratch = be_.empty(Shape{static_cast<int64_t>((ws_bytes + 3) / 4)},
-                          MemCategory::kWorkspace);
+      scratch = be_.empty(Shape{static_cast<int64_t>((ws_bytes + 3) / 4)}, MemCategory::kWorkspace);
     }
     cudnnHandle_t h = cu_.cudnn();
     ConvPlan plan;

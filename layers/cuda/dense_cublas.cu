@@ -44,17 +44,16 @@ void gemm_rm(CudaBackend& cu, cublasComputeType_t ct, bool ta, bool tb, int M, i
                                   CUBLAS_GEMM_DEFAULT));
     return;
   }
-  TBD_CUBLAS_CHECK(cublasGemmStridedBatchedEx(cu.cublas(), opb, opa, N, M, K, &alpha, B,
-                                              CUDA_R_32F, ldb, sB, A, CUDA_R_32F, lda, sA, &beta,
-                                              C, CUDA_R_32F, N, sC, batch, ct,
-                                              CUBLAS_GEMM_DEFAULT));
+  TBD_CUBLAS_CHECK(cublasGemmStridedBatchedEx(cu.cublas(), opb, opa, N, M, K, &alpha, B, CUDA_R_32F,
+                                              ldb, sB, A, CUDA_R_32F, lda, sA, &beta, C, CUDA_R_32F,
+                                              N, sC, batch, ct, CUBLAS_GEMM_DEFAULT));
 }
 
 // out (n) += column sums of the row-major a (rows, n), as a^T-times-ones on cuBLAS.
 void col_sum_accumulate(CudaBackend& cu, const float* a, int rows, int n, const float* ones,
                         float* out) {
-  TBD_CUBLAS_CHECK(cublasSgemv(cu.cublas(), CUBLAS_OP_N, n, rows, &kOne, a, n, ones, 1, &kOne,
-                               out, 1));
+  TBD_CUBLAS_CHECK(
+      cublasSgemv(cu.cublas(), CUBLAS_OP_N, n, rows, &kOne, a, n, ones, 1, &kOne, out, 1));
 }
 
 // y (rows, n) += bias (n) per row.
@@ -105,7 +104,7 @@ class LinearCublas final : public Layer {
   std::string describe() const override {
     return detail::concat("x ", inputs_[0].shape.to_string(), " -> ", dout_,
                           cfg_.bias ? " +bias" : "", " | cublas ", to_string(math_),
-                          !cfg_.bias    ? ""
+                          !cfg_.bias  ? ""
                           : lt_ready_ ? ", cublasLt bias epilogue"
                                       : ", gemm + bias kernel");
   }
@@ -118,10 +117,10 @@ class LinearCublas final : public Layer {
       const void* bias = params_[1].value.raw();
       TBD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt_desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                       &bias, sizeof(bias)));
-      TBD_CUBLAS_CHECK(cublasLtMatmul(cu_.cublaslt(), lt_desc_, &kOne, w, lt_a_, x[0]->raw(),
-                                      lt_b_, &kZero, y[0]->raw(), lt_c_, y[0]->raw(), lt_c_,
-                                      &lt_algo_, cu_.cublas_workspace(),
-                                      cu_.cublas_workspace_bytes(), cu_.stream()));
+      TBD_CUBLAS_CHECK(cublasLtMatmul(cu_.cublaslt(), lt_desc_, &kOne, w, lt_a_, x[0]->raw(), lt_b_,
+                                      &kZero, y[0]->raw(), lt_c_, y[0]->raw(), lt_c_, &lt_algo_,
+                                      cu_.cublas_workspace(), cu_.cublas_workspace_bytes(),
+                                      cu_.stream()));
       return;
     }
     gemm_rm(cu_, compute_, false, true, m_, dout_, din_, 1.f, x[0]->f32(), 0, w, 0, 0.f,
@@ -137,8 +136,8 @@ class LinearCublas final : public Layer {
               dx[0]->f32(), 0, 1);
     }
     // dW += dy^T x
-    gemm_rm(cu_, compute_, true, false, dout_, din_, m_, 1.f, dy[0]->f32(), 0, x[0]->f32(), 0,
-            1.f, params_[0].grad.f32(), 0, 1);
+    gemm_rm(cu_, compute_, true, false, dout_, din_, m_, 1.f, dy[0]->f32(), 0, x[0]->f32(), 0, 1.f,
+            params_[0].grad.f32(), 0, 1);
     if (cfg_.bias) {
       col_sum_accumulate(cu_, dy[0]->f32(), m_, dout_, ones_.f32(), params_[1].grad.f32());
     }
@@ -162,14 +161,14 @@ class LinearCublas final : public Layer {
             CUBLAS_STATUS_SUCCESS &&
         cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)) ==
             CUBLAS_STATUS_SUCCESS &&
-        cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                       sizeof(bias)) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)) ==
+            CUBLAS_STATUS_SUCCESS &&
         cublasLtMatrixLayoutCreate(&a, CUDA_R_32F, din_, dout_, din_) == CUBLAS_STATUS_SUCCESS;
     lt_a_ = LtLayout(a);
     ok = ok && cublasLtMatrixLayoutCreate(&b, CUDA_R_32F, din_, m_, din_) == CUBLAS_STATUS_SUCCESS;
     lt_b_ = LtLayout(b);
-    ok = ok &&
-         cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, dout_, m_, dout_) == CUBLAS_STATUS_SUCCESS;
+    ok =
+        ok && cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, dout_, m_, dout_) == CUBLAS_STATUS_SUCCESS;
     lt_c_ = LtLayout(c);
     if (!ok) return false;
     cublasLtMatmulPreference_t p = nullptr;
@@ -267,8 +266,7 @@ class GemmCublas final : public Layer {
         gemm_rm(cu_, compute_, false, !tb, M_, K_, N_, alpha(), g, sy(), b, sb(), 0.f, da, sa(),
                 B_);
       } else {  // da (K, M) = alpha op(b) dy^T
-        gemm_rm(cu_, compute_, tb, true, K_, M_, N_, alpha(), b, sb(), g, sy(), 0.f, da, sa(),
-                B_);
+        gemm_rm(cu_, compute_, tb, true, K_, M_, N_, alpha(), b, sb(), g, sy(), 0.f, da, sa(), B_);
       }
     }
     if (dx[1] != nullptr) {
@@ -297,8 +295,8 @@ class GemmCublas final : public Layer {
   // Per-batch gradient of b: (K, N) = alpha op(a)^T dy, or (N, K) = alpha dy^T op(a).
   void db_gemm(const float* a, const float* g, float* db, float beta, int batch) {
     if (!cfg_.trans_b) {
-      gemm_rm(cu_, compute_, !cfg_.trans_a, false, K_, N_, M_, alpha(), a, sa(), g, sy(), beta,
-              db, sb(), batch);
+      gemm_rm(cu_, compute_, !cfg_.trans_a, false, K_, N_, M_, alpha(), a, sa(), g, sy(), beta, db,
+              sb(), batch);
     } else {
       gemm_rm(cu_, compute_, true, cfg_.trans_a, N_, K_, M_, alpha(), g, sy(), a, sa(), beta, db,
               sb(), batch);
@@ -323,9 +321,9 @@ TBD_REGISTER_LAYER(GemmConfig, DeviceKind::kCuda, GemmCublas);
 // ---- Embedding ----
 
 // y[m, :] = scale * w[ids[m], :]; an id outside [0, V) yields NaN rows (never clamped).
-__global__ void embedding_fwd_kernel(const int32_t* __restrict__ ids,
-                                     const float* __restrict__ w, float* __restrict__ y,
-                                     int64_t total, int64_t dim, int64_t vocab, float scale) {
+__global__ void embedding_fwd_kernel(const int32_t* __restrict__ ids, const float* __restrict__ w,
+                                     float* __restrict__ y, int64_t total, int64_t dim,
+                                     int64_t vocab, float scale) {
   TBD_GRID_STRIDE(i, total) {
     const int64_t id = ids[i / dim];
     y[i] = id >= 0 && id < vocab ? scale * w[id * dim + i % dim] : nanf("");
@@ -333,10 +331,9 @@ __global__ void embedding_fwd_kernel(const int32_t* __restrict__ ids,
 }
 
 // dw[ids[m], :] += scale * dy[m, :], skipping padding_idx and invalid ids.
-__global__ void embedding_bwd_kernel(const int32_t* __restrict__ ids,
-                                     const float* __restrict__ dy, float* __restrict__ dw,
-                                     int64_t total, int64_t dim, int64_t vocab, int64_t padding,
-                                     float scale) {
+__global__ void embedding_bwd_kernel(const int32_t* __restrict__ ids, const float* __restrict__ dy,
+                                     float* __restrict__ dw, int64_t total, int64_t dim,
+                                     int64_t vocab, int64_t padding, float scale) {
   TBD_GRID_STRIDE(i, total) {
     const int64_t id = ids[i / dim];
     if (id >= 0 && id < vocab && id != padding) atomicAdd(&dw[id * dim + i % dim], scale * dy[i]);
@@ -355,8 +352,7 @@ class EmbeddingCuda final : public Layer {
     outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
     flops_ = embedding_flops(cfg, in[0].shape);
     // fan_in = dim, fan_out = num_embeddings: PyTorch's convention (layers/embedding.h).
-    add_param("weight", Shape{cfg.num_embeddings, cfg.dim}, cfg.init, cfg.dim,
-              cfg.num_embeddings);
+    add_param("weight", Shape{cfg.num_embeddings, cfg.dim}, cfg.init, cfg.dim, cfg.num_embeddings);
   }
 
   const char* kind() const override { return EmbeddingConfig::kKind; }

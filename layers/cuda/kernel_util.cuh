@@ -7,8 +7,8 @@
 namespace tbd::cuda {
 
 // for (int64_t i = global thread index; i < n; i += total threads)
-#define TBD_GRID_STRIDE(i, n)                                                          \
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n);            \
+#define TBD_GRID_STRIDE(i, n)                                               \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); \
        i += int64_t{blockDim.x} * gridDim.x)
 
 template <class T>

@@ -24,8 +24,8 @@ namespace {
 // (0 for ignored rows); valid[m] = 1 if counted.
 __global__ void xent_fwd_rows_kernel(const float* __restrict__ logits,
                                      const int32_t* __restrict__ labels, float* __restrict__ lse,
-                                     double* __restrict__ row_loss, int64_t V,
-                                     int64_t ignore_index, float smoothing) {
+                                     double* __restrict__ row_loss, int64_t V, int64_t ignore_index,
+                                     float smoothing) {
   __shared__ float shared_f[32];
   __shared__ double shared_d[32];
   const int64_t m = blockIdx.x;
@@ -79,10 +79,10 @@ __global__ void xent_fwd_final_kernel(const double* __restrict__ row_loss,
 
 // dlogits[m, j] = dy / count * (p[m, j] - (1-ls) [j == t] - ls/V), 0 on ignored rows.
 __global__ void xent_bwd_kernel(const float* __restrict__ logits,
-                                const int32_t* __restrict__ labels,
-                                const float* __restrict__ lse, const float* __restrict__ count,
-                                const float* __restrict__ dy, float* __restrict__ dlogits,
-                                int64_t total, int64_t V, int64_t ignore_index, float smoothing) {
+                                const int32_t* __restrict__ labels, const float* __restrict__ lse,
+                                const float* __restrict__ count, const float* __restrict__ dy,
+                                float* __restrict__ dlogits, int64_t total, int64_t V,
+                                int64_t ignore_index, float smoothing) {
   const float c = count[0];
   const float scale = c > 0 ? dy[0] / c : 0.f;
   TBD_GRID_STRIDE(i, total) {
@@ -132,9 +132,8 @@ class SoftmaxCrossEntropyCuda final : public Layer {
         x[0]->f32(), x[1]->data<int32_t>(), lse_.f32(), rows, V_, cfg_.ignore_index,
         static_cast<float>(cfg_.label_smoothing));
     TBD_CUDA_CHECK_LAST();
-    xent_fwd_final_kernel<<<1, 1024, 0, cu_.stream()>>>(rows, x[1]->data<int32_t>(), M_,
-                                                        cfg_.ignore_index, y[0]->f32(),
-                                                        count_.f32());
+    xent_fwd_final_kernel<<<1, 1024, 0, cu_.stream()>>>(
+        rows, x[1]->data<int32_t>(), M_, cfg_.ignore_index, y[0]->f32(), count_.f32());
     TBD_CUDA_CHECK_LAST();
   }
 
@@ -143,8 +142,8 @@ class SoftmaxCrossEntropyCuda final : public Layer {
     if (dx[0] == nullptr) return;
     const int64_t total = M_ * V_;
     xent_bwd_kernel<<<grid_for(total), kBlock, 0, cu_.stream()>>>(
-        x[0]->f32(), x[1]->data<int32_t>(), lse_.f32(), count_.f32(), dy[0]->f32(),
-        dx[0]->f32(), total, V_, cfg_.ignore_index, static_cast<float>(cfg_.label_smoothing));
+        x[0]->f32(), x[1]->data<int32_t>(), lse_.f32(), count_.f32(), dy[0]->f32(), dx[0]->f32(),
+        total, V_, cfg_.ignore_index, static_cast<float>(cfg_.label_smoothing));
     TBD_CUDA_CHECK_LAST();
   }
 

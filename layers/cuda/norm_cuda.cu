@@ -26,11 +26,10 @@ namespace {
 // (eval mode: running statistics). With `dx`, also dx = dy * gamma * invstd (eval mode).
 __global__ void bn_backward_own_kernel(const float* __restrict__ x, const float* __restrict__ dy,
                                        const float* __restrict__ mean,
-                                       const float* __restrict__ stat, bool stat_is_var,
-                                       float eps, const float* __restrict__ gamma,
-                                       float* __restrict__ dx, float* __restrict__ dgamma,
-                                       float* __restrict__ dbeta, int64_t N, int64_t C,
-                                       int64_t HW) {
+                                       const float* __restrict__ stat, bool stat_is_var, float eps,
+                                       const float* __restrict__ gamma, float* __restrict__ dx,
+                                       float* __restrict__ dgamma, float* __restrict__ dbeta,
+                                       int64_t N, int64_t C, int64_t HW) {
   __shared__ double shared[32];
   const int64_t c = blockIdx.x;
   const float mu = mean[c];
@@ -55,8 +54,8 @@ __global__ void bn_backward_own_kernel(const float* __restrict__ x, const float*
 // Running statistics when each channel has a single value (N*H*W == 1): cuDNN would scale the
 // batch variance by M/(M-1) = 1/0; like the CPU backend, use the biased variance (0) instead.
 __global__ void bn_running_single_kernel(const float* __restrict__ batch_mean,
-                                         float* __restrict__ rm, float* __restrict__ rv,
-                                         int64_t C, float momentum) {
+                                         float* __restrict__ rm, float* __restrict__ rv, int64_t C,
+                                         float momentum) {
   TBD_GRID_STRIDE(c, C) {
     rm[c] = (1.f - momentum) * rm[c] + momentum * batch_mean[c];
     rv[c] = (1.f - momentum) * rv[c];
@@ -107,8 +106,8 @@ class BatchNorm2dCudnn final : public BatchNorm2dLayer {
       TBD_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
           h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_desc_, x[0]->raw(), x_desc_, y[0]->raw(),
           bn_desc_, params_[0].value.raw(), params_[1].value.raw(), cfg_.momentum,
-          single ? nullptr : running_mean_.raw(), single ? nullptr : running_var_.raw(),
-          cfg_.eps, save_mean_.raw(), save_invstd_.raw()));
+          single ? nullptr : running_mean_.raw(), single ? nullptr : running_var_.raw(), cfg_.eps,
+          save_mean_.raw(), save_invstd_.raw()));
       if (single) {
         bn_running_single_kernel<<<grid_for(C_), kBlock, 0, cu_.stream()>>>(
             save_mean_.f32(), running_mean_.f32(), running_var_.f32(), C_,
@@ -127,10 +126,10 @@ class BatchNorm2dCudnn final : public BatchNorm2dLayer {
   void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (training_ && dx[0] != nullptr) {
       TBD_CUDNN_CHECK(cudnnBatchNormalizationBackward(
-          cu_.cudnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne, &kOne, x_desc_,
-          x[0]->raw(), x_desc_, dy[0]->raw(), x_desc_, dx[0]->raw(), bn_desc_,
-          params_[0].value.raw(), params_[0].grad.raw(), params_[1].grad.raw(), cfg_.eps,
-          save_mean_.raw(), save_invstd_.raw()));
+          cu_.cudnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne, &kOne, x_desc_, x[0]->raw(),
+          x_desc_, dy[0]->raw(), x_desc_, dx[0]->raw(), bn_desc_, params_[0].value.raw(),
+          params_[0].grad.raw(), params_[1].grad.raw(), cfg_.eps, save_mean_.raw(),
+          save_invstd_.raw()));
       return;
     }
     const bool eval = !training_;
@@ -211,12 +210,11 @@ __global__ void ln_backward_dx_kernel(const float* __restrict__ x, const float* 
 // Partial column sums of dy*xhat and dy over one chunk of rows: block (32, 8) covers 32
 // columns; blockIdx.y is the chunk.
 constexpr int kColTile = 32, kRowThreads = 8;
-__global__ void ln_param_partial_kernel(const float* __restrict__ x,
-                                        const float* __restrict__ dy,
+__global__ void ln_param_partial_kernel(const float* __restrict__ x, const float* __restrict__ dy,
                                         const float* __restrict__ mean,
-                                        const float* __restrict__ rstd,
-                                        float* __restrict__ part_g, float* __restrict__ part_b,
-                                        int64_t M, int D, int64_t rows_per_chunk) {
+                                        const float* __restrict__ rstd, float* __restrict__ part_g,
+                                        float* __restrict__ part_b, int64_t M, int D,
+                                        int64_t rows_per_chunk) {
   __shared__ float sg[kRowThreads][kColTile + 1];
   __shared__ float sb[kRowThreads][kColTile + 1];
   const int col = blockIdx.x * kColTile + threadIdx.x;
@@ -305,8 +303,8 @@ class LayerNormCuda final : public Layer {
     if (dx[0] != nullptr) {
       unsigned blocks = static_cast<unsigned>((M_ + kRowsPerBlock - 1) / kRowsPerBlock);
       ln_backward_dx_kernel<<<blocks, kBlock, 0, cu_.stream()>>>(
-          x[0]->f32(), dy[0]->f32(), params_[0].value.f32(), mean_.f32(), rstd_.f32(),
-          dx[0]->f32(), M_, D);
+          x[0]->f32(), dy[0]->f32(), params_[0].value.f32(), mean_.f32(), rstd_.f32(), dx[0]->f32(),
+          M_, D);
       TBD_CUDA_CHECK_LAST();
     }
     float* part_g = partial_.f32();

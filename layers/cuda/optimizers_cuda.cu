@@ -38,10 +38,10 @@ struct RmspropArgs {
   float lr, alpha, eps, momentum;
 };
 
-#define TBD_TENSOR_LOOP(t, i)                                                          \
-  const int t = blockIdx.y;                                                            \
-  const int64_t n_ = tab.n[t];                                                         \
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n_;             \
+#define TBD_TENSOR_LOOP(t, i)                                              \
+  const int t = blockIdx.y;                                                \
+  const int64_t n_ = tab.n[t];                                             \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n_; \
        i += int64_t{blockDim.x} * gridDim.x)
 
 __global__ void sgd_kernel(TensorTable tab, SgdArgs a) {
@@ -100,8 +100,7 @@ class CudaOptimizerBase : public Optimizer {
     for (Param* p : params_) {
       TBD_CHECK(p != nullptr && p->value.defined() && p->grad.defined() &&
                     p->value.dtype() == DType::kF32 && p->value.layout() == Layout::kRowMajor &&
-                    p->grad.shape() == p->value.shape() &&
-                    p->value.device() == DeviceKind::kCuda,
+                    p->grad.shape() == p->value.shape() && p->value.device() == DeviceKind::kCuda,
                 kind, ": parameter '", p ? p->name : "?",
                 "' must have an f32 CUDA value and a gradient of the same shape");
       for (int s = 0; s < 2; ++s) {

@@ -33,8 +33,7 @@ __global__ void add_kernel(const float* __restrict__ a, const float* __restrict_
 
 class AddCuda final : public Layer {
  public:
-  AddCuda(Backend& be, const std::string& name, const AddConfig&,
-          const std::vector<TensorDesc>& in)
+  AddCuda(Backend& be, const std::string& name, const AddConfig&, const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cu_(as_cuda(be)) {
     outputs_ = {add_output_desc(name, in)};
     n_ = in[0].shape.numel();
@@ -93,11 +92,11 @@ void copy_piece(CudaBackend& cu, const Tensor& whole_t, const Tensor& piece_t, c
     return;
   }
   if (to_whole) {
-    TBD_CUDA_CHECK(cudaMemcpy2DAsync(w, pitch, piece, row, row, v.outer,
-                                     cudaMemcpyDeviceToDevice, cu.stream()));
+    TBD_CUDA_CHECK(cudaMemcpy2DAsync(w, pitch, piece, row, row, v.outer, cudaMemcpyDeviceToDevice,
+                                     cu.stream()));
   } else {
-    TBD_CUDA_CHECK(cudaMemcpy2DAsync(piece, row, w, pitch, row, v.outer,
-                                     cudaMemcpyDeviceToDevice, cu.stream()));
+    TBD_CUDA_CHECK(cudaMemcpy2DAsync(piece, row, w, pitch, row, v.outer, cudaMemcpyDeviceToDevice,
+                                     cu.stream()));
   }
 }
 
@@ -115,8 +114,8 @@ class ConcatCuda final : public Layer {
 
   const char* kind() const override { return ConcatConfig::kKind; }
   std::string describe() const override {
-    return detail::concat(inputs_.size(), " inputs -> ", outputs_[0].shape.to_string(),
-                          " axis ", axis_);
+    return detail::concat(inputs_.size(), " inputs -> ", outputs_[0].shape.to_string(), " axis ",
+                          axis_);
   }
 
   void forward(MutTensorRefs y, TensorRefs x) override {
@@ -207,8 +206,7 @@ class ReshapeCuda final : public Layer {
               const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cu_(as_cuda(be)) {
     check_arity(in.size(), 1, "inputs");
-    outputs_ = {TensorDesc{reshape_output_shape(name, cfg, in[0]), in[0].dtype,
-                           Layout::kRowMajor}};
+    outputs_ = {TensorDesc{reshape_output_shape(name, cfg, in[0]), in[0].dtype, Layout::kRowMajor}};
   }
 
   const char* kind() const override { return ReshapeConfig::kKind; }

@@ -133,8 +133,8 @@ Vec f32_random(int64_t n, uint64_t seed, double lo, double hi) {
 
 // Runs `cfg` on both backends with the same data and compares everything it produces.
 template <class Config>
-void compare_layer(Backend& cpu, Backend& gpu, const Config& cfg,
-                   const std::vector<TensorDesc>& in, const CompareOptions& o = {}) {
+void compare_layer(Backend& cpu, Backend& gpu, const Config& cfg, const std::vector<TensorDesc>& in,
+                   const CompareOptions& o = {}) {
   gpu.set_math_mode(o.math);
   std::unique_ptr<Layer> lc = make_layer<Config>(cpu, "layer", cfg, in);
   std::unique_ptr<Layer> lg = make_layer<Config>(gpu, "layer", cfg, in);
@@ -234,8 +234,8 @@ void compare_layer(Backend& cpu, Backend& gpu, const Config& cfg,
                  to_host(cpu, sides[0].dx[k]), o.tol);
   }
   for (std::size_t k = 0; k < lg->params().size(); ++k) {
-    expect_close(what + ": gradient of " + lg->params()[k].name,
-                 to_host(gpu, lg->params()[k].grad), to_host(cpu, lc->params()[k].grad), o.tol);
+    expect_close(what + ": gradient of " + lg->params()[k].name, to_host(gpu, lg->params()[k].grad),
+                 to_host(cpu, lc->params()[k].grad), o.tol);
   }
 }
 
@@ -246,9 +246,9 @@ TensorDesc i32(Shape s) { return TensorDesc{std::move(s), DType::kI32, Layout::k
 
 TEST_F(CudaTest, DescribeNamesVersionsDeviceAndPeak) {
   auto d = gpu().describe();
-  for (const char* key : {"cuda_runtime_version", "cuda_driver_version", "cudnn_version",
-                          "cublas_version", "device", "sm_count", "clock_mhz", "math_mode",
-                          "peak_fp32_flops", "peak_fp32_source"}) {
+  for (const char* key :
+       {"cuda_runtime_version", "cuda_driver_version", "cudnn_version", "cublas_version", "device",
+        "sm_count", "clock_mhz", "math_mode", "peak_fp32_flops", "peak_fp32_source"}) {
     EXPECT_TRUE(d.count(key)) << key;
   }
   EXPECT_EQ(d["math_mode"], "fp32");
@@ -273,9 +273,9 @@ TEST_F(CudaTest, AllocatorPeakEqualsSumOfLiveBuffers) {
     Tensor t4 = gpu().empty(Shape{10}, MemCategory::kDynamic);
     EXPECT_EQ(a.stats().total_current, base + 4 * (1000 + 999 + 10));
     EXPECT_EQ(a.stats().total_peak, base + 4 * (1000 + 999 + 4096));
-    EXPECT_EQ(a.stats().peak_of(MemCategory::kDynamic) -
-                  a.stats().current_of(MemCategory::kDynamic),
-              4u * (4096 - 10));
+    EXPECT_EQ(
+        a.stats().peak_of(MemCategory::kDynamic) - a.stats().current_of(MemCategory::kDynamic),
+        4u * (4096 - 10));
     gpu().synchronize();
     // The pool's own count includes its rounding; it can never be below ours.
     auto d = gpu().describe();
@@ -316,14 +316,13 @@ class CudaMathTest : public CudaTest, public ::testing::WithParamInterface<MathM
 TEST_P(CudaMathTest, Conv2d) {
   Conv2dConfig c3 = Conv2dConfig::square(8, 3, 1, 1);
   compare_layer(cpu(), gpu(), c3, {f32({2, 3, 9, 9})}, opts());
-  compare_layer(cpu(), gpu(), Conv2dConfig::square(4, 1, 2, 0, /*bias=*/true),
-                {f32({1, 5, 7, 6})}, opts());
+  compare_layer(cpu(), gpu(), Conv2dConfig::square(4, 1, 2, 0, /*bias=*/true), {f32({1, 5, 7, 6})},
+                opts());
   Conv2dConfig g = Conv2dConfig::square(8, 3, 2, 2, /*bias=*/true);
   g.dilation_h = g.dilation_w = 2;
   g.groups = 2;
   compare_layer(cpu(), gpu(), g, {f32({3, 8, 10, 11})}, opts());
-  compare_layer(cpu(), gpu(), Conv2dConfig::square(32, 3, 1, 1), {f32({2, 16, 14, 14})},
-                opts());
+  compare_layer(cpu(), gpu(), Conv2dConfig::square(32, 3, 1, 1), {f32({2, 16, 14, 14})}, opts());
   CompareOptions no_dx = opts();
   no_dx.x_needs_grad = {false};
   compare_layer(cpu(), gpu(), c3, {f32({1, 3, 6, 5})}, no_dx);
@@ -362,8 +361,7 @@ TEST_P(CudaMathTest, Gemm) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Math, CudaMathTest,
-                         ::testing::Values(MathMode::kFp32, MathMode::kTf32),
+INSTANTIATE_TEST_SUITE_P(Math, CudaMathTest, ::testing::Values(MathMode::kFp32, MathMode::kTf32),
                          [](const ::testing::TestParamInfo<MathMode>& i) {
                            return std::string(to_string(i.param));
                          });
@@ -421,8 +419,8 @@ TEST_F(CudaTest, LayerNorm) {
 }
 
 TEST_F(CudaTest, Activations) {
-  for (ActKind k : {ActKind::kRelu, ActKind::kLeakyRelu, ActKind::kTanh, ActKind::kSigmoid,
-                    ActKind::kGelu}) {
+  for (ActKind k :
+       {ActKind::kRelu, ActKind::kLeakyRelu, ActKind::kTanh, ActKind::kSigmoid, ActKind::kGelu}) {
     ActivationConfig c;
     c.act = k;
     c.alpha = 0.1;
@@ -434,8 +432,7 @@ TEST_F(CudaTest, Activations) {
 
 TEST_F(CudaTest, Pool2d) {
   compare_layer(cpu(), gpu(), Pool2dConfig::square(PoolKind::kMax, 2, 2), {f32({2, 3, 8, 9})});
-  compare_layer(cpu(), gpu(), Pool2dConfig::square(PoolKind::kMax, 3, 2, 1),
-                {f32({2, 4, 11, 11})});
+  compare_layer(cpu(), gpu(), Pool2dConfig::square(PoolKind::kMax, 3, 2, 1), {f32({2, 4, 11, 11})});
   Pool2dConfig avg = Pool2dConfig::square(PoolKind::kAvg, 3, 2, 1);
   compare_layer(cpu(), gpu(), avg, {f32({2, 4, 11, 10})});
   avg.count_include_pad = false;
@@ -540,8 +537,7 @@ TEST_F(CudaTest, Conv2dRecordsItsAlgorithms) {
 }
 
 TEST_F(CudaTest, CudaLayersRejectBadShapes) {
-  EXPECT_THROW(make_layer<Conv2dConfig>(gpu(), "c", Conv2dConfig::square(4, 3),
-                                        {f32({3, 8, 8})}),
+  EXPECT_THROW(make_layer<Conv2dConfig>(gpu(), "c", Conv2dConfig::square(4, 3), {f32({3, 8, 8})}),
                Error);
   LinearConfig lin;
   lin.out_features = 4;
