@@ -16,7 +16,17 @@ struct ModelEntry {
   std::vector<int64_t> batches;  // the sweep
   int64_t quick_batch;           // the default (quick) run's batch
   std::function<std::unique_ptr<Model>(Backend&, int64_t batch)> build;
+  bool uses_seq_len = false;     // reads model_params().seq_len (names then carry /len:N)
 };
+
+// Run-wide model parameters set from the command line (tbd_bench --tbd_seq_len); builders
+// read them, and benchmark names carry every non-default one so rows can be re-run.
+struct ModelParams {
+  int64_t seq_len = 0;  // 0: the model's default
+};
+ModelParams& model_params();
+// "/len:32" for the non-default parameters, "" otherwise (appended to model benchmark names).
+std::string model_params_suffix();
 
 bool register_model(ModelEntry e);
 const std::vector<ModelEntry>& model_registry();

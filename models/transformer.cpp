@@ -148,7 +148,9 @@ TBD_REGISTER_MODEL(ModelEntry{
     "Transformer", {1, 2, 4, 8, 16, 32, 64, 128}, 1, [](Backend& be, int64_t batch) {
       TransformerOptions o;
       o.batch = batch;
+      if (model_params().seq_len > 0) o.spec.src_len = o.spec.tgt_len = model_params().seq_len;
       return build_transformer(be, o);
-    }});
+    },
+    /*uses_seq_len=*/true});
 
 }  // namespace tbd

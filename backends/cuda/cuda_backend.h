@@ -142,10 +142,10 @@ class CudaBackend final : public Backend {
   // core/backend.h; declared without `override` so that this header builds either way):
   // device timers are CUDA events on the stream, in seconds; flush_l2() overwrites a buffer of
   // twice the L2 size on the stream (queued before the start event, so never timed).
-  bool device_timer() const { return true; }
-  void start_timer();
-  double stop_timer();
-  void flush_l2();
+  bool device_timer() const override { return true; }
+  void start_timer() override;
+  double stop_timer() override;
+  void flush_l2() override;
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
