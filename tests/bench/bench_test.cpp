@@ -241,7 +241,12 @@ TEST(TbdBench, ListsEveryKindAndEveryNameParses) {
   EXPECT_EQ(phases, (std::set<std::string>{"fwd", "bwd", "fwdbwd", "step", "train"}));
   for (const char* must : {"Conv2d/resnet50.layer2.0.conv2/fwd/batch:32", "Gemm/square1024/fwd/batch:1",
                            "SGD/resnet50/step", "ResNet50/train/batch:128",
-                           "Transformer/train/batch:8", "Conv2d/resnet50.conv1/bwd/batch:64"}) {
+                           "Transformer/train/batch:8", "Conv2d/resnet50.conv1/bwd/batch:64",
+                           "Activation/resnet50.layer1.0.relu/fwd/batch:8",  // after the add
+                           "Activation/resnet50.layer1.0.conv1.relu/fwd/batch:8",
+                           "Linear/transformer.output_proj/fwdbwd/batch:32",
+                           "MultiHeadAttention/transformer.decoder.0.cross_attn/bwd/batch:1",
+                           "LSTM/seq2seq.decoder/fwd/batch:64", "GRU/deepspeech2.rnn.l0/fwd/batch:1"}) {
     EXPECT_TRUE(unique.count(must)) << must;
   }
 }
