@@ -173,16 +173,6 @@ TEST(DropoutMask, SavedAsOneByteFeatureMapPerElement) {
   EXPECT_TRUE(layer->params().empty());
 }
 
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    std::string m = e.what();
-    for (const auto& p : parts) EXPECT_NE(m.find(p), std::string::npos) << m;
-  }
-}
-
 TEST(DropoutErrors, WrongRankNamesLayerArgumentAndDims) {
   auto be = make_cpu_backend();
   expect_error([&] { make_layer(*be, "attn.drop", dcfg(0.1), {TensorDesc{Shape{}}}); },

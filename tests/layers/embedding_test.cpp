@@ -153,16 +153,6 @@ TEST(EmbeddingParams, ShapeAndInit) {
   EXPECT_EQ(w.fan_out, 1000);
 }
 
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    std::string m = e.what();
-    for (const auto& p : parts) EXPECT_NE(m.find(p), std::string::npos) << m;
-  }
-}
-
 TEST(EmbeddingErrors, WrongRankAndTypeNameLayerArgumentAndDims) {
   auto be = make_cpu_backend();
   expect_error([&] { make_layer(*be, "tok", ecfg(10, 4), {TensorDesc{Shape{}, DType::kI32}}); },

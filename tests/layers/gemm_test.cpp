@@ -121,16 +121,6 @@ INSTANTIATE_TEST_SUITE_P(
         GemmCase{"attention_scores", Shape{4, 8, 16}, Shape{4, 8, 16}, gcfg(false, true, 0.25)}),
     [](const auto& info) { return info.param.name; });
 
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    std::string m = e.what();
-    for (const auto& p : parts) EXPECT_NE(m.find(p), std::string::npos) << m;
-  }
-}
-
 TEST(GemmErrors, WrongRankNamesLayerArgumentAndDims) {
   auto be = make_cpu_backend();
   expect_error([&] { make_layer(*be, "qk", GemmConfig{}, {TensorDesc{Shape{5}}, TensorDesc{Shape{5, 3}}}); },

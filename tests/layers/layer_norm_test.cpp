@@ -126,16 +126,6 @@ TEST(LayerNormParams, InitDecayAndSavedStatistics) {
   EXPECT_EQ(be->allocator().stats().current_of(MemCategory::kFeatureMaps) - fm0, 2u * 40 * 4);
 }
 
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    std::string m = e.what();
-    for (const auto& p : parts) EXPECT_NE(m.find(p), std::string::npos) << m;
-  }
-}
-
 TEST(LayerNormErrors, WrongRankNamesLayerArgumentAndDims) {
   auto be = make_cpu_backend();
   expect_error([&] { make_layer(*be, "dec.ln", LayerNormConfig{}, {TensorDesc{Shape{512}}}); },

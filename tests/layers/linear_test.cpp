@@ -113,16 +113,6 @@ TEST(LinearParams, ShapesInitAndDecay) {
   EXPECT_FALSE(b.decay);
 }
 
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    std::string m = e.what();
-    for (const auto& p : parts) EXPECT_NE(m.find(p), std::string::npos) << m;
-  }
-}
-
 TEST(LinearErrors, WrongRankNamesLayerArgumentAndDims) {
   auto be = make_cpu_backend();
   LinearConfig cfg;

@@ -180,16 +180,6 @@ TEST(XentMasking, MinusInfinityLogitsStayFinite) {
   EXPECT_NEAR(got, (l0 + l1) / 2, 1e-6);
 }
 
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    std::string m = e.what();
-    for (const auto& p : parts) EXPECT_NE(m.find(p), std::string::npos) << m;
-  }
-}
-
 TEST(XentErrors, WrongRankNamesLayerArgumentAndDims) {
   auto be = make_cpu_backend();
   SoftmaxCrossEntropyConfig cfg;

@@ -482,16 +482,6 @@ TEST(RnnParams, NamesShapesAndCountsFollowPyTorch) {
 
 // ---- errors ----
 
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    std::string m = e.what();
-    for (const auto& s : parts) EXPECT_NE(m.find(s), std::string::npos) << m;
-  }
-}
-
 TEST(RnnErrors, WrongRankNamesLayerArgumentAndDims) {
   auto be = make_cpu_backend();
   expect_error([&] { make_layer(*be, "enc", LstmConfig{8}, {TensorDesc{Shape{2, 5}}}); },

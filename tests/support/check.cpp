@@ -79,6 +79,16 @@ void check_reference_gradients(const RefForward& fwd, const RefBackward& bwd,
   for (std::size_t k = 0; k < params.size(); ++k) probe(true, k, g.dparams.at(k), "dparam");
 }
 
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    for (const auto& p : parts) EXPECT_NE(m.find(p), std::string::npos) << m;
+  }
+}
+
 Vec to_host(Backend& be, const Tensor& t) {
   Vec out(t.numel());
   if (t.dtype() == DType::kI32) {

@@ -64,6 +64,10 @@ struct LayerCheckOptions {
 void check_layer(Backend& be, Layer& layer, const RefForward& fwd, const RefBackward& bwd,
                  const LayerCheckOptions& opt = {});
 
+// Expects f() to throw tbd::Error whose message contains every one of `parts` (the layer
+// kind and name, the argument, the dims...).
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts);
+
 // Host <-> tensor helpers in float64 (plain layout on the host).
 Vec to_host(Backend& be, const Tensor& t);
 void from_host(Backend& be, const Tensor& t, const Vec& v);
