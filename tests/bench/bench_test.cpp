@@ -182,6 +182,23 @@ TEST(BenchNames, ParsesOptimizerAndModelNames) {
   EXPECT_EQ(m->str(), "Transformer/train/batch:8");
 }
 
+TEST(BenchNames, ParsesModelParametersAfterTheBatch) {
+  auto m = parse_bench_name("Transformer/train/batch:8/len:32");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->family, BenchFamily::kModel);
+  EXPECT_EQ(m->batch, 8);
+  EXPECT_EQ(m->params, (std::vector<std::pair<std::string, int64_t>>{{"len", 32}}));
+  EXPECT_EQ(m->str(), "Transformer/train/batch:8/len:32");
+  auto r = parse_bench_name("Transformer/train/batch:8/len:32/manual_time_mean");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->str(), "Transformer/train/batch:8/len:32");
+  EXPECT_EQ(r->suffixes, (std::vector<std::string>{"manual_time"}));
+  for (const char* bad : {"Transformer/train/batch:8/len", "Transformer/train/batch:8/len:0",
+                          "Transformer/train/batch:8/batch:4"}) {
+    EXPECT_FALSE(parse_bench_name(bad)) << bad;
+  }
+}
+
 TEST(BenchNames, KeepsGoogleBenchmarkSuffixesApart) {
   auto n = parse_bench_name("LSTM/seq2seq.decoder/bwd/batch:64/repeats:3/manual_time_stddev");
   ASSERT_TRUE(n);
@@ -255,6 +272,14 @@ TEST(TbdBench, FiltersSelectWhatTheySay) {
   std::vector<std::string> t = list("--benchmark_filter=Transformer");
   ASSERT_FALSE(t.empty());
   for (const std::string& s : t) EXPECT_EQ(s.rfind("Transformer/train/batch:", 0), 0u) << s;
+  std::vector<std::string> len = list("--benchmark_filter=Transformer --tbd_seq_len=32");
+  ASSERT_FALSE(len.empty());
+  for (const std::string& s : len) {
+    auto n = parse_bench_name(s);
+    ASSERT_TRUE(n) << s;
+    EXPECT_EQ(n->params, (std::vector<std::pair<std::string, int64_t>>{{"len", 32}})) << s;
+    EXPECT_EQ(n->str(), s);
+  }
 
   std::vector<std::string> c = list("'--benchmark_filter=^Conv2d/.*/fwd/' --tbd_batches=1");
   ASSERT_FALSE(c.empty());
