@@ -24,7 +24,9 @@ set -uo pipefail
 
 # ---- configuration (tbd_bench names: Conv2d/resnet50.layer2.0.conv2/fwd/batch:32, Gemm/...,
 # <Model>/train/batch:<N>; adjust when the fixtures change) ----
-BENCH_FILTER=${BENCH_FILTER:-'^(Gemm|Linear)/|^Conv2d/resnet50\.layer2\.0\.conv2/.*batch:32|^LSTM/|^MultiHeadAttention/|^BatchNorm2d/'}
+BENCH_FILTER=${BENCH_FILTER:-'^Gemm/square1024/|^Linear/transformer\.encoder\.0\.ffn\.fc1/|^Conv2d/resnet50\.layer2\.0\.conv2/|^LSTM/seq2seq\.encoder\.l1/|^MultiHeadAttention/transformer\.encoder\.0\.self_attn/|^BatchNorm2d/resnet50\.layer1\.0\.bn3/|^(ResNet50|Transformer)/train/'}
+# Batches of the benchmarks above (the PyTorch side uses 32, and 16 for attention).
+BENCH_BATCHES=${BENCH_BATCHES:-1,16,32}
 BENCH_MATHS=${BENCH_MATHS:-"fp32 tf32"}
 BENCH_ARGS=${BENCH_ARGS:-"--benchmark_min_time=0.05"}  # plus the flags below
 BENCH_COUNTER_ARGS=${BENCH_COUNTER_ARGS:-""}           # e.g. "--tbd_counters=all" if the fixtures want one
@@ -141,7 +143,7 @@ tbd_json_args=()
 if [[ -x "$BUNDLE/bin/tbd_bench" ]]; then
   for m in $BENCH_MATHS; do
     # shellcheck disable=SC2086
-    run_tbd timeout "$BENCH_TIMEOUT_S" "$BUNDLE/bin/tbd_bench" --tbd_backend=cuda --tbd_math="$m" \
+    run_tbd timeout "$BENCH_TIMEOUT_S" "$BUNDLE/bin/tbd_bench" --tbd_backend=cuda --tbd_math="$m" --tbd_batches="$BENCH_BATCHES" \
       --benchmark_filter="$BENCH_FILTER" --benchmark_out="$OUT/bench_$m.json" \
       --benchmark_out_format=json $BENCH_ARGS $BENCH_COUNTER_ARGS > "$OUT/bench_$m.log" 2>&1
     rc=$?

@@ -28,24 +28,25 @@ ITERS = 20
 # backward). The first matching row (by the phase's regex) is used.
 TBD_ROWS = {
     "gemm_1024^3": {
-        "fwd": r"^Gemm/.*1024.*1024.*1024.*/fwd",
-        "train": r"^Gemm/.*1024.*1024.*1024.*/(train|fwd_bwd)"},
+        "fwd": r"^Gemm/square1024/fwd/batch:1$",
+        "train": r"^Gemm/square1024/fwdbwd/batch:1$"},
     "ffn_gemm_4096x512x2048": {
-        "fwd": r"^(Gemm|Linear)/.*(ffn|4096.*512.*2048).*/fwd",
-        "train": r"^(Gemm|Linear)/.*(ffn|4096.*512.*2048).*/(train|fwd_bwd)"},
+        "fwd": r"^Linear/transformer\.encoder\.0\.ffn\.fc1/fwd/batch:32$",
+        "train": r"^Linear/transformer\.encoder\.0\.ffn\.fc1/fwdbwd/batch:32$"},
     "conv_resnet50.layer2.0.conv2_b32": {
-        "fwd": r"^Conv2d/resnet50\.layer2\.0\.conv2/fwd/batch:32",
-        "train": r"^Conv2d/resnet50\.layer2\.0\.conv2/(train|fwd_bwd)/batch:32"},
+        "fwd": r"^Conv2d/resnet50\.layer2\.0\.conv2/fwd/batch:32$",
+        "train": r"^Conv2d/resnet50\.layer2\.0\.conv2/fwdbwd/batch:32$"},
     "lstm_h512_T50_b32": {
-        "fwd": r"^LSTM/.*512.*/fwd",
-        "train": r"^LSTM/.*512.*/(train|fwd_bwd)"},
+        "fwd": r"^LSTM/seq2seq\.encoder\.l1/fwd/batch:32$",
+        "train": r"^LSTM/seq2seq\.encoder\.l1/fwdbwd/batch:32$"},
     "attention_d512_h8_T128_b16": {
-        "fwd": r"^MultiHeadAttention/.*/fwd",
-        "train": r"^MultiHeadAttention/.*/(train|fwd_bwd)"},
+        "fwd": r"^MultiHeadAttention/transformer\.encoder\.0\.self_attn/fwd/batch:16$",
+        "train": r"^MultiHeadAttention/transformer\.encoder\.0\.self_attn/fwdbwd/batch:16$"},
     "batchnorm_c256_56x56_b32": {
-        "fwd": r"^BatchNorm2d/.*/fwd",
-        "train": r"^BatchNorm2d/.*/(train|fwd_bwd)"},
+        "fwd": r"^BatchNorm2d/resnet50\.layer1\.0\.bn3/fwd/batch:32$",
+        "train": r"^BatchNorm2d/resnet50\.layer1\.0\.bn3/fwdbwd/batch:32$"},
 }
+
 
 
 def set_math(torch, mode):
