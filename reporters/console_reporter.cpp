@@ -90,7 +90,9 @@ void TableReporter::print_row(const Run& r, int k) {
     return;
   }
   if (r.run_type == Run::RT_Aggregate && r.aggregate_unit == benchmark::kPercentage) {
-    out << " " << fmt("%9.2f%%", r.GetAdjustedRealTime() * 100) << "  (coefficient of variation)\n";
+    // A percentage aggregate holds its ratio unscaled (GetAdjustedRealTime would apply the
+    // time unit and divide by the repetition count).
+    out << " " << fmt("%9.2f%%", r.real_accumulated_time * 100) << "  (coefficient of variation)\n";
     return;
   }
   double secs = r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit);

@@ -430,6 +430,31 @@ TEST(TbdBench, RepetitionsAggregateAndNamesStillParse) {
   }
 }
 
+// The console's coefficient-of-variation row agrees with the JSON's ratio (it once printed the
+// ratio scaled by the time unit over the repetition count: "264923.40%").
+TEST(TbdBench, ConsoleCoefficientOfVariationIsAPercentage) {
+  TempDir dir;
+  fs::path out = dir / "cv.json";
+  Result r = run_bench("--tbd_backend=cpu --benchmark_min_time=0.01 "
+                       "'--benchmark_filter=^Conv2d/resnet50.layer1.0.conv1/fwd/' --tbd_batches=1 "
+                       "--benchmark_repetitions=3 --benchmark_report_aggregates_only=true "
+                       "--benchmark_out=" + out.string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  double json_cv = -1;
+  const json j = json::parse(std::ifstream(out));
+  for (const json& b : j["benchmarks"]) {
+    if (b["aggregate_name"] == "cv") json_cv = b["real_time"].get<double>() * 100;
+  }
+  ASSERT_GE(json_cv, 0) << "no cv aggregate in the JSON";
+  double console_cv = -1;
+  for (const std::string& l : lines(r.out)) {
+    if (l.find("(coefficient of variation)") == std::string::npos) continue;
+    std::string before = l.substr(0, l.find('%'));
+    console_cv = std::stod(before.substr(before.find_last_of(' ') + 1));
+  }
+  EXPECT_NEAR(console_cv, json_cv, 0.01) << r.out;
+}
+
 TEST(TbdBench, AnInterruptedRunLeavesNoFile) {
   TempDir dir;
   fs::path out = dir / "run.json";

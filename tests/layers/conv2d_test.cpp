@@ -99,6 +99,8 @@ INSTANTIATE_TEST_SUITE_P(
         ConvCase{"odd_sizes_bias", Shape{2, 5, 7, 6}, cfg(7, 3, 1, 1, true)},         // odd sizes, bias
         ConvCase{"blocked_1x1", Shape{3, 16, 6, 6}, cfg(32, 1, 1, 0), Layout::kNChw16c},  // blocked in/out
         ConvCase{"blocked_strided", Shape{2, 32, 8, 8}, cfg(16, 3, 2, 1), Layout::kNChw16c},  // strided, blocked
+        ConvCase{"blocked_strided_bias", Shape{2, 16, 9, 9}, cfg(32, 3, 2, 1, true),  // odd H, bias
+                 Layout::kNChw16c},
         ConvCase{"groups_dilation", Shape{2, 4, 9, 9}, cfg(6, 3, 1, 2, false, 2, 2)},  // groups + dilation
         ConvCase{"rect_kernel", Shape{1, 2, 5, 7}, [] {
                    Conv2dConfig c = cfg(3, 1, 1, 0);
@@ -106,6 +108,22 @@ INSTANTIATE_TEST_SUITE_P(
                    return c;
                  }()}),
     [](const auto& info) { return info.param.name; });
+
+// Strided 3x3 convolutions on blocked data run their forward channels-last wherever oneDNN has
+// its brgemm kernel (AVX-512); the float64 cases above check that path's numerics.
+TEST(Conv2dImpl, StridedForwardIsChannelsLastOnAvx512) {
+  auto be = make_cpu_backend();
+  auto strided = make_layer(*be, "s2", Conv2dConfig::square(32, 3, 2, 1),
+                            {TensorDesc{Shape{2, 32, 16, 16}, DType::kF32, Layout::kNChw16c}});
+  auto unit = make_layer(*be, "s1", Conv2dConfig::square(32, 3, 1, 1),
+                         {TensorDesc{Shape{2, 32, 16, 16}, DType::kF32, Layout::kNChw16c}});
+  EXPECT_EQ(unit->describe().find("(nhwc)"), std::string::npos) << unit->describe();
+  const bool avx512_core = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  if (!avx512_core) GTEST_SKIP() << "no AVX-512 core: oneDNN 2.6 has no brgconv here";
+  const std::string d = strided->describe();
+  EXPECT_NE(d.find("fwd brgconv:avx512_core (nhwc"), std::string::npos) << d;
+}
 
 TEST(Conv2dErrors, WrongRankNamesLayerArgumentAndDims) {
   auto be = make_cpu_backend();
