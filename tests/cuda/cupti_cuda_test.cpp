@@ -19,12 +19,6 @@
 namespace tbd::test {
 namespace {
 
-#define TBD_SKIP_WITHOUT_CUDA()                    \
-  do {                                             \
-    std::string why_;                              \
-    if (!cuda_usable(&why_)) GTEST_SKIP() << why_; \
-  } while (0)
-
 TEST(CuptiSession, AbsentOnTheCpuBackendWithAReason) {
   auto cpu = make_cpu_backend();
   std::string why;

@@ -21,12 +21,6 @@
 namespace tbd::test {
 namespace {
 
-#define TBD_SKIP_WITHOUT_CUDA()                    \
-  do {                                             \
-    std::string why_;                              \
-    if (!cuda_usable(&why_)) GTEST_SKIP() << why_; \
-  } while (0)
-
 // One CUDA backend per test binary: creating cuDNN and cuBLAS handles costs ~1 s.
 Backend& cuda_backend(bool tf32) {
   static std::unique_ptr<Backend> be = make_backend(BackendChoice::kCuda);

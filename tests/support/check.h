@@ -68,6 +68,14 @@ void check_layer(Backend& be, Layer& layer, const RefForward& fwd, const RefBack
 // kind and name, the argument, the dims...).
 void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts);
 
+// Skips the current test, with the reason, where no CUDA device is usable (no GPU here and in
+// CI: the CUDA tests compile everywhere and run where a device is lent).
+#define TBD_SKIP_WITHOUT_CUDA()                                 \
+  do {                                                          \
+    std::string why_;                                           \
+    if (!::tbd::cuda_usable(&why_)) GTEST_SKIP() << why_;       \
+  } while (0)
+
 // Host <-> tensor helpers in float64 (plain layout on the host).
 Vec to_host(Backend& be, const Tensor& t);
 void from_host(Backend& be, const Tensor& t, const Vec& v);
