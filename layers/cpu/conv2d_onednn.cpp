@@ -87,7 +87,7 @@ class Conv2dOneDnn final : public Layer {
     // Channels-last forward (see the top of this file), over chunks of the batch.
     if (G == 1 && cfg.stride_h * cfg.stride_w > 1 && cfg.kernel_h * cfg.kernel_w > 1 &&
         in[0].layout == Layout::kNChw16c && outputs_[0].layout == Layout::kNChw16c) {
-      chunk_ = channels_last_chunk(xs, ys);
+      chunk_ = channels_last_chunk(xs, w_shape);
       Shape xc{chunk_, xs[1], xs[2], xs[3]}, yc{chunk_, ys[1], ys[2], ys[3]};
       memory::desc x_nhwc(dnnl_dims(xc), memory::data_type::f32, tag::nhwc);
       memory::desc y_nhwc(dnnl_dims(yc), memory::data_type::f32, tag::nhwc);
@@ -228,18 +228,19 @@ class Conv2dOneDnn final : public Layer {
  private:
   bool channels_last_fwd() const { return x_nhwc_.defined(); }
 
-  // Images per channels-last chunk: the largest divisor of N up to 4 whose nhwc x and y slices
-  // fit in 8 MiB, so that the reordered data is still in cache when brgconv reads it. Measured
-  // on ResNet-50's three strided 3x3 convs at batch 32 (2 threads, % of peak, chunk 1/2/4/8/32):
-  // layer2.0 76/81/79/69/65, layer3.0 73/85/84/81/74, layer4.0 74/77/81/64/56.
-  static int64_t channels_last_chunk(const Shape& x, const Shape& y) {
-    constexpr int64_t kBudget = 8 << 20, kMaxImages = 4;
-    const int64_t per_image = 4 * (x[1] * x[2] * x[3] + y[1] * y[2] * y[3]);
-    int64_t best = 1;
-    for (int64_t c = 1; c <= std::min(x[0], kMaxImages); ++c) {
-      if (x[0] % c == 0 && c * per_image <= kBudget) best = c;
-    }
-    return best;
+  // Images per channels-last chunk, so that the reordered slice is still in cache when brgconv
+  // reads it: 2 (or 1 for an odd batch), and 1 when the weights pass 4 MiB (brgconv then
+  // streams them per chunk). Measured in tbd_bench on ResNet-50's strided 3x3 convs at batch
+  // 32, 2 threads, % of peak for chunks of 1/2/4 images (two runs each; the whole batch at once
+  // was 65/74/56): layer2.0 (0.6 MiB of weights) 75-77/72-73/68-70, layer3.0 (2.4 MiB)
+  // 71-74/77/74-77, layer4.0 (9 MiB) 68-74/54-56/58-60. The numbers move by several % from run
+  // to run on this shared machine; the ranking held. With this rule, against the nChw16c
+  // forward, alternating three times: layer2.0 77-85% vs 67-69%, layer3.0 78-87% vs 56-58%,
+  // layer4.0 70-83% vs 64-67%.
+  static int64_t channels_last_chunk(const Shape& x, const Shape& w) {
+    constexpr int64_t kWeightsInCache = 4 << 20;
+    const int64_t w_bytes = 4 * w[0] * w[1] * w[2] * w[3];
+    return (w_bytes > kWeightsInCache || x[0] % 2 != 0) ? 1 : 2;
   }
 
   memory user_weights() { return memory(w_user_md_, cpu_.engine(), params_[0].value.raw()); }
