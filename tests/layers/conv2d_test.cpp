@@ -1,6 +1,7 @@
 // tests/layers/conv2d_test.cpp: Conv2d forward, dgrad and wgrad against a float64 reference.
 #include <gtest/gtest.h>
 
+#include "core/random.h"
 #include "layers/conv2d.h"
 #include "tests/support/check.h"
 
@@ -101,6 +102,10 @@ INSTANTIATE_TEST_SUITE_P(
         ConvCase{"blocked_strided", Shape{2, 32, 8, 8}, cfg(16, 3, 2, 1), Layout::kNChw16c},  // strided, blocked
         ConvCase{"blocked_strided_bias", Shape{2, 16, 9, 9}, cfg(32, 3, 2, 1, true),  // odd H, bias
                  Layout::kNChw16c},
+        ConvCase{"blocked_strided_chunks", Shape{6, 16, 10, 10}, cfg(16, 3, 2, 1),  // 3 chunks
+                 Layout::kNChw16c},
+        ConvCase{"blocked_strided_heavy_weights", Shape{2, 352, 4, 4}, cfg(352, 3, 2, 1),
+                 Layout::kNChw16c},  // 4.5 MiB of weights: one image per chunk
         ConvCase{"groups_dilation", Shape{2, 4, 9, 9}, cfg(6, 3, 1, 2, false, 2, 2)},  // groups + dilation
         ConvCase{"rect_kernel", Shape{1, 2, 5, 7}, [] {
                    Conv2dConfig c = cfg(3, 1, 1, 0);
@@ -108,6 +113,11 @@ INSTANTIATE_TEST_SUITE_P(
                    return c;
                  }()}),
     [](const auto& info) { return info.param.name; });
+
+bool has_avx512_core() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+}
 
 // Strided 3x3 convolutions on blocked data run their forward channels-last wherever oneDNN has
 // its brgemm kernel (AVX-512); the float64 cases above check that path's numerics.
@@ -118,11 +128,52 @@ TEST(Conv2dImpl, StridedForwardIsChannelsLastOnAvx512) {
   auto unit = make_layer(*be, "s1", Conv2dConfig::square(32, 3, 1, 1),
                          {TensorDesc{Shape{2, 32, 16, 16}, DType::kF32, Layout::kNChw16c}});
   EXPECT_EQ(unit->describe().find("(nhwc)"), std::string::npos) << unit->describe();
-  const bool avx512_core = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  if (!avx512_core) GTEST_SKIP() << "no AVX-512 core: oneDNN 2.6 has no brgconv here";
+  if (!has_avx512_core()) GTEST_SKIP() << "no AVX-512 core: oneDNN 2.6 has no brgconv here";
   const std::string d = strided->describe();
   EXPECT_NE(d.find("fwd brgconv:avx512_core (nhwc"), std::string::npos) << d;
+}
+
+// A batch too large for one channels-last reorder (x + y > 16 MiB) goes span by span; the
+// forward is checked against float64 on sampled outputs (the full reference is too slow here).
+TEST(Conv2dImpl, LargeStridedForwardMatchesSampledFloat64) {
+  auto be = make_cpu_backend();
+  const Shape xs{8, 128, 64, 64};
+  const Conv2dConfig c = Conv2dConfig::square(64, 3, 2, 1);
+  auto layer = make_layer(*be, "s2", c, {TensorDesc{xs, DType::kF32, Layout::kNChw16c}});
+  RefConv ref(xs, c);
+  Tensor x = be->empty(layer->input_descs()[0], MemCategory::kDynamic);
+  Tensor y = be->empty(layer->output_descs()[0], MemCategory::kDynamic);
+  const Vec xv = random_vec(x.numel(), 7), wv = random_vec(layer->params()[0].value.numel(), 8);
+  from_host(*be, x, xv);
+  from_host(*be, layer->params()[0].value, wv);
+  Tensor* yp = &y;
+  const Tensor* xp = &x;
+  layer->forward(MutTensorRefs(&yp, 1), TensorRefs(&xp, 1));
+  const Vec yv = to_host(*be, y);
+  Rng rng(9);
+  Vec got, want;
+  auto pick = [&](int64_t n) { return static_cast<int64_t>(rng.next_u64() % static_cast<uint64_t>(n)); };
+  for (int i = 0; i < 400; ++i) {
+    const int64_t n = pick(ref.N), k = pick(ref.K), p = pick(ref.P), q = pick(ref.Q);
+    double acc = 0;
+    for (int64_t ch = 0; ch < ref.C; ++ch) {
+      for (int64_t r = 0; r < ref.R; ++r) {
+        for (int64_t s = 0; s < ref.S; ++s) {
+          const int64_t h = p * c.stride_h - c.pad_h + r, w = q * c.stride_w - c.pad_w + s;
+          if (h < 0 || h >= ref.H || w < 0 || w >= ref.W) continue;
+          acc += xv[((n * ref.C + ch) * ref.H + h) * ref.W + w] *
+                 wv[((k * ref.C + ch) * ref.R + r) * ref.S + s];
+        }
+      }
+    }
+    got.push_back(yv[((n * ref.K + k) * ref.P + p) * ref.Q + q]);
+    want.push_back(acc);
+  }
+  expect_close("y (sampled)", got, want, kF32Reduction);
+  if (has_avx512_core()) {
+    EXPECT_NE(layer->describe().find("(nhwc, 2/chunk, 2/reorder)"), std::string::npos)
+        << layer->describe();
+  }
 }
 
 TEST(Conv2dErrors, WrongRankNamesLayerArgumentAndDims) {
