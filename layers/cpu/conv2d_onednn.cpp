@@ -107,8 +107,10 @@ class Conv2dOneDnn final : public Layer {
           memory::desc y_span_nhwc(dnnl_dims(yr), memory::data_type::f32, tag::nhwc);
           x_nhwc_ = be.empty(xr, MemCategory::kWorkspace);
           y_nhwc_ = be.empty(yr, MemCategory::kWorkspace);
-          x_to_nhwc_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, x_span_md_, eng, x_span_nhwc));
-          y_from_nhwc_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, y_span_nhwc, eng, y_span_md_));
+          x_to_nhwc_ =
+              dnnl::reorder(dnnl::reorder::primitive_desc(eng, x_span_md_, eng, x_span_nhwc));
+          y_from_nhwc_ =
+              dnnl::reorder(dnnl::reorder::primitive_desc(eng, y_span_nhwc, eng, y_span_md_));
         }
       } catch (const dnnl::error&) {
         // No nhwc implementation: keep the blocked forward.
@@ -156,8 +158,9 @@ class Conv2dOneDnn final : public Layer {
                           cfg_.kernel_w, " s", cfg_.stride_h, " p", cfg_.pad_h,
                           cfg_.groups > 1 ? " g" + std::to_string(cfg_.groups) : "", " fwd ",
                           fwd_pd_.impl_info_str(),
-                          channels_last_fwd() ? detail::concat(" (nhwc, ", chunk_, "/chunk, ", span_, "/reorder)")
-                                              : "",
+                          channels_last_fwd()
+                              ? detail::concat(" (nhwc, ", chunk_, "/chunk, ", span_, "/reorder)")
+                              : "",
                           " bwd ", bwd_data_pd_.impl_info_str(), "/",
                           bwd_w_pd_.impl_info_str());
   }
@@ -204,7 +207,8 @@ class Conv2dOneDnn final : public Layer {
                                     static_cast<char*>(y_nhwc_.raw()) + i * y_chunk_bytes);
         execute(cpu_, fwd_, args, "Conv2d forward");
       }
-      execute(cpu_, y_from_nhwc_, {{DNNL_ARG_FROM, y_span}, {DNNL_ARG_TO, y_blk}}, "Conv2d reorder");
+      execute(cpu_, y_from_nhwc_, {{DNNL_ARG_FROM, y_span}, {DNNL_ARG_TO, y_blk}},
+              "Conv2d reorder");
     }
   }
 

@@ -152,7 +152,9 @@ TEST(Conv2dImpl, LargeStridedForwardMatchesSampledFloat64) {
   const Vec yv = to_host(*be, y);
   Rng rng(9);
   Vec got, want;
-  auto pick = [&](int64_t n) { return static_cast<int64_t>(rng.next_u64() % static_cast<uint64_t>(n)); };
+  auto pick = [&](int64_t n) {
+    return static_cast<int64_t>(rng.next_u64() % static_cast<uint64_t>(n));
+  };
   for (int i = 0; i < 400; ++i) {
     const int64_t n = pick(ref.N), k = pick(ref.K), p = pick(ref.P), q = pick(ref.Q);
     double acc = 0;
