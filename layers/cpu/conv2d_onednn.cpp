@@ -103,8 +103,10 @@ class Conv2dOneDnn final : public Layer {
           fwd_pd_ = pd;
           x_span_md_ = md_of(TensorDesc{xr, DType::kF32, Layout::kNChw16c});
           y_span_md_ = md_of(TensorDesc{yr, DType::kF32, Layout::kNChw16c});
-          memory::desc x_span_nhwc(dnnl_dims(xr), memory::data_type::f32, tag::nhwc);
-          memory::desc y_span_nhwc(dnnl_dims(yr), memory::data_type::f32, tag::nhwc);
+          x_span_nhwc_md_ = memory::desc(dnnl_dims(xr), memory::data_type::f32, tag::nhwc);
+          y_span_nhwc_md_ = memory::desc(dnnl_dims(yr), memory::data_type::f32, tag::nhwc);
+          const memory::desc& x_span_nhwc = x_span_nhwc_md_;
+          const memory::desc& y_span_nhwc = y_span_nhwc_md_;
           x_nhwc_ = be.empty(xr, MemCategory::kWorkspace);
           y_nhwc_ = be.empty(yr, MemCategory::kWorkspace);
           x_to_nhwc_ =
@@ -186,9 +188,7 @@ class Conv2dOneDnn final : public Layer {
     // Span by span: nChw16c -> nhwc (one reorder call), brgconv chunk by chunk, nhwc ->
     // nChw16c. The batch is the outermost dimension of both layouts, so spans and chunks are
     // contiguous slices.
-    const memory::desc x_span_nhwc(dnnl_dims(x_nhwc_.shape()), memory::data_type::f32, tag::nhwc);
-    const memory::desc y_span_nhwc(dnnl_dims(y_nhwc_.shape()), memory::data_type::f32, tag::nhwc);
-    memory x_span(x_span_nhwc, e, x_nhwc_.raw()), y_span(y_span_nhwc, e, y_nhwc_.raw());
+    memory x_span(x_span_nhwc_md_, e, x_nhwc_.raw()), y_span(y_span_nhwc_md_, e, y_nhwc_.raw());
     const std::size_t x_span_bytes = x_span_md_.get_size(), y_span_bytes = y_span_md_.get_size();
     const std::size_t x_chunk_bytes = fwd_pd_.src_desc().get_size();
     const std::size_t y_chunk_bytes = fwd_pd_.dst_desc().get_size();
@@ -293,7 +293,8 @@ class Conv2dOneDnn final : public Layer {
   dnnl::primitive x_to_nhwc_, y_from_nhwc_;  // channels-last forward only
   Tensor w_fwd_, w_bwd_, dw_scratch_, db_scratch_, scratch_;
   Tensor x_nhwc_, y_nhwc_;  // channels-last forward only: one span of x and y
-  memory::desc x_span_md_, y_span_md_;  // nChw16c slices of span_ images
+  memory::desc x_span_md_, y_span_md_;            // nChw16c slices of span_ images
+  memory::desc x_span_nhwc_md_, y_span_nhwc_md_;  // the same slices, nhwc (built once)
   int64_t chunk_ = 0;  // images per brgconv call
   int64_t span_ = 0;   // images per reorder (a multiple of chunk_)
 };
