@@ -14,3 +14,22 @@ function(tbd_add_test name)
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
     PROPERTIES LABELS "${T_LABELS}")
 endfunction()
+
+# tbd_find_cuda_toolkit([QUIET|REQUIRED]): find_package(CUDAToolkit) that also works with the
+# stock FindCUDAToolkit of CMake 3.25 (Debian 12) on CUDA >= 12.9. That module marks the target
+# CUDA::nvToolsExt deprecated whenever the project requires CMake >= 3.25, without checking that
+# the target exists; CUDA 13 ships no libnvToolsExt (NVTX 3 is header-only), so configure stops
+# with "set_property could not find TARGET CUDA::nvToolsExt". CMake 3.26 checks the target
+# first. The check reads only CMAKE_MINIMUM_REQUIRED_VERSION, so it is lowered for the call
+# (policies are untouched: they come from cmake_minimum_required, not from this variable).
+macro(tbd_find_cuda_toolkit)
+  if(CMAKE_VERSION VERSION_LESS 3.26)
+    set(_tbd_min_required ${CMAKE_MINIMUM_REQUIRED_VERSION})
+    set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
+    find_package(CUDAToolkit ${ARGN})
+    set(CMAKE_MINIMUM_REQUIRED_VERSION ${_tbd_min_required})
+    unset(_tbd_min_required)
+  else()
+    find_package(CUDAToolkit ${ARGN})
+  endif()
+endmacro()

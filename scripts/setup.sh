@@ -5,7 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(cmake ninja-build g++ git libbenchmark-dev libgtest-dev nlohmann-json3-dev libdnnl-dev)
+# ocl-icd-opencl-dev: Debian's oneDNN CMake config (dnnl-config.cmake) calls find_package(OpenCL)
+# although libdnnl-dev only *recommends* the package; without it configure fails.
+pkgs=(cmake ninja-build g++ git libbenchmark-dev libgtest-dev nlohmann-json3-dev libdnnl-dev
+  ocl-icd-opencl-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
