@@ -1,0 +1,183 @@
+"""Command line of tbd_track: one command, subcommands compare, run, history, bisect, report.
+
+Exit codes (every subcommand):
+  0  no regression (or nothing to gate)
+  1  a regression: a gated metric got worse beyond its threshold with significance, an exact
+     metric (memory) moved beyond its tolerance the wrong way, or a row broke (ok -> error)
+  2  bad input: unreadable file, not benchmark JSON, bad flag or config, failed build/run
+  3  not comparable: device, backend or math mode differ (unless --allow-mismatch)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import re
+import sys
+import tempfile
+
+from . import compare as cmp
+from . import render
+from .config import load_config
+from .gbjson import InputError, load_runs
+
+EPILOG = """exit codes: 0 no regression, 1 regression, 2 bad input, 3 not comparable
+(device, backend or math differ; --allow-mismatch compares anyway)"""
+
+
+def write_atomic(path: str, data: str) -> None:
+    """Writes a whole file or nothing: a temporary file in the same folder, then rename."""
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tbd_track.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _filter_runs(runs, pattern: str | None):
+    if not pattern:
+        return runs
+    rx = re.compile(pattern)
+    for r in runs:
+        r.benches = {k: v for k, v in r.benches.items() if rx.search(k)}
+        r.breakdown = [b for b in r.breakdown if rx.search(str(b.get("benchmark", "")))]
+    return runs
+
+
+def add_compare_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="TOML file: thresholds, per-benchmark rules, "
+                   "acknowledged regressions (see tools/track/example.toml)")
+    p.add_argument("--alpha", type=float, help="significance level (default 0.05)")
+    p.add_argument("--threshold", type=float,
+                   help="minimum effect as a fraction (default 0.05 = 5%%)")
+    p.add_argument("--unit", choices=("auto", "process", "repetition"), default="auto",
+                   help="unit of analysis: per-file medians (process) or all repetitions; "
+                   "auto = process when both sides have enough files for the test to reach "
+                   "alpha (4 at 0.05)")
+    p.add_argument("--allow-mismatch", action="store_true",
+                   help="compare even when device, backend or math mode differ")
+    p.add_argument("--fail-on-removed", action="store_true",
+                   help="a benchmark missing from the new side is a failure too")
+    p.add_argument("--filter", help="regex: only benchmarks whose name matches")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    p.add_argument("--output", "-o", help="write the report here (atomically) as well as "
+                   "to stdout for text; JSON/markdown go only here when given")
+    p.add_argument("--json", dest="json_out", help="also write the comparison as JSON here")
+    p.add_argument("--all", action="store_true", help="list unchanged metrics too")
+    p.add_argument("--top", type=int, default=10, help="layers shown per breakdown (10)")
+    p.add_argument("--today", help=argparse.SUPPRESS)  # tests: acknowledgement expiry
+
+
+def run_compare(args, base_paths: list[str], new_paths: list[str]) -> int:
+    cfg = load_config(args.config)
+    if args.alpha is not None:
+        if not 0 < args.alpha < 1:
+            raise InputError("--alpha must be between 0 and 1")
+        cfg.alpha = args.alpha
+    if args.threshold is not None:
+        if args.threshold < 0:
+            raise InputError("--threshold must be >= 0")
+        cfg.threshold = args.threshold
+    base = _filter_runs(load_runs(base_paths), args.filter)
+    new = _filter_runs(load_runs(new_paths), args.filter)
+    today = _dt.date.fromisoformat(args.today) if args.today else None
+    c = cmp.compare(base, new, cfg, unit=args.unit, allow_mismatch=args.allow_mismatch,
+                    today=today, fail_on_removed=args.fail_on_removed)
+    emit(c, args)
+    return c.exit_code
+
+
+def emit(c: cmp.Comparison, args) -> None:
+    if args.format == "json":
+        out = to_json(c.to_dict())
+    elif args.format == "markdown":
+        out = render.markdown(c, top=args.top)
+    else:
+        out = render.text(c, show_all=args.all, top=args.top)
+    if args.output:
+        write_atomic(args.output, out)
+        if args.format == "text":
+            sys.stdout.write(out)
+        else:
+            print(f"tbd_track: wrote {args.output} ({c.verdict})", file=sys.stderr)
+    else:
+        sys.stdout.write(out)
+    if args.json_out:
+        write_atomic(args.json_out, to_json(c.to_dict()))
+
+
+def to_json(doc) -> str:
+    """Strict JSON (NaN and infinities become null)."""
+    return json.dumps(_clean_nan(doc), indent=1, allow_nan=False) + "\n"
+
+
+def _clean_nan(o):
+    """NaN/inf -> None, recursively (the JSON output is strict)."""
+    if isinstance(o, float):
+        return o if o == o and o not in (float("inf"), float("-inf")) else None
+    if isinstance(o, dict):
+        return {k: _clean_nan(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean_nan(v) for v in o]
+    return o
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tbd_track", description="Per-commit performance tracking for tbd_bench JSON "
+        "(and any Google Benchmark JSON).", epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", metavar="SUBCOMMAND")
+
+    c = sub.add_parser("compare", help="compare two runs (files or folders of files) on every "
+                       "metric", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("base", nargs="?", help="baseline JSON file or folder of JSON files")
+    c.add_argument("new", nargs="?", help="contender JSON file or folder")
+    c.add_argument("--base", dest="base_list", nargs="+", metavar="FILE",
+                   help="baseline files (a set of runs)")
+    c.add_argument("--new", dest="new_list", nargs="+", metavar="FILE",
+                   help="contender files (a set of runs)")
+    add_compare_options(c)
+
+    from . import abrun, bisect, history, report  # noqa: PLC0415 (subcommand modules)
+    abrun.add_parser(sub, add_compare_options)
+    history.add_parser(sub)
+    bisect.add_parser(sub, add_compare_options)
+    report.add_parser(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
+    args = p.parse_args(argv)
+    if not args.cmd:
+        p.print_help(sys.stderr)
+        return 2
+    try:
+        if args.cmd == "compare":
+            pos = [x for x in (args.base, args.new) if x]
+            base = args.base_list or (pos[:1] if pos else [])
+            if not args.base_list:
+                pos = pos[1:]
+            new = args.new_list or pos[:1]
+            if args.new_list is None:
+                pos = pos[1:]
+            if not base or not new or pos:
+                p.error("compare needs a baseline and a contender: compare BASE NEW, or "
+                        "--base FILE... --new FILE...")
+            return run_compare(args, base, new)
+        return args.func(args)
+    except InputError as e:
+        print(f"tbd_track: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tbd_track: interrupted", file=sys.stderr)
+        return 130
