@@ -46,8 +46,6 @@ def add_parser(sub, add_compare_options) -> None:
     p.add_argument("--work", help="worktrees and builds (default ~/.cache/tbd-track)")
     p.add_argument("--cuda", action="store_true", help="build commits with the CUDA backend")
     add_compare_options(p)
-    p.add_argument("bench_args", nargs=argparse.REMAINDER,
-                   help="after --: more arguments for both binaries")
     p.set_defaults(func=run_ab)
 
 

@@ -43,8 +43,6 @@ def add_parser(sub, add_compare_options) -> None:
     p.add_argument("--machine", help="the store's machine fingerprint (when it has several)")
     p.add_argument("--cuda", action="store_true", help="build with the CUDA backend")
     add_compare_options(p)
-    p.add_argument("bench_args", nargs=argparse.REMAINDER,
-                   help="after --: more arguments for the binaries")
     p.set_defaults(func=run_bisect)
 
 

@@ -58,8 +58,8 @@ def build_commit(repo: str, sha: str, work: str | None = None, cuda: bool = Fals
     exe = os.path.join(bdir, target)
     if os.path.exists(failed):
         with open(failed, encoding="utf-8") as f:
-            raise BuildError(f"{short} did not build before (see {failed}): "
-                             f"{f.read().strip().splitlines()[-1] if os.path.getsize(failed) else ''}")
+            raise BuildError(f"{short} did not build before (see {failed}; delete it to "
+                             f"retry): {_first_error(f.read().strip().splitlines())}")
     if is_binary(exe) and os.path.exists(os.path.join(bdir, "BUILT")):
         return exe
     os.makedirs(os.path.dirname(wt), exist_ok=True)
@@ -87,13 +87,22 @@ def build_commit(repo: str, sha: str, work: str | None = None, cuda: bool = Fals
                 with open(failed, "w", encoding="utf-8") as f:
                     f.write("\n".join(tail) + "\n")
                 raise BuildError(f"{short} does not build ({' '.join(cmd[:2])} failed; log "
-                                 f"{logpath}): {tail[-1] if tail else ''}")
+                                 f"{logpath}): {_first_error(tail)}")
     if not is_binary(exe):
         with open(failed, "w", encoding="utf-8") as f:
             f.write(f"the build did not produce {exe}\n")
         raise BuildError(f"{short}: the build did not produce {exe}")
     open(os.path.join(bdir, "BUILT"), "w").close()
     return exe
+
+
+def _first_error(lines: list[str]) -> str:
+    """The line of a build log tail that names the error (else its last line)."""
+    for i, line in enumerate(lines):
+        if "error" in line.lower():
+            nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            return (line.strip() + (" " + nxt if nxt and "error" not in nxt.lower() else ""))
+    return lines[-1].strip() if lines else ""
 
 
 def remove_worktree(repo: str, work: str, sha: str) -> None:

@@ -20,9 +20,10 @@ Then, in order:
     and it are what bisect searches);
   - a regression step is "fixed" by the first later step that brings the level back within the
     threshold of the level before it; regressions never fixed are open;
-  - gradual drift: no single step explains it, but the level moves monotonically: a Kendall
-    tau trend test (scipy) over the whole series is significant at alpha and the Theil-Sen
-    change over the span exceeds the threshold.
+  - gradual drift: a straight line (Theil-Sen) fits the series better than the steps do, by
+    the same L1 cost with a penalty per parameter, the Kendall tau trend test (scipy) is
+    significant at alpha, and the line's change over the span exceeds the threshold; the
+    staircase of small steps a ramp would otherwise be cut into is then reported as one drift.
 Exact metrics (memory) are deterministic: every change beyond the tolerance is a step, and a
 one-commit excursion is an outlier.
 """
@@ -119,10 +120,19 @@ def _merge_small(x, segs, min_step):
 
 
 def detect(values: list[float], direction: str, threshold: float, exact: bool = False,
-           tolerance: float = 0.0, alpha: float = 0.05, penalty_scale: float = 3.0) -> Detection:
-    """Segments and events of one series (per-commit medians, oldest first)."""
+           tolerance: float = 0.0, alpha: float = 0.05, penalty_scale: float = 3.0,
+           gap_after: list[int] | None = None) -> Detection:
+    """Segments and events of one series (per-commit medians, oldest first).
+
+    gap_after[i]: commits not measured between point i and i+1. A point off its neighbours'
+    level is a one-off outlier only when it is a single commit, i.e. no unmeasured commit on
+    either side; otherwise it may be a regression spanning the commits nobody measured, and
+    it is reported as a step (and its return as another), for bisect to look into.
+    """
     v = np.asarray(values, dtype=float)
     n = len(v)
+    gaps = list(gap_after or [0] * n)
+    isolated = lambda i: (i == 0 or gaps[i - 1] == 0) and gaps[i] == 0  # noqa: E731
     det = Detection()
     if n == 0:
         return det
@@ -159,7 +169,7 @@ def detect(values: list[float], direction: str, threshold: float, exact: bool = 
         lv = _levels(x, segs)
         for k in range(1, len(segs) - 1):
             s, e = segs[k]
-            if s == e and same(lv[k - 1], lv[k + 1]):
+            if s == e and same(lv[k - 1], lv[k + 1]) and isolated(s):
                 outliers.append((s, lv[k - 1], lv[k]))
                 segs[k - 1:k + 2] = [(segs[k - 1][0], segs[k + 1][1])]
                 changed = True
@@ -185,12 +195,22 @@ def detect(values: list[float], direction: str, threshold: float, exact: bool = 
     # and off both neighbours, which the penalty keeps from becoming a segment of their own.
     if not exact:
         seen = {o[0] for o in outliers}
+        split = []
         for (s, e), l in zip(segs, lv):
             for i in range(s, e + 1):
                 nb = [x[j] for j in (i - 1, i + 1) if 0 <= j < n]
                 if i not in seen and abs(x[i] - l) > max(min_step, 5 * det.noise) and \
                         all(abs(x[i] - y) > min_step for y in nb):
-                    outliers.append((i, l, float(x[i])))
+                    if isolated(i):
+                        outliers.append((i, l, float(x[i])))
+                    else:
+                        split.append(i)
+        for i in split:  # its own segment: a step up and a step back, with commits between
+            k = next(k for k, (s, e) in enumerate(segs) if s <= i <= e)
+            s, e = segs[k]
+            segs[k:k + 1] = [p for p in ((s, i - 1), (i, i), (i + 1, e)) if p[0] <= p[1]]
+        if split:
+            lv = _levels(x, segs)
     for i, base_lv, out_lv in outliers:
         det.events.append(Event("outlier", verdict(base_lv, out_lv), i, i - 1,
                                 ratio(base_lv, out_lv), to_value(base_lv), to_value(out_lv),
@@ -212,20 +232,27 @@ def detect(values: list[float], direction: str, threshold: float, exact: bool = 
         ev.open = ev.fixed_by is None
     det.events += [ev for _, ev in steps]
 
-    # Gradual drift: a significant monotone trend whose size no step accounts for.
+    # Gradual drift: a straight line (Theil-Sen, two parameters) explains the series better
+    # than the steps do (same L1 cost plus penalty per parameter), the trend is significant
+    # (Kendall tau at alpha) and its total change exceeds the threshold. Then the "steps" were
+    # a staircase cut out of a ramp: one drift event replaces them.
     if not exact and n >= 6:
         tau, p = sps.kendalltau(np.arange(n), x)
-        if p < alpha and abs(tau) > 0:
-            slope = sps.theilslopes(x, np.arange(n))[0]
-            total = slope * (n - 1)
-            explained = sum(lv[k] - lv[k - 1] for k in range(1, len(segs)))
-            if abs(total) > min_step and abs(total - explained) > min_step:
-                a, b = x[0], x[0] + total
-                det.events.append(Event(
-                    "drift", verdict(a, b), n - 1, 0, math.exp(total), to_value(a), to_value(b),
-                    open=verdict(a, b) == "regression",
-                    detail=f"monotone trend over {n} commits (Kendall tau {tau:.2f}, "
-                           f"p {p:.2g}), Theil-Sen change {math.exp(total) - 1:+.1%}, "
-                           f"{math.exp(total - explained) - 1:+.1%} not explained by steps"))
+        slope, icpt = sps.theilslopes(x, np.arange(n))[:2]
+        total = slope * (n - 1)
+        line = icpt + slope * np.arange(n)
+        cost_steps = float(np.sum(np.abs(x - np.repeat(lv, [e - s + 1 for s, e in segs])))) + \
+            penalty * len(segs)
+        cost_line = float(np.sum(np.abs(x - line))) + 2 * penalty
+        if p < alpha and abs(total) > min_step and cost_line < cost_steps:
+            a, b = float(line[0]), float(line[-1])
+            det.events = [e for e in det.events if e.kind == "outlier"]
+            det.segments = [Segment(0, n - 1, to_value(float(np.median(x))))]
+            det.events.append(Event(
+                "drift", verdict(a, b), n - 1, 0, math.exp(total), to_value(a), to_value(b),
+                open=verdict(a, b) == "regression",
+                detail=f"gradual: a trend over all {n} commits fits better than steps "
+                       f"(Kendall tau {tau:.2f}, p {p:.2g}; Theil-Sen change "
+                       f"{math.exp(total) - 1:+.1%})"))
     det.events.sort(key=lambda e: (e.index, e.kind))
     return det

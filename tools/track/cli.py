@@ -161,7 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     p = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after "--" goes to the benchmark binaries (run, bisect).
+    bench_args: list[str] = []
+    if "--" in argv:
+        k = argv.index("--")
+        argv, bench_args = argv[:k], argv[k + 1:]
     args = p.parse_args(argv)
+    args.bench_args = bench_args
     if not args.cmd:
         p.print_help(sys.stderr)
         return 2

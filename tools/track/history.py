@@ -229,8 +229,11 @@ def build_document(store: str, repo: str, machine: str | None = None, ref: str =
             if not points:
                 continue
             tol = max(st.tolerance_bytes, 0.0)
+            gaps = [pos[measured[b["index"]]] - pos[measured[a["index"]]] - 1
+                    for a, b in zip(points, points[1:])] + [0]
             det = changepoint.detect([p["value"] for p in points], direction, st.threshold,
-                                     exact=info_m.exact, tolerance=tol, alpha=cfg.alpha)
+                                     exact=info_m.exact, tolerance=tol, alpha=cfg.alpha,
+                                     gap_after=gaps)
             idx = [p["index"] for p in points]  # series position -> commit index
             events = []
             for e in det.events:
