@@ -5,24 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+. scripts/packages.sh
+# Build: compilers, CMake, Ninja, Google Benchmark, GoogleTest, nlohmann/json, oneDNN.
 # ocl-icd-opencl-dev: Debian's oneDNN CMake config (dnnl-config.cmake) calls find_package(OpenCL)
 # although libdnnl-dev only *recommends* the package; without it configure fails.
-pkgs=(cmake ninja-build g++ git libbenchmark-dev libgtest-dev nlohmann-json3-dev libdnnl-dev
-  ocl-icd-opencl-dev)
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}"
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "setup: missing packages and not root: run as root or install: ${missing[*]}" >&2
-    exit 1
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# python3-scipy (with numpy): tools/tbd_track, the per-commit tracker, and its tests.
+ensure_packages setup cmake ninja-build g++ git libbenchmark-dev libgtest-dev nlohmann-json3-dev \
+  libdnnl-dev ocl-icd-opencl-dev python3 python3-scipy python3-numpy
 
 if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH=/usr/local/cuda/bin:$PATH; fi
 preset=${TBD_PRESET:-release}

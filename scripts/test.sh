@@ -6,6 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
+# Only the tests need these: Chromium renders the tracker's HTML report (headless, no network),
+# libbenchmark-tools is Google Benchmark's own compare.py, which must keep reading our JSON.
+. scripts/packages.sh
+ensure_packages test chromium libbenchmark-tools
+
 echo "== release tests"
 ctest --preset release -j "$jobs"
 

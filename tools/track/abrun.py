@@ -64,7 +64,7 @@ def run_process(exe: str, out: str, args, extra: list[str], log=sys.stderr) -> f
     cmd = [exe, f"--benchmark_out={out}", "--benchmark_out_format=json",
            f"--benchmark_repetitions={args.repetitions}",
            "--benchmark_enable_random_interleaving=true"]
-    if args.bench_filter:
+    if args.bench_filter and not any(a.startswith("--benchmark_filter=") for a in extra):
         cmd.append(f"--benchmark_filter={args.bench_filter}")
     if args.min_time is not None:
         cmd.append(f"--benchmark_min_time={args.min_time}")
