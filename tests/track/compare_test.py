@@ -8,7 +8,8 @@ import unittest
 
 import numpy as np
 
-from track_support import (RESULTS, TBD_TRACK, TempFiles, doc, error_row, reps, row)
+from track_support import (CONV_CL, GEMM_CONV, MODELS, TBD_TRACK, TempFiles, doc, error_row,
+                           reps, row)
 from track import compare as cmp
 from track import render
 from track.config import load_config
@@ -240,8 +241,7 @@ class Acknowledged(unittest.TestCase):
 class RealFiles(unittest.TestCase):
     def test_aggregate_only_file_matches_iteration_rows(self):
         # Google Benchmark's compare.py prints an empty table for this pair.
-        c = run(os.path.join(RESULTS, "f2-cpu-gemm-conv.json"),
-                os.path.join(RESULTS, "f2-cpu-conv3x3-channels-last.json"))
+        c = run(GEMM_CONV, CONV_CL)
         compared = [r for r in c.rows if r.status == "compared"]
         self.assertEqual(len(compared), 8)
         self.assertTrue(all("aggregate-only" in r.source_note for r in compared))
@@ -250,7 +250,7 @@ class RealFiles(unittest.TestCase):
         self.assertEqual(fam["layers"].compared, 8)
 
     def test_breakdown_diff_ranks_the_layer_that_moved(self):
-        path = os.path.join(RESULTS, "f4-cpu-models.json")
+        path = MODELS
         with open(path) as f:
             d = json.load(f)
         slow = json.loads(json.dumps(d))

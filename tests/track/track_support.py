@@ -11,6 +11,13 @@ if TOOLS not in sys.path:
     sys.path.insert(0, TOOLS)
 TBD_TRACK = os.path.join(TOOLS, "tbd_track")
 RESULTS = os.path.join(ROOT, "results")
+# Committed tbd_bench results: layer rows (1 repetition), the same convs aggregates-only
+# (5 repetitions), model rows with the per-layer breakdown.
+GEMM_CONV = os.path.join(RESULTS, "e55b00a5d876-20261202T160435Z-cpu-gemm-conv3x3-fwd-batch32.json")
+CONV_CL = os.path.join(RESULTS,
+                       "17138fab2939-dirty-20261202T174629Z-cpu-conv3x3-channels-last-5reps.json")
+MODELS = os.path.join(RESULTS,
+                      "e55b00a5d876-dirty-20261202T160735Z-cpu-resnet50-transformer-breakdown.json")
 
 TBD_CONTEXT = {
     "date": "2026-12-03T10:00:00+00:00", "host_name": "vm", "num_cpus": 2, "mhz_per_cpu": 2096,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .compare import Comparison, MetricResult, RowResult
+from .compare import Comparison, MetricResult
 
 TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9))
 
@@ -68,7 +68,7 @@ def _table(rows: list[list[str]], header: list[str], right: set[int]) -> list[st
         cells = [str(c).rjust(w[j]) if j in right else str(c).ljust(w[j]) for j, c in enumerate(r)]
         out.append("  " + "  ".join(cells).rstrip())
         if i == 0:
-            out.append("  " + "  ".join("-" * x for x in w))
+            out.append(("  " + "  ".join("-" * x for x in w)).rstrip())
     return out
 
 
@@ -106,9 +106,20 @@ def shared_source_note(c: Comparison) -> str:
 HEAD = ["benchmark", "metric", "base", "new", "change", "CI (95%)", "q", "n", "note"]
 
 
-def _breakdown_lines(c: Comparison, top: int) -> list[str]:
+def _moved(c: Comparison, bench: str) -> bool:
+    """Whether a model row's step time moved beyond the threshold (its breakdown is shown)."""
+    for r in c.rows:
+        if r.name == bench:
+            return any(m.metric == "real_time" and m.ratio and
+                       abs(m.ratio - 1) > (m.threshold or c.threshold) for m in r.metrics)
+    return False
+
+
+def _breakdown_lines(c: Comparison, top: int, show_all: bool = False) -> list[str]:
     out = []
     for bd in c.breakdowns:
+        if not show_all and not _moved(c, bd.benchmark):
+            continue
         d_step = bd.new_step_s - bd.base_step_s
         pct = (bd.new_step_s / bd.base_step_s - 1) * 100 if bd.base_step_s else float("nan")
         out.append(f"{bd.benchmark}: step {fmt_value(bd.base_step_s, 's')} -> "
@@ -161,7 +172,7 @@ def _status_lines(c: Comparison, status: str, title: str) -> list[str]:
 
 
 def text(c: Comparison, show_all: bool = False, top: int = 10) -> str:
-    L = [f"tbd_track compare", f"  base: {c.base_label}", f"  new:  {c.new_label}", ""]
+    L = ["tbd_track compare", f"  base: {c.base_label}", f"  new:  {c.new_label}", ""]
     L += _context_lines(c) + [""]
     if not c.comparable:
         L.append("NOT COMPARABLE: " + "; ".join(c.refuse_reasons) +
@@ -217,9 +228,13 @@ def text(c: Comparison, show_all: bool = False, top: int = 10) -> str:
                          str(f.improvements), str(f.unchanged)])
         L += _table(rows, ["family", "compared", "time geomean", "95% CI", "regressed",
                            "improved", "unchanged"], {1, 2, 4, 5, 6}) + [""]
-    if c.breakdowns:
+    bl = _breakdown_lines(c, top, show_all)
+    if bl:
         L.append("Per-layer breakdown: layers ranked by their part of the step's change")
-        L += _breakdown_lines(c, top)
+        L += bl
+    elif c.breakdowns:
+        L += [f"Per-layer breakdown: {len(c.breakdowns)} model(s) with breakdowns on both "
+              "sides, no step moved beyond the threshold (--all shows them)", ""]
     L.append(_verdict_line(c))
     return "\n".join(L) + "\n"
 
@@ -280,6 +295,8 @@ def markdown(c: Comparison, top: int = 10) -> str:
         L += ["#### Per family", ""] + _md_table(
             rows, ["family", "compared", "time geomean", "95% CI", "regressed", "improved"]) + [""]
     for bd in c.breakdowns:
+        if not _moved(c, bd.benchmark):
+            continue
         L += [f"#### Where {bd.benchmark} changed", ""]
         rows = [[ld.layer, ld.kind, f"{ld.delta_s * 1e3:+.3f} ms",
                  "-" if ld.share_of_change is None else f"{ld.share_of_change * 100:.0f}%"]
