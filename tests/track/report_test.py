@@ -18,8 +18,10 @@ writes) and a synthetic pair of tbd-shaped runs with 5 repetitions (written here
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import html.parser
+import io
 import json
 import os
 import random
@@ -139,13 +141,22 @@ def synthetic_run(path: str, new: bool, seed: int, extra_names=()) -> str:
             share *= 2.0
         t = share * step
         fl = 4.0e9 if kind == "Conv2d" else 5e7
-        bd.append({"benchmark": "ResNet50/train/batch:32", "layer": layer, "kind": kind,
-                   "problem": f"x (32, {64 * (1 + i % 4)}, 56, 56)", "fwd_time_s": t * 0.35,
-                   "bwd_time_s": t * 0.65, "flop_fwd": fl, "flop_bwd_data": fl,
-                   "flop_bwd_weights": fl, "share_of_step": share, "memory_bytes": 3e6 + i * 1e5,
-                   "flops": 3 * fl / t, "timer": "host"})
+        r = {"benchmark": "ResNet50/train/batch:32", "layer": layer, "kind": kind,
+             "problem": f"x (32, {64 * (1 + i % 4)}, 56, 56)", "fwd_time_s": t * 0.35,
+             "bwd_time_s": t * 0.65, "flop_fwd": fl, "flop_bwd_data": fl,
+             "flop_bwd_weights": fl, "share_of_step": share, "memory_bytes": 3e6 + i * 1e5,
+             "flops": 3 * fl / t, "timer": "host"}
+        if new:     # the newer breakdown: bytes and the roofline fields
+            by = 3 * (2e7 if kind == "Conv2d" else 4e7)
+            ai = 3 * fl / by
+            roof = min(4.4e11, ai * 2.0e10)
+            r.update(bytes=by, arithmetic_intensity=ai, roofline_utilization=r["flops"] / roof,
+                     bound="mem" if ai * 2.0e10 < 4.4e11 else "comp")
+        bd.append(r)
     ctx = dict(CTX, git_commit=("b" if new else "a") * 40, git_dirty="false",
                date="2026-12-02T10:00:00+00:00")
+    if new:
+        ctx["peak_bandwidth_bytes_per_s"] = "2e+10"
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"context": ctx, "benchmarks": bench, "tbd_breakdown": bd}, f)
     return path
@@ -427,7 +438,7 @@ class ReportHtmlTest(ReportTestBase):
         doc = self.full()
         expect = {"ab": {"ab-strip"}, "history": {"history"},
                   "throughput": {"throughput", "utilization", "layer-throughput"},
-                  "memory": {"memory"}, "layers": {"layer-share", "kind-share"}}
+                  "memory": {"memory"}, "layers": {"layer-share", "kind-share", "roofline"}}
         for sid, kinds in expect.items():
             with self.subTest(sid):
                 found = charts(section_html(doc, sid))
@@ -445,9 +456,16 @@ class ReportHtmlTest(ReportTestBase):
         strips = charts(section_html(doc, "ab"))
         self.assertTrue(strips)
         self.assertEqual(strips[0][1].count('class="mark"'), 10)
-        # Memory: 6 batches of ResNet50 with 6 categories each, a peak mark per bar.
-        mem = dict((k, s) for k, s in charts(section_html(doc, "memory")) if "ResNet50" in s)
-        self.assertTrue(mem)
+        # Memory: 6 batches of the synthetic ResNet50, 6 categories each, a peak mark per bar.
+        mem = [s for _, s in charts(section_html(doc, "memory")) if "ResNet50 (new.json)" in s]
+        self.assertEqual(len(mem), 1)
+        self.assertEqual(mem[0].count('<rect class="mark"'), 36)
+        self.assertEqual(mem[0].count('<line class="peak"'), 6)
+        # Layers: the newer breakdown's roofline columns, and the roof itself.
+        lay = section_html(doc, "layers")
+        for col in ("<th>bound</th>", '<th class="num">roofline util</th>', 'class="roof"'):
+            self.assertIn(col, lay)
+        self.assertIn("mem-bound", lay)
 
     def test_comparison_of_real_files(self):
         doc = report.build_html(self.real_cmp, None, [], "real")
@@ -498,6 +516,54 @@ class ReportHtmlTest(ReportTestBase):
         self.assertTrue(charts(section_html(doc, "ab")))    # 3 vs 3 repetitions
         self.assertIn("library_build_type", section_html(doc, "context"))
 
+    def test_not_comparable(self):
+        base, new = load_runs([GEMM_CONV]), load_runs([GEMM_CONV])
+        new[0].context = dict(new[0].context, device="NVIDIA H100", backend="cuda")
+        c = compare(base, new, load_config(None)).to_dict()
+        self.assertEqual(c["exit_code"], 3)
+        doc = report.build_html(c, None, new, "not comparable")
+        v = section_html(doc, "verdict")
+        self.assertIn("NOT COMPARABLE", v)
+        self.assertIn("exit code 3", v)
+        self.assertIn("Not comparable:</b> device differs", v)
+        self.assertIn("b-refuse", section_html(doc, "context"))
+
+    def test_tolerates_sparse_inputs(self):
+        """Missing fields, nulls, unknown commits, junk rows: a page, never a traceback."""
+        h = copy.deepcopy(self.history)
+        s0 = h["series"][0]
+        s0["events"].append({"kind": "step", "verdict": "regression", "commit": "deadbeef",
+                             "index": 500, "ratio": None, "from": None, "to": None,
+                             "fixed_by": "not-a-commit", "open": True})
+        s0["points"][3]["value"] = None
+        s0["points"][4].pop("samples")
+        h["series"] += [{"benchmark": "x", "metric": "m", "points": [{"index": 3}]},
+                        {"benchmark": "y"}]
+        runs = load_runs([MODELS])
+        runs[0].breakdown = [{"benchmark": "ResNet50/train/batch:4", "layer": "a"},
+                             {"benchmark": "ResNet50/train/batch:4", "layer": "b",
+                              "fwd_time_s": None, "kind": None}, {"no": "benchmark"}, "junk"]
+        c = {"verdict": "OK", "rows": [{"name": "a", "status": "compared",
+                                        "metrics": [{"metric": "real_time"}]}]}
+        doc = report.build_html(c, h, runs, "sparse")
+        self.assertEqual(parse(doc).errors, [])
+        self.assertEqual(sum(sections(doc).values()), 8)
+        # 120 commits: one chart per row, labels thinned, the line broken at missing commits.
+        h = copy.deepcopy(self.history)
+        commits = [dict(h["commits"][i % 14], commit=f"{i:040x}", short=f"{i:012x}")
+                   for i in range(120)]
+        h["commits"] = commits
+        h["series"] = [dict(h["series"][0], events=[], segments=[],
+                            points=[{"commit": commits[i]["commit"], "index": i,
+                                     "value": 0.4 + 0.01 * (i % 3), "samples": [0.4]}
+                                    for i in range(120) if i % 13])]
+        doc = report.build_html(None, h, [], "long")
+        svg = charts(doc)[0][1]
+        self.assertIn('class="grid g1"', doc)
+        self.assertLess(svg.count('class="cx"'), 60)
+        self.assertEqual(len(re.findall(r"M[\d.]+ [\d.]+", svg.split('class="line" d="')[1]
+                                        .split('"')[0])), 10)   # 9 gaps -> 10 pieces
+
     def test_empty_data_no_chart(self):
         h = copy.deepcopy(self.history)
         h["series"] = [dict(h["series"][0], points=[], segments=[], events=[])]
@@ -515,12 +581,13 @@ def run_cli(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="tbd_track")
     sub = p.add_subparsers(dest="cmd")
     report.add_parser(sub)
-    args = p.parse_args(["report"] + argv)
-    try:
-        return args.func(args)
-    except InputError as e:
-        print(f"tbd_track: {e}", file=sys.stderr)
-        return 2
+    with contextlib.redirect_stderr(io.StringIO()):      # keep the test's output readable
+        args = p.parse_args(["report"] + argv)
+        try:
+            return args.func(args)
+        except InputError as e:
+            print(f"tbd_track: {e}", file=sys.stderr)
+            return 2
 
 
 class CommandLineTest(ReportTestBase):

@@ -877,9 +877,12 @@ def section_history(h: dict) -> str:
             skipped.append(s)
             continue
         svg = history_chart(h, s)
-        head = (f'<code>{_e(s.get("benchmark"))}</code> &#183; {_e(s.get("metric"))} '
-                f'<span class="sub">({_e(s.get("direction", ""))} is better'
-                f'{", exact" if s.get("exact") else ""}; {_e(s.get("unit", ""))})</span>')
+        facts = [f'{s["direction"]} is better' if s.get("direction") in ("lower", "higher")
+                 else s.get("direction", ""), "exact" if s.get("exact") else "",
+                 s.get("unit", "")]
+        facts = "; ".join(str(f) for f in facts if f)
+        head = (f'<code>{_e(s.get("benchmark"))}</code> &#183; {_e(s.get("metric"))}'
+                + (f' <span class="sub">({_e(facts)})</span>' if facts else ""))
         sid = _slug(f'h-{s.get("benchmark", "")}-{s.get("metric", "")}', used)
         if not svg:
             figs.append(f'<figure><h3 id="{sid}">{head}</h3><p class="absent">No points on '
@@ -1147,7 +1150,90 @@ def section_memory(runs: list[Run]) -> str:
 # Section 7: per-layer breakdown
 
 OPTIONAL_BD = (("bytes", "bytes", "bytes"), ("arithmetic_intensity", "FLOP/B", ""),
-               ("roofline_utilization", "roofline util", "fraction"), ("bound", "bound", None))
+               ("roofline_utilization", "roofline util", "fraction"),
+               ("bandwidth_utilization", "bandwidth util", "fraction"), ("bound", "bound", None))
+
+
+class LogAxis:
+    """A log10 axis over [lo, hi] (positive), ticks at the powers of ten inside."""
+
+    def __init__(self, lo: float, hi: float):
+        self.lo = 10 ** math.floor(math.log10(lo) + 1e-9)
+        self.hi = 10 ** math.ceil(math.log10(hi) - 1e-9)
+        if self.hi <= self.lo:
+            self.hi = self.lo * 10
+        k0, k1 = round(math.log10(self.lo)), round(math.log10(self.hi))
+        self.ticks = [10.0 ** k for k in range(k0, k1 + 1)]
+
+    def frac(self, v: float) -> float:
+        return (math.log10(v) - math.log10(self.lo)) / (math.log10(self.hi) -
+                                                        math.log10(self.lo))
+
+
+def roofline_chart(bench: str, rows: list[dict], shares: list, peak: float | None,
+                   bw: float | None) -> str:
+    """Achieved FLOP/s vs arithmetic intensity per layer (log-log), with the roofs."""
+    pts = []
+    for r, (s, _) in zip(rows, shares):
+        ai, fl = _num(r.get("arithmetic_intensity")), _num(r.get("flops"))
+        if ai and fl and ai > 0 and fl > 0:
+            pts.append((ai, fl, s, r))
+    if len(pts) < 2:
+        return ""
+    xs = [p[0] for p in pts]
+    ys = [p[1] for p in pts] + ([peak] if peak else [])
+    xa, ya = LogAxis(min(xs), max(xs)), LogAxis(min(ys), max(ys) * 1.01)
+    w, h, left, right, top, bottom = 660, 330, 84, 20, 24, 52
+    pw, ph = w - left - right, h - top - bottom
+    x_of = lambda v: left + xa.frac(v) * pw  # noqa: E731
+    y_of = lambda v: top + (1 - ya.frac(v)) * ph  # noqa: E731
+    out = [_svg_open("roofline", w, h, f"roofline of {bench}")]
+    out.append(f'<text class="axt" x="{left}" y="12">achieved FLOP/s vs arithmetic intensity '
+               "(log-log), dot area ~ share of the step</text>")
+    for t in ya.ticks:
+        y = y_of(t)
+        out.append(f'<line class="grid" x1="{left}" x2="{w - right}" y1="{_c(y)}" y2="{_c(y)}"/>')
+        out.append(f'<text x="{left - 5}" y="{_c(y + 3.5)}" text-anchor="end">'
+                   f'{_e(fmt(t, "FLOP/s", 3))}</text>')
+    for t in xa.ticks:
+        x = x_of(t)
+        out.append(f'<line class="grid" x1="{_c(x)}" x2="{_c(x)}" y1="{top}" y2="{_c(top + ph)}"/>')
+        out.append(f'<text x="{_c(x)}" y="{_c(top + ph + 14)}" text-anchor="middle">'
+                   f"{_e(_g(t, 3))}</text>")
+    out.append(f'<text class="axt" x="{w - right}" y="{_c(top + ph + 30)}" text-anchor="end">'
+               "arithmetic intensity (FLOP/byte)</text>")
+    if peak and bw:
+        # The roof: min(peak, intensity x bandwidth), drawn across the x range.
+        knee = peak / bw
+        a0, a1 = xa.lo, xa.hi
+        seg = []
+        for a in ([a0] + ([knee] if a0 < knee < a1 else []) + [a1]):
+            seg.append((a, min(peak, a * bw)))
+        seg = [(a, v) for a, v in seg if ya.lo <= v <= ya.hi * 1.0001] or seg
+        d = " ".join(f'{"M" if i == 0 else "L"}{_c(x_of(a))} {_c(y_of(max(v, ya.lo)))}'
+                     for i, (a, v) in enumerate(seg))
+        out.append(f'<path class="roof" d="{d}"><title>roof: min({_e(fmt(peak, "FLOP/s"))}, '
+                   f'intensity x {_e(fmt(bw, "bytes/s"))})</title></path>')
+    elif peak:
+        y = y_of(peak)
+        out.append(f'<line class="roof" x1="{left}" x2="{w - right}" y1="{_c(y)}" y2="{_c(y)}">'
+                   f'<title>peak FP32 {_e(fmt(peak, "FLOP/s"))}</title></line>')
+    kinds = list(dict.fromkeys(str(p[3].get("kind", "")) for p in sorted(
+        pts, key=lambda p: -p[2])))
+    colour = {k: PALETTE[i % len(PALETTE)] for i, k in enumerate(kinds)}
+    for ai, fl, sh, r in sorted(pts, key=lambda p: -p[2]):
+        rad = 2.5 + 9 * math.sqrt(max(sh, 0.0))
+        out.append(f'<circle class="mark" cx="{_c(x_of(ai))}" cy="{_c(y_of(fl))}" '
+                   f'r="{_c(rad)}" fill="{colour[str(r.get("kind", ""))]}" fill-opacity="0.6">'
+                   f'<title>{_e(r.get("layer", ""))} ({_e(r.get("kind", ""))}): '
+                   f'{_e(_g(ai, 3))} FLOP/B, {_e(fmt(fl, "FLOP/s"))}, '
+                   f'{_e(fmt(sh, "fraction"))} of the step'
+                   f'{", " + _e(r.get("bound")) + "-bound" if r.get("bound") else ""}'
+                   "</title></circle>")
+    out += _legend([("dot", colour[k], k or "-") for k in kinds[:8]], left,
+                   top + ph + 46, pw)
+    out.append("</svg>")
+    return "".join(out)
 
 
 def _bd_time(r: dict) -> float:
@@ -1165,7 +1251,8 @@ def share_chart(kind: str, title: str, items: list[tuple[str, float, float, str]
     """Horizontal bars: (label, fwd share, bwd share, right-hand text) per item."""
     if not items:
         return ""
-    w, left, right, top, rowh = 660, 250, 160, 24, 17
+    w, left, top, rowh = 660, 250, 24, 17
+    right = int(min(250, max(120, 6.0 * max(len(t) for _, _, _, t in items) + 12)))
     h = top + rowh * len(items) + 30
     vmax = max(f + b for _, f, b, _ in items)
     ax = Axis(0.0, vmax, "fraction", n=4, zero=True)
@@ -1241,8 +1328,9 @@ def _breakdown_block(run: Run, bench: str, rows: list[dict], used: set) -> str:
     kinds: dict[str, list] = {}
     for i, r in enumerate(rows):
         k = str(r.get("kind", ""))
-        a = kinds.setdefault(k, [0, 0.0, 0.0, 0.0, 0.0])
+        a = kinds.setdefault(k, [0, 0.0, 0.0, 0.0, 0.0, 0])
         a[0] += 1
+        a[5] += str(r.get("bound", "")) == "mem"
         s, fr = shares[i]
         a[1] += s * fr
         a[2] += s * (1 - fr)
@@ -1254,6 +1342,8 @@ def _breakdown_block(run: Run, bench: str, rows: list[dict], used: set) -> str:
         txt = fmt(a[1] + a[2], "fraction") + f" \u00b7 {a[0]} layers"
         if rate:
             txt += " \u00b7 " + fmt(rate, "FLOP/s", 3)
+        if a[5]:
+            txt += f" \u00b7 {a[5]} mem-bound"
         kitems.append((k, a[1], a[2], txt))
     sid = _slug("bd-" + bench, used)
     cover = f"layer rows sum to {fmt(total, 's')}"
@@ -1268,6 +1358,10 @@ def _breakdown_block(run: Run, bench: str, rows: list[dict], used: set) -> str:
     out.append("<figure>" + share_chart("kind-share", "share of the step by layer kind "
                                         "\u00b7 FLOP/s over the kind's time",
                                         kitems[:20], 1.0) + "</figure>")
+    bw = _num(_float_str(run.context.get("peak_bandwidth_bytes_per_s")))
+    roof = roofline_chart(bench, rows, shares, peak, bw)
+    if roof:
+        out.append(f"<figure>{roof}</figure>")
     out.append("</div>")
     opt = [(k, lab, u) for k, lab, u in OPTIONAL_BD if any(k in r for r in rows)]
     cols = [("#", "num"), ("layer", "text"), ("kind", "text"), ("problem", "text"),
@@ -1545,6 +1639,7 @@ svg.chart .outlier{fill:none;stroke-width:1.6}
 svg.chart .event{stroke-width:1.4}
 svg.chart .recovered{fill:#cf222e;opacity:.06}
 svg.chart .peak{stroke:#1f2328;stroke-width:2}
+svg.chart .roof{fill:none;stroke:#1f2328;stroke-width:1.5;stroke-dasharray:6 3}
 svg.chart .fwd{fill:#4e79a7}
 svg.chart .bwd{fill:#a0cbe8}
 footer{margin-top:40px;color:var(--mut);font-size:11.5px;border-top:1px solid var(--line);
