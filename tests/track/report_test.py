@@ -8,7 +8,7 @@ CSP first in <head>, escaping of hostile names, sections present or absent with 
 charts with marks, plain Google Benchmark JSON. The Chromium test renders the report headless
 with networking off (a fresh network namespace) and reads back what the page's own script wrote
 into <body data-*>: script errors, CSP violations, charts drawn, tables sorted correctly; it
-keeps a screenshot in $TBD_TEST_OUTPUT_DIR (default: a new temporary folder, printed).
+keeps a screenshot in $TBD_TEST_OUTPUT_DIR (default: <temp dir>/tbd_track-report-test, printed).
 
 Inputs: the committed results/*.json, a hand-made history document
 (tests/track/data/history-example.json, the format `tbd_track history detect --format json`
@@ -452,6 +452,10 @@ class ReportHtmlTest(ReportTestBase):
         self.assertIn('class="mark outlier"', hist)
         self.assertIn("step x1.18 fixed", hist)
         self.assertIn("drift x1.17 open", hist)
+        self.assertIn("1 open regressions, 1 acknowledged", hist)
+        self.assertIn("open, acknowledged", hist)
+        self.assertIn("1 unmeasured commit before (bisect)", hist)
+        self.assertIn("off the branch</b> 1 stored commits", hist)
         # The A/B plots of the synthetic pair have 5 dots a side.
         strips = charts(section_html(doc, "ab"))
         self.assertTrue(strips)
@@ -548,6 +552,17 @@ class ReportHtmlTest(ReportTestBase):
         doc = report.build_html(c, h, runs, "sparse")
         self.assertEqual(parse(doc).errors, [])
         self.assertEqual(sum(sections(doc).values()), 8)
+        # A model row with a peak but no mem_* categories: no bars (a chart without marks
+        # would fail the browser check), the peak in the table.
+        p = os.path.join(self.tmp, "peak-only.json")
+        with open(p, "w", encoding="utf-8") as f:
+            json.dump({"context": CTX, "benchmarks": _rows(
+                "Fake/train/batch:1", "ms", [10.0, 10.1, 10.2],
+                lambda t: {"items_per_second": 100 / t, "peak_memory_bytes": 1000.0}, 3)}, f)
+        mem = section_html(report.build_html(None, None, load_runs([p]), "peak"), "memory")
+        self.assertEqual(charts(mem), [])
+        self.assertIn("No mem_* categories", mem)
+        self.assertIn("1000 B", mem)
         # 120 commits: one chart per row, labels thinned, the line broken at missing commits.
         h = copy.deepcopy(self.history)
         commits = [dict(h["commits"][i % 14], commit=f"{i:040x}", short=f"{i:012x}")
@@ -573,6 +588,64 @@ class ReportHtmlTest(ReportTestBase):
         h["series"] = []
         doc = report.build_html(None, h, [], "no series")
         self.assertIn("no series", section_html(doc, "history"))
+
+
+def _have_history_module() -> bool:
+    try:
+        from track import history  # noqa: F401,PLC0415
+        import fake_repo  # noqa: F401,PLC0415
+    except ImportError:
+        return False
+    return True
+
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # fake_repo, when merged
+
+
+@unittest.skipUnless(_have_history_module(),
+                     "track.history or tests/track/fake_repo.py not on this branch")
+class HistoryDocumentTest(unittest.TestCase):
+    """The report reads what `tbd_track history detect --format json` writes (the real thing,
+    over a fake repository), not only the hand-made example."""
+
+    def test_report_of_a_real_history_document(self):
+        import fake_repo  # noqa: PLC0415
+        from track import history  # noqa: PLC0415
+        from track.cli import to_json  # noqa: PLC0415
+        speeds = [1.0, 1.0, 1.0, 1.2, 1.2, 1.2, 1.0, 1.0, 1.1, 1.1]
+        repo, shas = fake_repo.make_repo(speeds)
+        tmp = tempfile.mkdtemp(prefix="tbd-report-history-")
+        try:
+            rng = random.Random(5)
+            paths = []
+            for i, (sha, sp) in enumerate(zip(shas, speeds)):
+                rows = _rows("Fake/train/batch:1", "ms",
+                             [10 * sp * (1 + rng.gauss(0, 0.005)) for _ in range(3)],
+                             lambda t, i=i: {"items_per_second": 1000 / t,
+                                             "peak_memory_bytes": 1000.0 + 512 * (i >= 8)},
+                             reps=3)
+                p = os.path.join(tmp, f"run-{i}.json")
+                with open(p, "w", encoding="utf-8") as f:
+                    json.dump({"context": dict(CTX, git_commit=sha, git_dirty="false",
+                                               date=f"2026-12-03T10:{i:02d}:00+00:00"),
+                               "benchmarks": rows}, f)
+                paths.append(p)
+            store = os.path.join(tmp, "store")
+            history.add(store, paths, quiet=True)
+            doc = json.loads(to_json(history.build_document(
+                store, repo, metrics=["real_time", "peak_memory_bytes"])))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(repo, ignore_errors=True)
+        html_ = report.build_html(None, doc, [], "history")
+        self.assertEqual(parse(html_).errors, [])
+        hist = section_html(html_, "history")
+        self.assertEqual(len(charts(hist)), len(doc["series"]))
+        nev = sum(len(s["events"]) for s in doc["series"])
+        self.assertGreater(nev, 0)
+        self.assertEqual(hist.count("<tr class=\"v-"), nev)
+        self.assertIn("fixed in", hist)
+        self.assertEqual(html_, report.build_html(None, doc, [], "history"))
 
 
 def run_cli(argv: list[str]) -> int:
@@ -630,7 +703,9 @@ def output_dir() -> str:
     if d:
         os.makedirs(d, exist_ok=True)
         return d
-    return tempfile.mkdtemp(prefix="tbd-report-test-output-")
+    d = os.path.join(tempfile.gettempdir(), "tbd_track-report-test")   # overwritten each run
+    os.makedirs(d, exist_ok=True)
+    return d
 
 
 def no_network_prefix() -> tuple[list[str], str]:

@@ -666,6 +666,11 @@ def section_ab(c: dict) -> str:
                f'{_e(_g(ratio, 4) if ratio is not None else "-")} ({_e(fmt_pct(ratio))}), '
                + (f"CI of the ratio {_e(ci)}" if ci else "no CI (too few samples)")
                + (f'; <span class="sub">{_e(m.get("test"))}</span>' if m.get("test") else ""))
+        if mv == "regression":
+            # Every row carries its parameters: this reruns exactly it, with more samples.
+            flt = "^" + re.escape(_strip_gb(str(r.get("name", "")))) + "$"
+            cap += ('<br><span class="sub">rerun: </span><code class="cmd">tbd_bench '
+                    f"--benchmark_filter='{_e(flt)}' --benchmark_repetitions=10</code>")
         out.append(f'<figure class="v-{_e(mv)}">{svg}<figcaption>{cap}</figcaption></figure>')
     out.append("</div>")
     if len(picked) > limit:
@@ -805,11 +810,12 @@ HISTORY_GRID_MAX = 30   # commits: up to this many, history charts sit two to a 
 
 
 def _event_rank(ev: dict) -> int:
+    """0 open regression, 1 acknowledged open one, 2 closed regression, 3 improvement."""
     if ev.get("verdict") == "regression" and ev.get("open"):
-        return 0
+        return 1 if ev.get("acknowledged") else 0
     if ev.get("verdict") == "regression":
-        return 1
-    return 2
+        return 2
+    return 3
 
 
 def section_history(h: dict) -> str:
@@ -818,13 +824,17 @@ def section_history(h: dict) -> str:
     by_sha = {c.get("commit"): c for c in commits}
     out = []
     mi = h.get("machine_info") or {}
-    facts = [("machine", h.get("machine", "")), ("store", h.get("store", ""))]
+    facts = [("machine", h.get("machine", "")), ("store", h.get("store", "")),
+             ("ref", h.get("ref", ""))]
     facts += [(k, v) for k, v in mi.items() if not isinstance(v, (dict, list))]
+    off = [str(c) for c in h.get("off_branch") or []]
     out.append('<p class="facts">' + " &#183; ".join(
         f"<b>{_e(k)}</b> {_e(v)}" for k, v in facts if v not in (None, "")) +
         f" &#183; <b>commits</b> {len(commits)}"
         + (f' ({_e(commits[0].get("short", ""))} &#8230; {_e(commits[-1].get("short", ""))})'
-           if commits else "") + "</p>")
+           if commits else "")
+        + (f' &#183; <span title="{_e(", ".join(c[:12] for c in off))}"><b>off the branch'
+           f"</b> {len(off)} stored commits (not drawn)</span>" if off else "") + "</p>")
     evs = []
     for si, s in enumerate(series):
         for ei, ev in enumerate(s.get("events") or []):
@@ -840,6 +850,11 @@ def section_history(h: dict) -> str:
             ratio = _num(ev.get("ratio"))
             state = ("open" if ev.get("open") else
                      f'fixed in {str(ev.get("fixed_by"))[:8]}' if ev.get("fixed_by") else "closed")
+            if ev.get("acknowledged"):
+                state += ", acknowledged"
+            um = ev.get("unmeasured_between")
+            if isinstance(um, int) and um > 0:
+                state += f"; {um} unmeasured commit{'s' if um > 1 else ''} before (bisect)"
             fb = by_sha.get(ev.get("fixed_by"), {}) if ev.get("fixed_by") else {}
             rows.append([Cell(f'<code>{_e(s.get("benchmark"))}</code>', cls="name"),
                          s.get("metric", ""),
@@ -851,12 +866,15 @@ def section_history(h: dict) -> str:
                               f'{str(ev.get("prev_commit", ""))[:12]})'),
                          Cell(_e(f"x{ratio:.3g} ({fmt_pct(ratio)})" if ratio is not None
                                  else "-") + f'<br><span class="sub">{_e(level)}</span>', ratio),
-                         Cell(_e(state), title=fb.get("subject", "")),
+                         Cell(_e(state), title=str(ev.get("acknowledged") or
+                                                   fb.get("subject", ""))),
                          Cell(_e(ev.get("detail", "")), cls="note")])
-            rcls.append("v-" + str(ev.get("verdict", "")) + (" open" if ev.get("open") else ""))
+            rcls.append("v-" + ("acknowledged" if rank == 1 else str(ev.get("verdict", ""))) +
+                        (" open" if ev.get("open") else ""))
         nopen = sum(1 for t in evs if t[0] == 0)
+        nack = sum(1 for t in evs if t[0] == 1)
         out.append(f'<h3 id="change-points">Change points ({len(evs)}; {nopen} open '
-                   "regressions)</h3>")
+                   f"regressions{f', {nack} acknowledged' if nack else ''})</h3>")
         out.append(_table([("benchmark", "text"), ("metric", "text"),
                            ("verdict, kind", "text"), ("first commit after", "text"),
                            ("change, level", "num"),
@@ -865,7 +883,7 @@ def section_history(h: dict) -> str:
     else:
         out.append('<p class="absent">No change points in the history.</p>')
     order = sorted(range(len(series)), key=lambda i: (
-        min([_event_rank(e) for e in series[i].get("events") or []] or [3]), i))
+        min([_event_rank(e) for e in series[i].get("events") or []] or [4]), i))
     limit = 80
     drawn = 0
     skipped = []
@@ -877,9 +895,14 @@ def section_history(h: dict) -> str:
             skipped.append(s)
             continue
         svg = history_chart(h, s)
+        thr, noise = _num(s.get("threshold")), _num(s.get("noise"))
         facts = [f'{s["direction"]} is better' if s.get("direction") in ("lower", "higher")
                  else s.get("direction", ""), "exact" if s.get("exact") else "",
-                 s.get("unit", "")]
+                 s.get("unit", ""),
+                 f"threshold {_g(thr * 100, 3)}%" if thr is not None and not s.get("exact") else "",
+                 # the detector's noise is of log values for ratio-like metrics
+                 f"noise {_g(math.expm1(noise) * 100, 2)}%" if noise and not s.get("exact")
+                 else ""]
         facts = "; ".join(str(f) for f in facts if f)
         head = (f'<code>{_e(s.get("benchmark"))}</code> &#183; {_e(s.get("metric"))}'
                 + (f' <span class="sub">({_e(facts)})</span>' if facts else ""))
@@ -1070,8 +1093,8 @@ def memory_chart(key: str, d: dict) -> str:
     for n, (b, _) in sorted(d.items()):
         parts = [(lab, col, _med(b, m) or 0.0) for m, lab, col in MEM_CATEGORIES]
         peak = _med(b, "peak_memory_bytes")
-        if sum(v for _, _, v in parts) <= 0 and not peak:
-            continue
+        if sum(v for _, _, v in parts) <= 0:
+            continue        # no categories (a peak alone is in the table)
         bars.append((n, parts, peak))
     if not bars:
         return ""
@@ -1121,22 +1144,29 @@ def section_memory(runs: list[Run]) -> str:
     figs, rows = [], []
     for key, d in models.items():
         svg = memory_chart(key, d)
-        if not svg:
-            continue
-        figs.append(f'<figure><h3>{_e(key)}</h3>{svg}</figure>')
+        if svg:
+            figs.append(f'<figure><h3>{_e(key)}</h3>{svg}</figure>')
         for n, (b, _) in sorted(d.items()):
             vals = [_med(b, m) for m, _, _ in MEM_CATEGORIES]
-            total = sum(v for v in vals if v is not None)
+            have = [v for v in vals if v is not None]
+            total = sum(have) if have else None
             peak = _med(b, "peak_memory_bytes")
+            if total is None and peak is None:
+                continue
             rows.append([Cell(f"<code>{_e(key)}</code>", cls="name"), Cell(str(n), n)] +
                         [Cell(_e(fmt(v, "bytes")), v) for v in vals] +
                         [Cell(_e(fmt(total, "bytes")), total), Cell(_e(fmt(peak, "bytes")), peak),
                          Cell(_e(fmt(peak / total, "fraction")) if peak and total else "-",
                               peak / total if peak and total else None)])
-    if not figs:
+    if not rows:
         return ('<p class="absent">No model rows with memory counters (mem_*, '
                 "peak_memory_bytes) in the runs.</p>")
-    out = ['<div class="grid">' + "".join(figs) + "</div>"]
+    out = []
+    if figs:
+        out.append('<div class="grid">' + "".join(figs) + "</div>")
+    else:
+        out.append('<p class="absent">No mem_* categories in the model rows: no stacked bars, '
+                   "the peaks are in the table.</p>")
     out.append(_table([("model", "text"), ("batch", "num")] +
                       [(lab, "num") for _, lab, _ in MEM_CATEGORIES] +
                       [("sum", "num"), ("peak", "num"), ("peak/sum", "num")], rows,
@@ -1605,6 +1635,7 @@ line-height:17px;background:var(--soft);color:var(--mut)}
 .b-acknowledged,.b-added,.b-unit-converted{background:var(--bluebg);color:var(--blue)}
 .caption,figcaption{font-size:11.5px;color:var(--mut);margin:4px 0}
 figcaption code{font-size:11px;color:var(--fg)}
+code.cmd{user-select:all;background:var(--bg2);padding:0 3px;border-radius:3px}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(470px,1fr));gap:10px;
 margin:6px 0}
 .grid.g2{grid-template-columns:repeat(auto-fill,minmax(640px,1fr))}
