@@ -499,7 +499,10 @@ class ReportHtmlTest(ReportTestBase):
         for status in ("broken", "fixed", "added", "removed"):
             self.assertIn(f"b-{status}", t, status)
         self.assertIn("out of memory", t)
-        self.assertIn("ResNet50/train/batch:32", section_html(doc, "ab"))
+        ab = section_html(doc, "ab")
+        self.assertIn("ResNet50/train/batch:32", ab)
+        self.assertIn("tbd_bench --benchmark_filter='^ResNet50/train/batch:16$' "
+                      "--benchmark_repetitions=10", ab)           # under each regression
         lay = section_html(doc, "layers")                   # base -> new layer deltas
         self.assertIn("where the step changed", lay)
         self.assertIn("layer3.0.conv1", lay)

@@ -631,6 +631,11 @@ def strip_plot(name: str, m: dict, threshold: float | None) -> str:
     return "".join(out)
 
 
+def _ere_escape(s: str) -> str:
+    """A POSIX extended regex matching s literally (tbd_bench's --benchmark_filter)."""
+    return re.sub(r"([.\[\](){}*+?|^$\\])", r"\\\1", s)
+
+
 def section_ab(c: dict) -> str:
     thr = _num(c.get("threshold"))
     picked = []
@@ -668,7 +673,7 @@ def section_ab(c: dict) -> str:
                + (f'; <span class="sub">{_e(m.get("test"))}</span>' if m.get("test") else ""))
         if mv == "regression":
             # Every row carries its parameters: this reruns exactly it, with more samples.
-            flt = "^" + re.escape(_strip_gb(str(r.get("name", "")))) + "$"
+            flt = "^" + _ere_escape(str(r.get("name", ""))) + "$"
             cap += ('<br><span class="sub">rerun: </span><code class="cmd">tbd_bench '
                     f"--benchmark_filter='{_e(flt)}' --benchmark_repetitions=10</code>")
         out.append(f'<figure class="v-{_e(mv)}">{svg}<figcaption>{cap}</figcaption></figure>')
@@ -1276,8 +1281,7 @@ def _bd_flop(r: dict):
     return sum(parts) if parts else None
 
 
-def share_chart(kind: str, title: str, items: list[tuple[str, float, float, str]],
-                total_share: float) -> str:
+def share_chart(kind: str, title: str, items: list[tuple[str, float, float, str]]) -> str:
     """Horizontal bars: (label, fwd share, bwd share, right-hand text) per item."""
     if not items:
         return ""
@@ -1383,11 +1387,10 @@ def _breakdown_block(run: Run, bench: str, rows: list[dict], used: set) -> str:
            f"{_e(os.path.basename(run.path))}: {len(rows)} layers, {_e(cover)}</span></h3>"]
     out.append('<div class="grid g2">')
     out.append("<figure>" + share_chart("layer-share", "share of the step, top layers "
-                                        "(fwd | bwd) \u00b7 achieved FLOP/s", top,
-                                        sum(s for s, _ in shares)) + "</figure>")
+                                        "(fwd | bwd) \u00b7 achieved FLOP/s", top) + "</figure>")
     out.append("<figure>" + share_chart("kind-share", "share of the step by layer kind "
                                         "\u00b7 FLOP/s over the kind's time",
-                                        kitems[:20], 1.0) + "</figure>")
+                                        kitems[:20]) + "</figure>")
     bw = _num(_float_str(run.context.get("peak_bandwidth_bytes_per_s")))
     roof = roofline_chart(bench, rows, shares, peak, bw)
     if roof:
