@@ -226,6 +226,12 @@ class Acknowledged(unittest.TestCase):
         self.assertEqual(c.exit_code, 1)
         self.assertIn("expired", render.text(c))
 
+    def test_the_example_config_loads(self):
+        cfg = load_config(os.path.join(os.path.dirname(TBD_TRACK), "track", "example.toml"))
+        self.assertEqual((len(cfg.rules), len(cfg.acks)), (2, 1))
+        self.assertEqual(cfg.settings("Dropout/x/fwd/batch:8", "real_time").threshold, 0.10)
+        self.assertEqual(cfg.settings("Conv2d/x/fwd/batch:8", "cpu_time").direction, "info")
+
     def test_rule_thresholds_and_directions(self):
         t = TempFiles()
         a = t.write("a.json", doc(reps("Gemm/g/fwd/batch:1", [10, 10.1, 10.2, 10.1, 10], "us")))

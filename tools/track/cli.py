@@ -35,6 +35,11 @@ def write_atomic(path: str, data: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(data)
+        # mkstemp makes the file 0600; outputs are for reading (CI artifacts, web folders):
+        # the permissions an ordinary file gets under the umask.
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -176,14 +176,27 @@ def load_run(path: str) -> Run:
                breakdown=bd if isinstance(bd, list) else [], metrics_meta=meta)
 
 
-def load_runs(paths: list[str]) -> list[Run]:
+def load_runs(paths: list[str], warn=None) -> list[Run]:
+    """Files, or folders of files. In a folder, JSON files that are not benchmark runs (a
+    peer's results, a comparison) are skipped with a warning; a file named alone must be one."""
     runs = []
     for p in paths:
         if os.path.isdir(p):
             files = sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith(".json"))
-            if not files:
-                raise InputError(f"{p}: a directory without .json files")
-            runs.extend(load_run(f) for f in files)
+            found = 0
+            for f in files:
+                try:
+                    runs.append(load_run(f))
+                    found += 1
+                except InputError as e:
+                    (warn or _warn)(f"skipped {e}")
+            if not found:
+                raise InputError(f"{p}: a folder without benchmark JSON files")
         else:
             runs.append(load_run(p))
     return runs
+
+
+def _warn(msg: str) -> None:
+    import sys  # noqa: PLC0415
+    print(f"tbd_track: {msg}", file=sys.stderr)

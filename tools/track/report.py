@@ -1856,11 +1856,6 @@ def run_report(args) -> int:
     from .cli import write_atomic  # noqa: PLC0415 (cli imports this module's siblings)
     text = build_html(comparison, history, runs, args.title)
     write_atomic(args.output, text)
-    # mkstemp creates 0600; a report is for reading (a CI artifact, a web folder): the
-    # permissions an ordinary file would get under the umask.
-    mask = os.umask(0o022)
-    os.umask(mask)
-    os.chmod(args.output, 0o666 & ~mask)
     print(f"tbd_track: wrote {args.output} ({len(text.encode('utf-8'))} bytes)",
           file=sys.stderr)
     return 0
