@@ -2,7 +2,7 @@
 //
 // One line per row, in the order rows finish, with a [k/n] progress counter (n = benchmarks the
 // filter selects; repetitions of one benchmark share its k):
-//   [ 3/61] Conv2d/resnet50.layer2.1.conv2/fwd/batch:8   4.21 ms   1900   440.2  71.2%  comp  80.3%  38.5 MiB
+//   [ 3/61] Conv2d/resnet50.layer2.1.conv2/fwd/batch:8   4.21 ms   1900   440.2  71.2%  comp  71.2%  38.5 MiB
 // columns: time per iteration, samples/s, achieved GFLOP/s, FP32 utilization, the roofline
 // bound (`mem` when arithmetic intensity x peak bandwidth is below the peak FLOP/s, else
 // `comp`; core/roofline.h), roofline utilization (bandwidth utilization for rows without
