@@ -39,6 +39,10 @@ class CounterSession {
   virtual double peak_fp32_flops() const = 0;
   virtual double peak_tf32_flops() const = 0;
   virtual std::string peak_source() const = 0;
+  // Peak device memory bandwidth (bytes/s; 0: unknown), the roofline's memory roof, measured
+  // once per session (CUDA: a device-to-device copy), and how it was obtained.
+  virtual double peak_bandwidth_bytes_per_s() const = 0;
+  virtual std::string peak_bandwidth_method() const = 0;
 };
 
 // nullptr for backends without counters (CPU) or when the CUDA build has none; `why` says so.

@@ -1,4 +1,5 @@
-// layers/activation.cpp: names, shape checks and FLOP count of Activation (all backends).
+// layers/activation.cpp: names, shape checks, FLOP and byte counts of Activation (all
+// backends).
 #include "layers/activation.h"
 
 namespace tbd {
@@ -39,6 +40,12 @@ Flops activation_flops(const ActivationConfig& cfg, const Shape& x) {
     case ActKind::kGelu: return Flops{8 * e, 10 * e, 0};
   }
   return Flops{};
+}
+
+Bytes activation_bytes(const ActivationConfig& cfg, const Shape& x) {
+  (void)cfg;  // every kind reads one saved tensor (x or y) in backward: the same bytes
+  const double e = static_cast<double>(x.numel());
+  return Bytes{bytes_of(2 * e), bytes_of(3 * e), 0};
 }
 
 }  // namespace tbd

@@ -3,6 +3,9 @@
 //   x: any shape, any layout  y: like x
 // FLOPs (per element, counted as the usual formula): relu 1/1, leaky relu 2/2,
 // tanh 4/3, sigmoid 4/3, gelu (erf) 8/10 for fwd/bwd_data. No weights.
+// Bytes (FP32; a lower bound, layers/layer.h), E = elements of x:
+//   fwd 4*2E (read x, write y); bwd_data 4*3E (read dy and one saved tensor: x for relu,
+//   leaky relu and gelu, y for tanh and sigmoid; write dx); bwd_weights 0.
 #pragma once
 
 #include "layers/layer.h"
@@ -23,5 +26,6 @@ struct ActivationConfig {
 Shape activation_output_shape(const std::string& name, const ActivationConfig& cfg,
                               const TensorDesc& x);
 Flops activation_flops(const ActivationConfig& cfg, const Shape& x);
+Bytes activation_bytes(const ActivationConfig& cfg, const Shape& x);
 
 }  // namespace tbd

@@ -1,4 +1,5 @@
-// layers/attention.cpp: input checks and FLOP count of MultiHeadAttention (all backends).
+// layers/attention.cpp: input checks, FLOP and byte counts of MultiHeadAttention (all
+// backends).
 #include "layers/attention.h"
 
 namespace tbd {
@@ -62,6 +63,27 @@ Flops attention_flops(const MultiHeadAttentionConfig& c, const AttentionDims& d,
     f.bwd_weights += 2 * (mq + mk) * D;
   }
   return f;
+}
+
+Bytes attention_bytes(const MultiHeadAttentionConfig& c, const AttentionDims& d,
+                      bool dropout_active) {
+  const double D = static_cast<double>(d.D);
+  const double q = static_cast<double>(d.N) * d.Tq * D;   // one (N, Tq, D) tensor
+  const double kv = static_cast<double>(d.N) * d.Tk * D;  // one (N, Tk, D) tensor
+  const double e = static_cast<double>(d.N) * d.h * d.Tq * d.Tk;
+  const double weights = 4 * D * D, params = weights + (c.bias ? 4 * D : 0.0);
+  const double kv_in = c.cross ? kv : 0.0;
+  constexpr double kMaskBytesPerScore = 1;
+  const double mask = dropout_active ? kMaskBytesPerScore * e : 0.0;
+  Bytes b;
+  // q_in, kv_in, parameters; y, Q, K, V, P, O.
+  b.fwd = bytes_of(q + kv_in + params + q + q + 2 * kv + e + q) + mask;
+  if (c.padding_mask) b.fwd += bytes_of(static_cast<double>(d.N), DType::kI32);
+  // dy, weights, Q, K, V, P; dq_in, dkv_in, dQ, dK, dV.
+  b.bwd_data = bytes_of(q + weights + q + 2 * kv + e + q + kv_in + q + 2 * kv) + mask;
+  // dy, O, dQ, dK, dV, q_in, kv_in; read and write the parameter gradients.
+  b.bwd_weights = bytes_of(q + q + q + 2 * kv + q + kv_in + 2 * params);
+  return b;
 }
 
 }  // namespace tbd

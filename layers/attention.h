@@ -27,6 +27,19 @@
 //         + input-gradient sums: self 2*Mq*D (three projections into one input), cross Mk*D
 //   bwd_weights = 4*Mq*D*D + 4*Mk*D*D (dWq, dWo, dWk, dWv) + 4*D*D (accumulate)
 //         [+ 2*(Mq + Mk)*D bias-gradient sums]
+//
+// Bytes (FP32, 4 per element; a lower bound, layers/layer.h). The kind saves Q, K, V (the
+// projections), P (the attention probabilities, E floats) and O (the heads' outputs before the
+// output projection) for backward, as both implementations do; a fused kernel that recomputes P
+// (flash attention) would move less. Wt = 4*D*D [+ 4*D biases]; [cross] terms only for cross
+// attention (self attention reads q_in once for all three projections):
+//   fwd = 4*(Mq*D q_in + [cross] Mk*D kv_in + Wt + Mq*D y + Mq*D Q + 2*Mk*D K, V + E P
+//            + Mq*D O) [+ 4*N kv_lengths] [+ E: the one-byte dropout mask]
+//   bwd_data = 4*(Mq*D dy + 4*D*D weights + Mq*D Q + 2*Mk*D K, V + E P + Mq*D dq_in
+//            + [cross] Mk*D dkv_in + (Mq + 2*Mk)*D dQ, dK, dV, kept for the weight gradients)
+//            [+ E: the dropout mask]
+//   bwd_weights = 4*(Mq*D dy + Mq*D O + (Mq + 2*Mk)*D dQ, dK, dV + Mq*D q_in + [cross] Mk*D
+//            kv_in + 2*Wt: read and write every parameter gradient)
 #pragma once
 
 #include <cmath>
@@ -61,6 +74,9 @@ AttentionDims attention_dims(const std::string& name, const MultiHeadAttentionCo
 inline Shape attention_output_shape(const AttentionDims& d) { return Shape{d.N, d.Tq, d.D}; }
 // FLOPs as documented above; `dropout_active` adds the dropout terms (training with p > 0).
 Flops attention_flops(const MultiHeadAttentionConfig& cfg, const AttentionDims& d,
+                      bool dropout_active);
+// Bytes as documented above; `dropout_active` adds the mask.
+Bytes attention_bytes(const MultiHeadAttentionConfig& cfg, const AttentionDims& d,
                       bool dropout_active);
 
 // The attention-dropout mask, counter based: element i of the forward numbered `step` is kept

@@ -1,4 +1,5 @@
-// layers/batchnorm2d.cpp: shape checks and FLOP count of BatchNorm2d (shared by all backends).
+// layers/batchnorm2d.cpp: shape checks, FLOP and byte counts of BatchNorm2d (shared by all
+// backends).
 #include "layers/batchnorm2d.h"
 
 namespace tbd {
@@ -20,6 +21,11 @@ Shape batchnorm2d_output_shape(const std::string& name, const BatchNorm2dConfig&
 Flops batchnorm2d_flops(const Shape& x) {
   double e = static_cast<double>(x.numel());
   return Flops{8 * e, 10 * e, 4 * e};
+}
+
+Bytes batchnorm2d_bytes(const Shape& x) {
+  const double e = static_cast<double>(x.numel()), c = static_cast<double>(x[1]);
+  return Bytes{bytes_of(2 * e + 8 * c), bytes_of(3 * e + 3 * c), bytes_of(2 * e + 6 * c)};
 }
 
 }  // namespace tbd

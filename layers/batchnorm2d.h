@@ -6,6 +6,15 @@
 // Running statistics are buffers, not parameters: category dynamic, not weights.
 // FLOPs: fwd 8*N*C*H*W (mean, var, normalise, scale+shift), bwd_data 10*N*C*H*W,
 //        bwd_weights 4*N*C*H*W (dgamma, dbeta reductions).
+// Bytes (FP32, training mode; a lower bound, layers/layer.h), E = N*C*H*W:
+//   fwd         = 4*(2E + 8C)  read x, gamma, beta, running mean and var; write y, the saved
+//                              batch mean and variance, running mean and var
+//   bwd_data    = 4*(3E + 3C)  read dy, x, saved mean and variance, gamma; write dx
+//   bwd_weights = 4*(2E + 6C)  read dy, x, saved mean and variance; read and write dgamma, dbeta
+// x is read once per phase; a streaming forward reads it twice (statistics, then normalise),
+// so 2E bounds a real kernel's 3E from below. The libraries compute dx, dgamma and dbeta in one
+// backward; its usual two passes (reductions, then dx) move the 5E that bwd_data + bwd_weights
+// count.
 #pragma once
 
 #include "layers/layer.h"
@@ -24,6 +33,7 @@ struct BatchNorm2dConfig {
 Shape batchnorm2d_output_shape(const std::string& name, const BatchNorm2dConfig& cfg,
                                const TensorDesc& x);
 Flops batchnorm2d_flops(const Shape& x);
+Bytes batchnorm2d_bytes(const Shape& x);
 
 // Every backend's BatchNorm2d derives from this, so callers (tests, checkpoints, eval runs)
 // reach the running statistics without knowing the backend.

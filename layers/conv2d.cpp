@@ -1,4 +1,4 @@
-// layers/conv2d.cpp: shape inference and FLOP count of Conv2d (shared by all backends).
+// layers/conv2d.cpp: shape inference, FLOP and byte counts of Conv2d (shared by all backends).
 #include "layers/conv2d.h"
 
 namespace tbd {
@@ -32,6 +32,15 @@ Flops conv2d_flops(const Conv2dConfig& c, const Shape& x, const Shape& y) {
                y[2] * y[3];
   double bias = c.bias ? static_cast<double>(y.numel()) : 0.0;
   return Flops{2 * mac + bias, 2 * mac, 2 * mac + bias};
+}
+
+Bytes conv2d_bytes(const Conv2dConfig& c, const Shape& x, const Shape& y) {
+  const double xe = static_cast<double>(x.numel()), ye = static_cast<double>(y.numel());
+  const double we = static_cast<double>(c.out_channels) * static_cast<double>(x[1] / c.groups) *
+                    static_cast<double>(c.kernel_h * c.kernel_w);
+  const double be = c.bias ? static_cast<double>(c.out_channels) : 0.0;
+  return Bytes{bytes_of(xe + we + be + ye), bytes_of(ye + we + xe),
+               bytes_of(xe + ye + 2 * (we + be))};
 }
 
 }  // namespace tbd

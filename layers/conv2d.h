@@ -6,6 +6,11 @@
 //   fwd         = 2*N*K*(C/groups)*R*S*P*Q  (+ N*K*P*Q with bias)
 //   bwd_data    = 2*N*K*(C/groups)*R*S*P*Q  (dgrad)
 //   bwd_weights = 2*N*K*(C/groups)*R*S*P*Q  (wgrad, + N*K*P*Q for the bias gradient)
+// Bytes (FP32, 4 per element; a lower bound, the model in layers/layer.h), with
+// X = N*C*H*W, Y = N*K*P*Q, Wt = K*(C/groups)*R*S, B = K with bias else 0:
+//   fwd         = 4*(X + Wt + B + Y)        read x, w, b; write y
+//   bwd_data    = 4*(Y + Wt + X)            read dy, w; write dx
+//   bwd_weights = 4*(X + Y + 2*(Wt + B))    read x, dy; read and write dw, db (+=)
 #pragma once
 
 #include "layers/layer.h"
@@ -42,5 +47,6 @@ struct Conv2dConfig {
 // Checks x against cfg (throws naming the layer) and returns y's shape.
 Shape conv2d_output_shape(const std::string& name, const Conv2dConfig& cfg, const Shape& x);
 Flops conv2d_flops(const Conv2dConfig& cfg, const Shape& x, const Shape& y);
+Bytes conv2d_bytes(const Conv2dConfig& cfg, const Shape& x, const Shape& y);
 
 }  // namespace tbd

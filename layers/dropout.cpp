@@ -1,4 +1,4 @@
-// layers/dropout.cpp: shape checks and FLOP count of Dropout (shared by all backends).
+// layers/dropout.cpp: shape checks, FLOP and byte counts of Dropout (shared by all backends).
 #include "layers/dropout.h"
 
 namespace tbd {
@@ -20,6 +20,13 @@ Shape dropout_output_shape(const std::string& name, const DropoutConfig& cfg, co
 Flops dropout_flops(const Shape& x) {
   double e = static_cast<double>(x.numel());
   return Flops{2 * e, e, 0};
+}
+
+Bytes dropout_bytes(const Shape& x) {
+  constexpr double kMaskBytesPerElement = 1;  // the mask is one byte per element (see above)
+  const double e = static_cast<double>(x.numel());
+  const double pass = bytes_of(2 * e) + kMaskBytesPerElement * e;
+  return Bytes{pass, pass, 0};
 }
 
 }  // namespace tbd

@@ -9,6 +9,8 @@
 //   Element i is the i-th element in memory order, so a blocked tensor's mask is a different
 //   (equally distributed) one than its row-major twin's.
 // FLOPs: fwd 2*E (compare, scale), bwd_data E.
+// Bytes (training; a lower bound, layers/layer.h): fwd 4*2E + E (read x, write y and the
+//   one-byte mask), bwd_data 4*2E + E (read dy and the mask, write dx), bwd_weights 0.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,7 @@ struct DropoutConfig {
 
 Shape dropout_output_shape(const std::string& name, const DropoutConfig& cfg, const TensorDesc& x);
 Flops dropout_flops(const Shape& x);
+Bytes dropout_bytes(const Shape& x);
 
 // The mask, shared by every backend and by the tests' reference. One splitmix64 hash gives
 // four 16-bit uniforms (elements 4j..4j+3); element i is dropped iff its uniform is below

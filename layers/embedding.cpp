@@ -1,4 +1,5 @@
-// layers/embedding.cpp: shape checks and FLOP count of Embedding (shared by all backends).
+// layers/embedding.cpp: shape checks, FLOP and byte counts of Embedding (shared by all
+// backends).
 #include "layers/embedding.h"
 
 namespace tbd {
@@ -26,6 +27,13 @@ Flops embedding_flops(const EmbeddingConfig& cfg, const Shape& ids) {
   double e = static_cast<double>(ids.numel()) * static_cast<double>(cfg.dim);
   bool scaled = cfg.scale != 1.0;
   return Flops{scaled ? e : 0.0, 0, scaled ? 2 * e : e};
+}
+
+Bytes embedding_bytes(const EmbeddingConfig& cfg, const Shape& ids) {
+  const double m = static_cast<double>(ids.numel());
+  const double rows = m * static_cast<double>(cfg.dim);
+  const double id_bytes = bytes_of(m, DType::kI32);
+  return Bytes{id_bytes + bytes_of(2 * rows), 0, id_bytes + bytes_of(3 * rows)};
 }
 
 }  // namespace tbd

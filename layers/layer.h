@@ -1,4 +1,5 @@
-// layers/layer.h: the Layer interface, parameters, FLOP counts and the per-backend registry.
+// layers/layer.h: the Layer interface, parameters, FLOP and byte counts and the per-backend
+// registry.
 //
 // Gradient policy (the one place it is written down):
 //   * Parameter gradients ACCUMULATE: backward() adds into Param::grad (+=). The owner zeroes
@@ -13,7 +14,8 @@
 // library primitives are created there. forward()/backward() never allocate.
 //
 // Each layer kind has a Config struct with `static constexpr const char* kKind`, shape
-// inference and a FLOP formula shared by every backend (layers/<kind>.h), and one
+// inference, a FLOP formula and a bytes formula shared by every backend (layers/<kind>.h;
+// implementations hand both to Layer::set_work, the only way to set them), and one
 // implementation file per backend (layers/cpu/<kind>_onednn.cpp, layers/cuda/<kind>_cudnn.cu)
 // that registers its factory with TBD_REGISTER_LAYER.
 #pragma once
@@ -45,6 +47,41 @@ struct Flops {
     return *this;
   }
 };
+
+// Analytic bytes moved, per phase: the minimal DRAM traffic of an ideal FP32 implementation,
+// a LOWER BOUND used for arithmetic intensity (FLOP/byte) and the roofline. The model, for
+// every kind (each kind's header spells out its formula beside the FLOPs):
+//   * element sizes from the dtype (4 bytes for f32 and for i32 ids; a dropout mask 1 byte);
+//   * a phase reads each tensor it needs exactly once and writes each tensor it produces
+//     exactly once: no re-reads for tiling, no write-allocate, no library scratch
+//     (workspaces, blocked weight copies) and no temporaries that an ideal fused kernel keeps
+//     on chip;
+//   * fwd reads the inputs and parameters and writes the outputs (and whatever the kind saves
+//     for backward: batch statistics, a dropout mask, gate activations);
+//   * bwd_data reads dy and the saved tensors its math needs (weights for conv and linear, x
+//     or y for activations, statistics for norms, the mask for dropout) and writes dx;
+//   * bwd_weights reads what the parameter gradients need (x, dy) and reads AND writes each
+//     parameter gradient (they accumulate, +=; see the gradient policy above);
+//   * the phases are separate passes (as dgrad and wgrad are separate primitives), so a phase
+//     sum reads dy twice; a kind whose libraries fuse both gradients (the norms) says so.
+struct Bytes {
+  double fwd = 0;
+  double bwd_data = 0;
+  double bwd_weights = 0;
+  double bwd() const { return bwd_data + bwd_weights; }
+  double total() const { return fwd + bwd_data + bwd_weights; }
+  Bytes& operator+=(const Bytes& o) {
+    fwd += o.fwd;
+    bwd_data += o.bwd_data;
+    bwd_weights += o.bwd_weights;
+    return *this;
+  }
+};
+
+// Bytes of `elements` elements of dtype `t`: the element size every bytes formula uses.
+inline double bytes_of(double elements, DType t = DType::kF32) {
+  return elements * static_cast<double>(dtype_size(t));
+}
 
 // How a parameter is initialised (deterministically, from the graph's seed).
 enum class Init {
@@ -86,6 +123,7 @@ class Layer {
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }
   const Flops& flops() const { return flops_; }
+  const Bytes& bytes() const { return bytes_; }
   // A one-line description of the problem: "x (32, 64, 56, 56) k=64 3x3 s1 p1".
   virtual std::string describe() const { return name_; }
 
@@ -108,14 +146,24 @@ class Layer {
                    int64_t fan_out, bool decay = true);
   // Checks the arity of a call (names the layer on failure).
   void check_arity(std::size_t got, std::size_t want, const char* what) const;
+  // Sets the analytic work of one call per phase, from the kind's shared formulas
+  // (<kind>_flops and <kind>_bytes in layers/<kind>.h). FLOPs and bytes are set together and
+  // only here, so no backend can report one without the other.
+  void set_work(const Flops& flops, const Bytes& bytes) {
+    flops_ = flops;
+    bytes_ = bytes;
+  }
 
   Backend& be_;
   std::string name_;
   std::vector<TensorDesc> inputs_;
   std::vector<TensorDesc> outputs_;
   std::vector<Param> params_;
-  Flops flops_;
   bool training_ = true;
+
+ private:
+  Flops flops_;
+  Bytes bytes_;
 };
 
 // Helpers for the shape checks every layer makes at build. They throw tbd::Error with messages

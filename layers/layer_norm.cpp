@@ -1,4 +1,5 @@
-// layers/layer_norm.cpp: shape checks and FLOP count of LayerNorm (shared by all backends).
+// layers/layer_norm.cpp: shape checks, FLOP and byte counts of LayerNorm (shared by all
+// backends).
 #include "layers/layer_norm.h"
 
 namespace tbd {
@@ -15,6 +16,13 @@ Shape layer_norm_output_shape(const std::string& name, const LayerNormConfig& cf
 Flops layer_norm_flops(const Shape& x) {
   double e = static_cast<double>(x.numel());
   return Flops{8 * e, 12 * e, 4 * e};
+}
+
+Bytes layer_norm_bytes(const Shape& x) {
+  const double e = static_cast<double>(x.numel()), d = static_cast<double>(x[-1]);
+  const double m = e / d;
+  return Bytes{bytes_of(2 * e + 2 * d + 2 * m), bytes_of(3 * e + 2 * m + d),
+               bytes_of(2 * e + 2 * m + 4 * d)};
 }
 
 }  // namespace tbd

@@ -5,6 +5,13 @@
 //   Saved for backward (feature_maps): mean and variance per row, (M) each.
 //   gamma initialises to ones, beta to zeros; neither takes weight decay.
 // FLOPs: fwd 8*M*D, bwd_data 12*M*D, bwd_weights 4*M*D (M = product of leading dims).
+// Bytes (FP32; a lower bound, layers/layer.h), E = M*D:
+//   fwd         = 4*(2E + 2D + 2M)  read x, gamma, beta; write y, the saved mean and variance
+//   bwd_data    = 4*(3E + 2M + D)   read dy, x, saved mean and variance, gamma; write dx
+//   bwd_weights = 4*(2E + 2M + 4D)  read dy, x, saved mean and variance; read and write dgamma,
+//                                   dbeta
+// As for BatchNorm2d, implementations compute all three gradients in one backward; the phase
+// sum counts x and dy twice.
 #pragma once
 
 #include "layers/layer.h"
@@ -19,5 +26,6 @@ struct LayerNormConfig {
 // Checks x against cfg (throws naming the layer); y has x's shape.
 Shape layer_norm_output_shape(const std::string& name, const LayerNormConfig& cfg, const Shape& x);
 Flops layer_norm_flops(const Shape& x);
+Bytes layer_norm_bytes(const Shape& x);
 
 }  // namespace tbd

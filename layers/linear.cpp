@@ -1,4 +1,5 @@
-// layers/linear.cpp: shape inference and FLOP counts of Linear and Gemm (shared by all backends).
+// layers/linear.cpp: shape inference, FLOP and byte counts of Linear and Gemm (shared by all
+// backends).
 #include "layers/linear.h"
 
 namespace tbd {
@@ -20,6 +21,14 @@ Flops linear_flops(const LinearConfig& cfg, const Shape& x) {
   double mac = m * static_cast<double>(x[-1]) * static_cast<double>(cfg.out_features);
   double bias = cfg.bias ? m * static_cast<double>(cfg.out_features) : 0.0;
   return Flops{2 * mac + bias, 2 * mac, 2 * mac + bias};
+}
+
+Bytes linear_bytes(const LinearConfig& cfg, const Shape& x) {
+  const double m = static_cast<double>(x.numel() / x[-1]);
+  const double din = static_cast<double>(x[-1]), dout = static_cast<double>(cfg.out_features);
+  const double xe = m * din, ye = m * dout, we = dout * din, be = cfg.bias ? dout : 0.0;
+  return Bytes{bytes_of(xe + we + be + ye), bytes_of(ye + we + xe),
+               bytes_of(xe + ye + 2 * (we + be))};
 }
 
 Shape gemm_output_shape(const std::string& name, const GemmConfig& cfg, const Shape& a,
@@ -62,6 +71,16 @@ Flops gemm_flops(const GemmConfig& cfg, const GemmDims& d) {
   double mac = bmn * d.k;
   double bias = cfg.bias ? bmn : 0.0;
   return Flops{2 * mac + bias, 4 * mac, bias};
+}
+
+Bytes gemm_bytes(const GemmConfig& cfg, const GemmDims& d) {
+  const double batch = static_cast<double>(d.batch);
+  const double a = batch * static_cast<double>(d.m * d.k);
+  const double b = (d.b_shared ? 1.0 : batch) * static_cast<double>(d.k * d.n);
+  const double y = batch * static_cast<double>(d.m * d.n);
+  const double bias = cfg.bias ? static_cast<double>(d.n) : 0.0;
+  return Bytes{bytes_of(a + b + bias + y), bytes_of(y + 2 * a + 2 * b),
+               cfg.bias ? bytes_of(y + 2 * bias) : 0.0};
 }
 
 }  // namespace tbd

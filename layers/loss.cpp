@@ -1,4 +1,4 @@
-// layers/loss.cpp: shape checks and FLOP counts of the losses (shared by all backends).
+// layers/loss.cpp: shape checks, FLOP and byte counts of the losses (shared by all backends).
 #include "layers/loss.h"
 
 namespace tbd {
@@ -30,6 +30,14 @@ Flops softmax_cross_entropy_flops(const Shape& logits) {
   return Flops{4 * e, 3 * e, 0};
 }
 
+Bytes softmax_cross_entropy_bytes(const Shape& logits) {
+  const double e = static_cast<double>(logits.numel());
+  const double m = e / static_cast<double>(logits[-1]);
+  const double labels = bytes_of(m, DType::kI32);
+  // Saved for backward: the per-row log-sum-exp (M) and the count of rows in the mean (1).
+  return Bytes{bytes_of(e + 1 + m + 1) + labels, bytes_of(1 + 1 + e + m + e) + labels, 0};
+}
+
 Shape mse_loss_output_shape(const std::string& name, const TensorDesc& pred,
                             const TensorDesc& target) {
   const char* k = MseLossConfig::kKind;
@@ -47,6 +55,11 @@ Shape mse_loss_output_shape(const std::string& name, const TensorDesc& pred,
 Flops mse_loss_flops(const Shape& pred) {
   double e = static_cast<double>(pred.numel());
   return Flops{3 * e, 3 * e, 0};
+}
+
+Bytes mse_loss_bytes(const Shape& pred) {
+  const double e = static_cast<double>(pred.numel());
+  return Bytes{bytes_of(2 * e + 1), bytes_of(1 + 4 * e), 0};
 }
 
 }  // namespace tbd

@@ -11,8 +11,14 @@
 //   dy[0], which the graph seeds with 1. Saved for backward (feature_maps): the per-row
 //   log-sum-exp and the count of rows in the mean, M + 1 floats.
 //   FLOPs fwd 4*M*V, bwd_data 3*M*V.
+//   Bytes (a lower bound, layers/layer.h; f32 and i32 labels, 4 bytes each), E = M*V:
+//   fwd 4*(E + M + M + 2) (read logits and labels; write the loss, the saved log-sum-exp and
+//   count), bwd_data 4*(2 + E + M + M + E) (read dy, the count, logits, log-sum-exp and labels;
+//   write dlogits), bwd_weights 0.
 // MseLoss: pred, target: same shape  y: (1) = mean((pred - target)^2); gradients to both.
 //   FLOPs fwd 3*E, bwd_data 3*E.
+//   Bytes (FP32): fwd 4*(2E + 1) (read pred, target; write the loss), bwd_data 4*(1 + 4E)
+//   (read dy, pred, target; write both gradients), bwd_weights 0.
 // Both reduce in a fixed order (per-row or per-block partial sums, then one serial sum), so
 // the loss is bit-identical from run to run whatever the thread schedule.
 #pragma once
@@ -36,8 +42,10 @@ Shape softmax_cross_entropy_output_shape(const std::string& name,
                                          const SoftmaxCrossEntropyConfig& cfg,
                                          const TensorDesc& logits, const TensorDesc& labels);
 Flops softmax_cross_entropy_flops(const Shape& logits);
+Bytes softmax_cross_entropy_bytes(const Shape& logits);
 Shape mse_loss_output_shape(const std::string& name, const TensorDesc& pred,
                             const TensorDesc& target);
 Flops mse_loss_flops(const Shape& pred);
+Bytes mse_loss_bytes(const Shape& pred);
 
 }  // namespace tbd

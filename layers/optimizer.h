@@ -3,7 +3,11 @@
 // An optimizer is built once for its parameters: its state (momentum, moments) is allocated
 // then, tagged optimizer_state. step() reads Param::grad and updates Param::value in place; it
 // does not zero the gradients (Graph::zero_grad does, per the gradient policy in layer.h).
-// FLOPs per step are analytic per element (documented on each config).
+// FLOPs and bytes per step are analytic per element (documented on each config) and computed
+// by the shared <kind>_flops / <kind>_bytes functions below, which every backend calls.
+// Bytes follow the model of layers/layer.h (a lower bound; FP32, 4 bytes per element): one
+// step reads every parameter, its gradient and its state once and writes the parameter and
+// its state once.
 #pragma once
 
 #include <memory>
@@ -20,6 +24,8 @@ namespace tbd {
 // v = momentum*v + (g + wd*w); w -= lr*v   (PyTorch convention; no buffer when momentum = 0:
 // w -= lr*(g + wd*w)). 4 FLOPs/element with momentum and weight decay (2 each), 2 for the
 // update: 6 in all. State: v (numel floats) when momentum != 0.
+// Bytes: 4*5 per element with momentum (read w, g, v; write w, v), 4*3 without (read w, g;
+// write w); weight decay reads nothing more.
 struct SgdConfig {
   static constexpr const char* kKind = "SGD";
   double lr = 0.1;
@@ -32,6 +38,7 @@ struct SgdConfig {
 // mhat = m/(1-b1^t), vhat = v/(1-b2^t), t the step number from 1.
 // Counted as 12 FLOPs/element (sqrt and divide as 1 each), +2 where weight decay applies
 // (either form). State: m and v (2 x numel floats); kind() is "AdamW" when decoupled.
+// Bytes: 4*7 per element (read w, g, m, v; write w, m, v).
 struct AdamConfig {
   static constexpr const char* kKind = "Adam";
   double lr = 1e-3;
@@ -46,6 +53,7 @@ struct AdamConfig {
 // (buf only with momentum > 0; without it w -= lr*g/(sqrt(sq)+eps)); weight decay g += wd*w.
 // Counted as 8 FLOPs/element (+2 with momentum, +2 where weight decay applies).
 // State: sq, and buf with momentum (numel floats each).
+// Bytes: 4*5 per element (read w, g, sq; write w, sq), 4*7 with momentum (and buf).
 struct RmspropConfig {
   static constexpr const char* kKind = "RMSprop";
   double lr = 1e-2;
@@ -55,19 +63,36 @@ struct RmspropConfig {
   double weight_decay = 0.0;
 };
 
+// FLOPs and bytes of one step over `params`, as documented on each config (all backends).
+double sgd_flops(const SgdConfig& cfg, const std::vector<Param*>& params);
+double sgd_bytes(const SgdConfig& cfg, const std::vector<Param*>& params);
+double adam_flops(const AdamConfig& cfg, const std::vector<Param*>& params);
+double adam_bytes(const AdamConfig& cfg, const std::vector<Param*>& params);
+double rmsprop_flops(const RmspropConfig& cfg, const std::vector<Param*>& params);
+double rmsprop_bytes(const RmspropConfig& cfg, const std::vector<Param*>& params);
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
   virtual const char* kind() const = 0;
   virtual void step() = 0;
-  // FLOPs of one step over all parameters.
+  // FLOPs and bytes moved of one step over all parameters.
   double flops() const { return flops_; }
+  double bytes() const { return bytes_; }
   const std::vector<Param*>& params() const { return params_; }
 
  protected:
   explicit Optimizer(std::vector<Param*> params) : params_(std::move(params)) {}
+  // FLOPs and bytes are set together and only here (see Layer::set_work).
+  void set_work(double flops, double bytes) {
+    flops_ = flops;
+    bytes_ = bytes;
+  }
   std::vector<Param*> params_;
+
+ private:
   double flops_ = 0;
+  double bytes_ = 0;
 };
 
 template <class Config>

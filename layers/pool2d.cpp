@@ -1,4 +1,4 @@
-// layers/pool2d.cpp: shape inference and FLOP count of Pool2d and GlobalAvgPool2d.
+// layers/pool2d.cpp: shape inference, FLOP and byte counts of Pool2d and GlobalAvgPool2d.
 #include "layers/pool2d.h"
 
 namespace tbd {
@@ -39,6 +39,12 @@ Flops pool2d_flops(const Pool2dConfig& c, const Shape& x, const Shape& y) {
   return Flops{out * (win + 1), out * (win + 1), 0};
 }
 
+Bytes pool2d_bytes(const Pool2dConfig& c, const Shape& x, const Shape& y) {
+  const double xe = static_cast<double>(x.numel()), ye = static_cast<double>(y.numel());
+  const double bwd = c.pool == PoolKind::kMax ? ye + 2 * xe : ye + xe;
+  return Bytes{bytes_of(xe + ye), bytes_of(bwd), 0};
+}
+
 Shape global_avg_pool2d_output_shape(const std::string& name, const TensorDesc& x) {
   check_pool_input(GlobalAvgPool2dConfig::kKind, name, x);
   return Shape{x.shape[0], x.shape[1]};
@@ -47,6 +53,11 @@ Shape global_avg_pool2d_output_shape(const std::string& name, const TensorDesc& 
 Flops global_avg_pool2d_flops(const Shape& x) {
   double e = static_cast<double>(x.numel());
   return Flops{e, e, 0};
+}
+
+Bytes global_avg_pool2d_bytes(const Shape& x) {
+  const double xe = static_cast<double>(x.numel()), ye = static_cast<double>(x[0] * x[1]);
+  return Bytes{bytes_of(xe + ye), bytes_of(ye + xe), 0};
 }
 
 }  // namespace tbd

@@ -5,6 +5,11 @@
 // GlobalAvgPool2d:  x: (N, C, H, W) any layout  y: (N, C) row-major (ready for Linear)
 // FLOPs: max fwd N*C*P*Q*R*S compares, bwd_data N*C*P*Q; avg fwd N*C*P*Q*(R*S+1),
 // bwd_data N*C*P*Q*(R*S+1); global avg: fwd N*C*H*W, bwd_data N*C*H*W.
+// Bytes (FP32; a lower bound, layers/layer.h), X = N*C*H*W, Y = N*C*P*Q (global: N*C):
+//   fwd 4*(X + Y) (read x, write y); bwd_weights 0;
+//   bwd_data: avg and global avg 4*(Y + X) (read dy, write dx); max 4*(Y + 2X) (read dy and x,
+//   where the maximum is found again, write dx: the model saves no argmax workspace, so the
+//   index workspace oneDNN and cuDNN keep is their own extra traffic).
 #pragma once
 
 #include "layers/layer.h"
@@ -43,8 +48,10 @@ const char* to_string(PoolKind k);  // "max", "avg"
 // window lies wholly in padding; the padded input holds one window); returns (N, C, P, Q).
 Shape pool2d_output_shape(const std::string& name, const Pool2dConfig& cfg, const TensorDesc& x);
 Flops pool2d_flops(const Pool2dConfig& cfg, const Shape& x, const Shape& y);
+Bytes pool2d_bytes(const Pool2dConfig& cfg, const Shape& x, const Shape& y);
 // Checks x (rank 4 f32, positive dims); returns (N, C).
 Shape global_avg_pool2d_output_shape(const std::string& name, const TensorDesc& x);
 Flops global_avg_pool2d_flops(const Shape& x);
+Bytes global_avg_pool2d_bytes(const Shape& x);
 
 }  // namespace tbd

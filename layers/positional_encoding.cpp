@@ -1,4 +1,4 @@
-// layers/positional_encoding.cpp: the sinusoid table.
+// layers/positional_encoding.cpp: the sinusoid table, FLOP and byte counts (all backends).
 #include "layers/positional_encoding.h"
 
 #include <cmath>
@@ -8,6 +8,16 @@ namespace tbd {
 double sinusoid(int64_t t, int64_t d, int64_t dim) {
   double freq = std::pow(10000.0, -static_cast<double>(2 * (d / 2)) / static_cast<double>(dim));
   return d % 2 == 0 ? std::sin(t * freq) : std::cos(t * freq);
+}
+
+Flops positional_encoding_flops(const Shape& x) {
+  return Flops{static_cast<double>(x.numel()), 0, 0};
+}
+
+Bytes positional_encoding_bytes(const Shape& x) {
+  const double e = static_cast<double>(x.numel());
+  const double table = static_cast<double>(x[1] * x[2]);
+  return Bytes{bytes_of(2 * e + table), bytes_of(2 * e), 0};
 }
 
 }  // namespace tbd

@@ -3,6 +3,8 @@
 //   x: (N, T, D) row-major  y: like x.  y[n,t,2i] = x + sin(t / 10000^(2i/D)),
 //   y[n,t,2i+1] = x + cos(t / 10000^(2i/D)). The table is a constant built at construction
 //   (category dynamic). dx = dy. FLOPs: fwd N*T*D, bwd_data 0.
+// Bytes (FP32; a lower bound, layers/layer.h), E = N*T*D: fwd 4*(2E + T*D) (read x and the
+//   table, write y), bwd_data 4*2E (read dy, write dx: a copy), bwd_weights 0.
 #pragma once
 
 #include "layers/layer.h"
@@ -15,5 +17,8 @@ struct PositionalEncodingConfig {
 
 // The table value at (t, d) in float64, shared by implementations and tests.
 double sinusoid(int64_t t, int64_t d, int64_t dim);
+// x: (N, T, D).
+Flops positional_encoding_flops(const Shape& x);
+Bytes positional_encoding_bytes(const Shape& x);
 
 }  // namespace tbd

@@ -1,4 +1,4 @@
-// layers/rnn.cpp: shape checks, FLOP counts and parameter counts of LSTM, GRU and LSTMCell
+// layers/rnn.cpp: shape checks, FLOP, byte and parameter counts of LSTM, GRU and LSTMCell
 // (shared by all backends; the formulas are documented in layers/rnn.h).
 #include "layers/rnn.h"
 
@@ -9,6 +9,12 @@ constexpr int64_t kLstmGates = 4;
 constexpr int64_t kGruGates = 3;
 constexpr double kLstmElementwise = 17;  // per hidden unit and step, see rnn.h
 constexpr double kGruElementwise = 15;
+// Values saved per hidden unit and position for backward (rnn.h): LSTM 4 gates + the cell
+// state; GRU 3 gates + W_hn h + b_hn. Bias vectors per gate row: LSTM 1, GRU 2.
+constexpr int64_t kLstmSaved = 5;
+constexpr int64_t kGruSaved = 4;
+constexpr int64_t kLstmBiasVectors = 4;
+constexpr int64_t kGruBiasVectors = 6;
 
 Shape sequence_output_shape(const char* kind, const std::string& name, int64_t hidden,
                             int64_t num_layers, bool bidirectional, const Shape& x) {
@@ -36,6 +42,29 @@ Flops sequence_flops(const Shape& x, int64_t hidden, int64_t num_layers, bool bi
     for (int64_t d = 0; d < dirs; ++d) f += cell_flops(tn, in, hidden, gates, elementwise);
   }
   return f;
+}
+
+// One direction of one layer with input width `in`, over T*N positions (rnn.h).
+Bytes cell_bytes(double tn, int64_t in, int64_t hidden, int64_t gates, int64_t saved,
+                 int64_t bias_vectors) {
+  const double h = static_cast<double>(hidden), x = tn * static_cast<double>(in);
+  const double pw = static_cast<double>(gates * hidden * (in + hidden));
+  const double pb = static_cast<double>(bias_vectors * hidden);
+  const double s = tn * static_cast<double>(saved) * h, dgates = tn * static_cast<double>(gates) * h;
+  return Bytes{bytes_of(x + pw + pb + tn * h + s), bytes_of(tn * h + s + pw + x + dgates),
+               bytes_of(x + tn * h + dgates + 2 * (pw + pb))};
+}
+
+Bytes sequence_bytes(const Shape& x, int64_t hidden, int64_t num_layers, bool bidirectional,
+                     int64_t gates, int64_t saved, int64_t bias_vectors) {
+  const int64_t dirs = bidirectional ? 2 : 1;
+  const double tn = static_cast<double>(x[0]) * x[1];
+  Bytes b;
+  for (int64_t l = 0; l < num_layers; ++l) {
+    int64_t in = l == 0 ? x[2] : hidden * dirs;
+    for (int64_t d = 0; d < dirs; ++d) b += cell_bytes(tn, in, hidden, gates, saved, bias_vectors);
+  }
+  return b;
 }
 
 int64_t sequence_params(int64_t input_size, int64_t hidden, int64_t num_layers,
@@ -91,14 +120,36 @@ Flops lstm_cell_flops(const LstmCellConfig& cfg, const Shape& x) {
   return cell_flops(static_cast<double>(x[0]), x[1], cfg.hidden, kLstmGates, kLstmElementwise);
 }
 
+Bytes lstm_bytes(const LstmConfig& cfg, const Shape& x) {
+  return sequence_bytes(x, cfg.hidden, cfg.num_layers, cfg.bidirectional, kLstmGates, kLstmSaved,
+                        kLstmBiasVectors);
+}
+
+Bytes gru_bytes(const GruConfig& cfg, const Shape& x) {
+  return sequence_bytes(x, cfg.hidden, cfg.num_layers, cfg.bidirectional, kGruGates, kGruSaved,
+                        kGruBiasVectors);
+}
+
+Bytes lstm_cell_bytes(const LstmCellConfig& cfg, const Shape& x) {
+  const double n = static_cast<double>(x[0]), i = static_cast<double>(x[1]);
+  const double h = static_cast<double>(cfg.hidden);
+  const double nh = n * h, ni = n * i;
+  const double pw = static_cast<double>(kLstmGates * cfg.hidden * (x[1] + cfg.hidden));
+  const double pb = static_cast<double>(kLstmBiasVectors * cfg.hidden);
+  const double gates = static_cast<double>(kLstmGates) * nh;
+  return Bytes{bytes_of(ni + 2 * nh + pw + pb + 2 * nh + gates),
+               bytes_of(2 * nh + gates + nh + pw + ni + 2 * nh + gates),
+               bytes_of(ni + nh + gates + 2 * (pw + pb))};
+}
+
 int64_t lstm_param_count(const LstmConfig& cfg, int64_t input_size) {
   return sequence_params(input_size, cfg.hidden, cfg.num_layers, cfg.bidirectional, kLstmGates,
-                         /*bias_vectors=*/4);
+                         kLstmBiasVectors);
 }
 
 int64_t gru_param_count(const GruConfig& cfg, int64_t input_size) {
   return sequence_params(input_size, cfg.hidden, cfg.num_layers, cfg.bidirectional, kGruGates,
-                         /*bias_vectors=*/6);
+                         kGruBiasVectors);
 }
 
 int64_t lstm_cell_param_count(const LstmCellConfig& cfg, int64_t input_size) {

@@ -22,6 +22,22 @@
 // LstmCell: one step. Inputs x (N, I), h (N, H), c (N, H); outputs h' (N, H), c' (N, H).
 //   Parameters w_ih (4H, I), w_hh (4H, H), b (4H): 4H*(I+H) + 4H. FLOPs: the LSTM formulas
 //   with T = 1.
+// Bytes (FP32, 4 per element; a lower bound, layers/layer.h). Per layer l and direction, with
+//   TN = T*N, Pw = G*H*(I_l+H) weights, Pb = B*H biases and S values saved per position for
+//   backward (cuDNN's reserve space): LSTM S = 5H (4 gates and the cell state), GRU S = 4H (3
+//   gates and W_hn h + b_hn):
+//     fwd         = 4*(TN*I_l + Pw + Pb + TN*H + TN*S)   read x_l, parameters; write h, saved
+//     bwd_data    = 4*(TN*H + TN*S + Pw + TN*I_l + TN*G*H)
+//                   read dh, saved, weights; write dx_l and the gate gradients (for wgrad)
+//     bwd_weights = 4*(TN*I_l + TN*H + TN*G*H + 2*(Pw + Pb))
+//                   read x_l, h, gate gradients; read and write the parameter gradients
+//   Weights are read once per phase, not once per time step (an ideal kernel keeps them on
+//   chip, as persistent RNN kernels do); layer l's h is layer l+1's x.
+//   LstmCell (x, h, c in; h', c' out; saved: the 4H gates):
+//     fwd         = 4*(N*I + 2*N*H + Pw + Pb + 2*N*H + 4*N*H)
+//     bwd_data    = 4*(2*N*H + 4*N*H + N*H + Pw + N*I + 2*N*H + 4*N*H)
+//                   read dh', dc', gates, c, weights; write dx, dh, dc, gate gradients
+//     bwd_weights = 4*(N*I + N*H + 4*N*H + 2*(Pw + Pb))
 #pragma once
 
 #include "layers/layer.h"
@@ -58,6 +74,9 @@ Shape lstm_cell_output_shape(const std::string& name, const LstmCellConfig& cfg,
 Flops lstm_flops(const LstmConfig& cfg, const Shape& x);
 Flops gru_flops(const GruConfig& cfg, const Shape& x);
 Flops lstm_cell_flops(const LstmCellConfig& cfg, const Shape& x);
+Bytes lstm_bytes(const LstmConfig& cfg, const Shape& x);
+Bytes gru_bytes(const GruConfig& cfg, const Shape& x);
+Bytes lstm_cell_bytes(const LstmCellConfig& cfg, const Shape& x);
 
 // Parameter counts for input width I (the formulas above).
 int64_t lstm_param_count(const LstmConfig& cfg, int64_t input_size);

@@ -1,4 +1,4 @@
-// layers/tensor_ops.cpp: shape checks and FLOP counts of Add, Concat, Split, Reshape and
+// layers/tensor_ops.cpp: shape checks, FLOP and byte counts of Add, Concat, Split, Reshape and
 // Transpose (shared by all backends).
 #include "layers/tensor_ops.h"
 
@@ -51,6 +51,22 @@ TensorDesc add_output_desc(const std::string& name, const std::vector<TensorDesc
 }
 
 Flops add_flops(const Shape& x) { return Flops{static_cast<double>(x.numel()), 0, 0}; }
+
+Bytes add_bytes(const Shape& x) {
+  const double e = static_cast<double>(x.numel());
+  return Bytes{bytes_of(3 * e), bytes_of(3 * e), 0};
+}
+
+Bytes copy_bytes(const std::vector<TensorDesc>& x, const std::vector<TensorDesc>& y) {
+  double moved = 0;
+  bool grads = true;  // gradients flow only through f32 data
+  for (const TensorDesc& d : x) {
+    moved += static_cast<double>(d.bytes());
+    grads = grads && d.dtype == DType::kF32;
+  }
+  for (const TensorDesc& d : y) moved += static_cast<double>(d.bytes());
+  return Bytes{moved, grads ? moved : 0.0, 0};
+}
 
 Shape concat_output_shape(const std::string& name, const ConcatConfig& cfg,
                           const std::vector<TensorDesc>& x) {

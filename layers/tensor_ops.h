@@ -8,6 +8,11 @@
 // Transpose: y = permute(x, perm), e.g. perm {1, 0, 2} swaps the first two dims.  Row-major.
 // Axes may be negative (counted from the end). Concat, Split, Reshape and Transpose move
 // elements of any dtype (labels, indices); gradients flow for f32. None has weights.
+// Bytes (a lower bound, layers/layer.h; element size from the dtype):
+//   Add: fwd 4*3E (read x0, x1, write y), bwd_data 4*3E (read dy, write dx0 and dx1).
+//   Concat, Split, Reshape, Transpose (and the graph's Reorder): copies, no FLOPs. fwd reads
+//   every input and writes every output: bytes(x) + bytes(y), the same elements twice;
+//   bwd_data the same for the gradients (0 for non-f32 data, which takes no gradient).
 // The shape functions below check their inputs and throw naming the layer, the argument and
 // the dims; every backend calls them.
 #pragma once
@@ -47,6 +52,9 @@ struct TransposeConfig {
 // x0, x1 equal in shape, layout and dtype (f32); returns y's desc.
 TensorDesc add_output_desc(const std::string& name, const std::vector<TensorDesc>& x);
 Flops add_flops(const Shape& x);
+Bytes add_bytes(const Shape& x);
+// The copy kinds' bytes from their input and output descriptors (see above).
+Bytes copy_bytes(const std::vector<TensorDesc>& x, const std::vector<TensorDesc>& y);
 // At least one input, all row-major, same rank and dtype, equal except along axis.
 Shape concat_output_shape(const std::string& name, const ConcatConfig& cfg,
                           const std::vector<TensorDesc>& x);

@@ -27,12 +27,15 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
     t.kind = l.kind();
     t.problem = l.describe();
     t.flops = l.flops();
+    t.bytes = l.bytes();
     for (const Param& p : l.params()) {
       if (!p.tied) t.param_bytes += p.value.bytes() + p.grad.bytes();
     }
     for (const TensorDesc& d : l.output_descs()) t.output_bytes += d.bytes();
   }
   b.optimizer_flops = m.optimizer().flops();
+  b.optimizer_bytes = m.optimizer().bytes();
+  b.zero_grad_bytes = g.zero_grad_bytes();
   m.train_step();  // warm-up
   be.synchronize();
 
@@ -110,28 +113,62 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
   return b;
 }
 
-std::string format_breakdown(const StepBreakdown& b, const std::string& title) {
+RowRoofline row_roofline(double flop, double bytes, double seconds, const Roofline& roofline) {
+  RowRoofline r;
+  if (bytes <= 0) return r;
+  if (flop > 0) {
+    const double intensity = flop / bytes;
+    r.arithmetic_intensity = intensity;
+    if (roofline.known()) {
+      r.bound = roofline.memory_bound(intensity) ? "mem" : "comp";
+      if (seconds > 0) r.roofline_utilization = flop / seconds / roofline.roof(intensity);
+    }
+  } else {
+    r.bound = "mem";
+    if (roofline.peak_bytes_per_s > 0 && seconds > 0) {
+      r.bandwidth_utilization = bytes / seconds / roofline.peak_bytes_per_s;
+    }
+  }
+  return r;
+}
+
+std::string format_breakdown(const StepBreakdown& b, const std::string& title,
+                             const Roofline& roofline) {
   std::ostringstream os;
   char line[512];
   os << title << " — per-layer breakdown (" << (b.from_device_counters ? "CUPTI kernel time" : "host timers")
      << ")\n";
-  std::snprintf(line, sizeof(line), "%-40s %-20s %10s %10s %10s %9s %7s %10s\n", "layer", "kind",
-                "fwd ms", "bwd ms", "GFLOP", "GFLOP/s", "share", "mem MiB");
+  std::snprintf(line, sizeof(line), "%-31s %-19s %8s %8s %7s %7s %8s %6s %5s %6s %6s %8s\n",
+                "layer", "kind", "fwd ms", "bwd ms", "GFLOP", "GFLOP/s", "MB", "FLOP/B", "bound",
+                "roof", "share", "mem MiB");
   os << line;
+  auto pct = [](const std::optional<double>& v) {
+    char s[32];
+    if (v) std::snprintf(s, sizeof(s), "%.1f%%", *v * 100);
+    return v ? std::string(s) : std::string("-");
+  };
   auto row = [&](const std::string& name, const std::string& kind, double f, double bw,
-                 double flop, std::size_t mem) {
+                 double flop, double bytes, std::size_t mem) {
     double t = f + bw;
-    std::snprintf(line, sizeof(line), "%-40.40s %-20.20s %10.3f %10.3f %10.3f %9.1f %6.1f%% %10.2f\n",
+    RowRoofline rr = row_roofline(flop, bytes, t, roofline);
+    char ai[32] = "-";
+    if (rr.arithmetic_intensity) std::snprintf(ai, sizeof(ai), "%.1f", *rr.arithmetic_intensity);
+    std::string roof = rr.roofline_utilization ? pct(rr.roofline_utilization)
+                                               : pct(rr.bandwidth_utilization);
+    std::snprintf(line, sizeof(line),
+                  "%-31.31s %-19.19s %8.3f %8.3f %7.3f %7.1f %8.1f %6s %5s %6s %5.1f%% %8.2f\n",
                   name.c_str(), kind.c_str(), f * 1e3, bw * 1e3, flop * 1e-9,
-                  t > 0 ? flop / t * 1e-9 : 0.0, b.sum_s > 0 ? 100.0 * t / b.sum_s : 0.0,
+                  t > 0 ? flop / t * 1e-9 : 0.0, bytes * 1e-6, ai, rr.bound.c_str(),
+                  roof.c_str(), b.sum_s > 0 ? 100.0 * t / b.sum_s : 0.0,
                   static_cast<double>(mem) / (1 << 20));
     os << line;
   };
   for (const auto& t : b.layers) {
-    row(t.name, t.kind, t.fwd_s, t.bwd_s, t.flops.total(), t.param_bytes + t.output_bytes);
+    row(t.name, t.kind, t.fwd_s, t.bwd_s, t.flops.total(), t.bytes.total(),
+        t.param_bytes + t.output_bytes);
   }
-  row("(zero_grad)", "-", 0, b.zero_grad_s, 0, 0);
-  row("(optimizer)", "-", 0, b.optimizer_s, b.optimizer_flops, 0);
+  row("(zero_grad)", "-", 0, b.zero_grad_s, 0, b.zero_grad_bytes, 0);
+  row("(optimizer)", "-", 0, b.optimizer_s, b.optimizer_flops, b.optimizer_bytes, 0);
   std::snprintf(line, sizeof(line),
                 "sum of rows %.3f ms; un-instrumented step %.3f ms; rows/step = %.1f%%\n",
                 b.sum_s * 1e3, b.step_s * 1e3, b.step_s > 0 ? 100.0 * b.sum_s / b.step_s : 0.0);

@@ -7,10 +7,12 @@
 // un-instrumented step time is measured alongside so the gap is visible (`coverage`).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/counters.h"
+#include "core/roofline.h"
 #include "models/model.h"
 
 namespace tbd {
@@ -22,6 +24,7 @@ struct LayerTiming {
   double fwd_s = 0;      // mean seconds per step
   double bwd_s = 0;
   Flops flops;
+  Bytes bytes;                   // analytic bytes moved (a lower bound, layers/layer.h)
   std::size_t param_bytes = 0;   // weights + weight gradients
   std::size_t output_bytes = 0;  // activations this layer produces (feature maps)
 };
@@ -31,6 +34,8 @@ struct StepBreakdown {
   double zero_grad_s = 0;
   double optimizer_s = 0;
   double optimizer_flops = 0;
+  double optimizer_bytes = 0;
+  double zero_grad_bytes = 0;  // every gradient written once (Graph::zero_grad_bytes)
   double sum_s = 0;   // all rows + zero_grad + optimizer
   double step_s = 0;  // mean un-instrumented train_step() time
   bool from_device_counters = false;  // kernel time from CUPTI instead of host timers
@@ -39,7 +44,22 @@ struct StepBreakdown {
 // Measures `steps` instrumented steps (after one warm-up) and `steps` plain ones.
 StepBreakdown measure_breakdown(Model& m, int steps = 3, CounterSession* counters = nullptr);
 
-// A console table: layer, kind, fwd ms, bwd ms, GFLOP, GFLOP/s, share of step, memory.
-std::string format_breakdown(const StepBreakdown& b, const std::string& title);
+// The roofline columns of one row (core/roofline.h), from its FLOPs, bytes and time; each
+// field is absent (nullopt, or "-" for bound) where it does not apply: no bytes, no time, an
+// unknown roof. A row with bytes but no FLOPs is memory-bound and gets
+// bandwidth_utilization instead of an intensity and a roofline utilization.
+struct RowRoofline {
+  std::optional<double> arithmetic_intensity;  // FLOP/byte
+  std::optional<double> roofline_utilization;  // achieved FLOP/s over the roof
+  std::optional<double> bandwidth_utilization; // bytes/s over peak bandwidth (no FLOPs)
+  std::string bound = "-";                     // "mem", "comp" or "-"
+};
+RowRoofline row_roofline(double flop, double bytes, double seconds, const Roofline& roofline);
+
+// A console table: layer, kind, fwd ms, bwd ms, GFLOP, GFLOP/s, MB moved (fwd + bwd),
+// FLOP/byte, bound, roofline utilization (bandwidth utilization for rows without FLOPs),
+// share of step, memory. Within 130 columns.
+std::string format_breakdown(const StepBreakdown& b, const std::string& title,
+                             const Roofline& roofline = {});
 
 }  // namespace tbd

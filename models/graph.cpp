@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/random.h"
+#include "layers/tensor_ops.h"
 
 namespace tbd {
 namespace {
@@ -20,6 +21,7 @@ class ReorderLayer final : public Layer {
     TensorDesc out = in[0];
     out.layout = cfg.layout;
     outputs_ = {out};
+    set_work(Flops{}, copy_bytes(in, outputs_));  // a copy (layers/tensor_ops.h)
   }
   const char* kind() const override { return ReorderConfig::kKind; }
   void forward(MutTensorRefs y, TensorRefs x) override { be_.reorder(*y[0], *x[0]); }
@@ -244,6 +246,22 @@ Flops Graph::flops() const {
   Flops f;
   for (const auto& n : nodes_) f += n.layer->flops();
   return f;
+}
+
+Bytes Graph::bytes() const {
+  Bytes b;
+  for (const auto& n : nodes_) b += n.layer->bytes();
+  return b;
+}
+
+double Graph::zero_grad_bytes() const {
+  double b = 0;
+  for (const auto& n : nodes_) {
+    for (const Param& p : n.layer->params()) {
+      if (!p.tied) b += static_cast<double>(p.grad.bytes());
+    }
+  }
+  return b;
 }
 
 }  // namespace tbd

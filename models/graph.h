@@ -21,7 +21,8 @@ namespace tbd {
 
 using TensorId = int;
 
-// Layout conversion (a node the graph inserts; also usable directly).
+// Layout conversion (a node the graph inserts; also usable directly). No FLOPs; its bytes are
+// a copy's (copy_bytes, layers/tensor_ops.h).
 struct ReorderConfig {
   static constexpr const char* kKind = "Reorder";
   static constexpr bool kAcceptsBlocked = true;
@@ -95,6 +96,9 @@ class Graph {
   std::vector<Param*> params();  // unique parameters (tied ones once)
   int64_t num_params();
   Flops flops() const;  // sum over nodes
+  Bytes bytes() const;  // sum over nodes
+  // Bytes zero_grad() writes: every unique parameter gradient once.
+  double zero_grad_bytes() const;
 
   // Runs one node's forward or backward alone (per-layer breakdowns).
   void forward_node(std::size_t i);

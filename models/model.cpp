@@ -46,4 +46,9 @@ double Model::step_flops() const {
   return f + (optimizer_ ? optimizer_->flops() : 0.0);
 }
 
+double Model::step_bytes() const {
+  double b = graph_.bytes().total() + graph_.zero_grad_bytes();
+  return b + (optimizer_ ? optimizer_->bytes() : 0.0);
+}
+
 }  // namespace tbd

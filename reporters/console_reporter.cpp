@@ -45,16 +45,26 @@ std::string format_seconds(double s) {
   return fmt("%.3g s", s);
 }
 
+// The value columns after the name: time, samples/s, GFLOP/s, util, bound, roof, peak mem.
+constexpr const char* kColumns = " %9s %10s %8s %6s %5s %6s %10s";
+constexpr std::size_t kColumnsWidth = 1 + 9 + 1 + 10 + 1 + 8 + 1 + 6 + 1 + 5 + 1 + 6 + 1 + 10;
+constexpr std::size_t kMaxLineWidth = 130;
+constexpr std::size_t kMinNameWidth = 20;
+
 bool TableReporter::ReportContext(const Context& context) {
   PrintBasicContext(&GetErrorStream(), context);
   for (const std::string& l : context_lines_) GetErrorStream() << l << "\n";
-  name_width_ = std::min<std::size_t>(std::max<std::size_t>(context.name_field_width, 20), 72);
+  prefix_width_ = total_ > 0 ? 2 * std::to_string(total_).size() + 4 : 0;
+  const std::size_t room = kMaxLineWidth - prefix_width_ - kColumnsWidth;
+  name_width_ = std::clamp<std::size_t>(context.name_field_width, kMinNameWidth,
+                                        std::max(room, kMinNameWidth));
   std::ostream& out = GetOutputStream();
-  std::string head = total_ > 0 ? std::string(2 * std::to_string(total_).size() + 4, ' ') : "";
-  char buf[256];
-  std::snprintf(buf, sizeof(buf), "%s%-*s %10s %11s %10s %7s %10s", head.c_str(),
-                static_cast<int>(name_width_), "benchmark", "time", "samples/s", "GFLOP/s",
-                "util", "peak mem");
+  std::string head(prefix_width_, ' ');
+  char buf[512];
+  int n = std::snprintf(buf, sizeof(buf), "%s%-*s", head.c_str(), static_cast<int>(name_width_),
+                        "benchmark");
+  std::snprintf(buf + n, sizeof(buf) - static_cast<std::size_t>(n), kColumns, "time",
+                "samples/s", "GFLOP/s", "util", "bound", "roof", "peak mem");
   out << buf << "\n" << std::string(std::string(buf).size(), '-') << "\n";
   out.flush();
   start_s_ = now_s();
@@ -80,9 +90,14 @@ void TableReporter::print_row(const Run& r, int k) {
     out << p;
   }
   std::string name = r.benchmark_name();
-  char nb[512];
-  std::snprintf(nb, sizeof(nb), "%-*s", static_cast<int>(name_width_), name.c_str());
-  out << nb;
+  if (name.size() > name_width_ && !r.error_occurred) {
+    // Too long for the column: the name on its own line, the values under the column.
+    out << name << "\n" << std::string(prefix_width_ + name_width_, ' ');
+  } else {
+    char nb[512];
+    std::snprintf(nb, sizeof(nb), "%-*s", static_cast<int>(name_width_), name.c_str());
+    out << nb;
+  }
   ++rows_;
   if (r.error_occurred) {
     ++errors_;
@@ -99,11 +114,25 @@ void TableReporter::print_row(const Run& r, int k) {
   double gflops = counter_value(r, counter::kFlops) / 1e9;
   double util = counter_value(r, counter::kFp32Utilization) * 100;
   double mib = counter_value(r, counter::kPeakMemory) / (1 << 20);
+  // Roofline: FLOP rows against the roof at their intensity, rows with bytes but no FLOPs
+  // against the bandwidth (memory-bound by definition). A standard deviation has no bound.
+  double intensity = counter_value(r, counter::kArithmeticIntensity);
+  double roof = counter_value(r, counter::kRooflineUtilization) * 100;
+  const char* bound = "-";
+  const bool spread = r.run_type == Run::RT_Aggregate && r.aggregate_name != "mean" &&
+                      r.aggregate_name != "median";
+  if (std::isnan(roof)) {
+    roof = counter_value(r, counter::kBandwidthUtilization) * 100;
+    if (!std::isnan(roof) && !spread) bound = "mem";
+  } else if (!spread && roofline_.known() && intensity > 0) {
+    bound = roofline_.memory_bound(intensity) ? "mem" : "comp";
+  }
   char buf[256];
-  std::snprintf(buf, sizeof(buf), " %10s %11s %10s %7s %10s", format_seconds(secs).c_str(),
+  std::snprintf(buf, sizeof(buf), kColumns, format_seconds(secs).c_str(),
                 rate(counter_value(r, counter::kItemsPerSecond)).c_str(),
                 std::isnan(gflops) ? "-" : fmt("%.1f", gflops).c_str(),
-                std::isnan(util) ? "-" : fmt("%.1f%%", util).c_str(),
+                std::isnan(util) ? "-" : fmt("%.1f%%", util).c_str(), bound,
+                std::isnan(roof) ? "-" : fmt("%.1f%%", roof).c_str(),
                 std::isnan(mib) ? "-" : fmt("%.1f MiB", mib).c_str());
   out << buf << "\n";
 }

@@ -63,6 +63,10 @@ std::vector<std::string> context_lines(const std::map<std::string, std::string>&
               get(c, "build_type"));
   v.push_back("tbd: peak FP32 " + (peak > 0 ? std::string(buf) : std::string("unknown")) + " (" +
               get(c, "peak_fp32_method") + ")");
+  double bw = std::atof(get(c, "peak_bandwidth_bytes_per_s").c_str());
+  std::snprintf(buf, sizeof(buf), "%.1f GB/s", bw / 1e9);
+  v.push_back("tbd: peak bandwidth " + (bw > 0 ? std::string(buf) : std::string("unknown")) +
+              " (" + get(c, "peak_bandwidth_method") + ")");
   std::string commit = get(c, "git_commit");
   v.push_back("tbd: commit " + commit.substr(0, 12) +
               (get(c, "git_dirty") == "true" ? " (dirty)" : ""));

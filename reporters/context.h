@@ -2,9 +2,11 @@
 //
 // Added to Google Benchmark's own context (date, host, CPU, caches, load) with
 // benchmark::AddCustomContext, so the JSON file says what produced its numbers: backend and
-// device, the peak FP32 rate utilizations divide by and how it was obtained, threads, math
-// mode, library versions (Backend::describe()), git commit and whether the tree was dirty,
-// build type, and the options that change what is measured. Keys: results/README.md.
+// device, the peak FP32 rate and memory bandwidth utilizations divide by and how they were
+// obtained, threads, math mode, library versions (Backend::describe()), git commit and whether
+// the tree was dirty, build type, and the options that change what is measured. Keys:
+// results/README.md. (The metric table, context.tbd_metrics, is an object, not a string: it is
+// inserted after the run, reporters/metrics.h.)
 #pragma once
 
 #include <map>

@@ -5,8 +5,6 @@
 
 namespace tbd {
 
-std::string counter::mem(MemCategory c) { return std::string("mem_") + to_string(c); }
-
 double process_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -22,7 +20,7 @@ void set_tbd_counters(benchmark::State& st, const RunMeasurement& m) {
 
   if (m.items_per_iter > 0) set(counter::kItemsPerSecond, m.items_per_iter / s_per_iter);
   for (const auto& [what, n] : m.extra_items_per_iter) {
-    if (n > 0) set(what + "_per_second", n / s_per_iter);
+    if (n > 0) set(what + counter::kPerSecondSuffix, n / s_per_iter);
   }
   if (m.flop_per_iter > 0) {
     set(counter::kFlop, m.flop_per_iter);
@@ -30,6 +28,21 @@ void set_tbd_counters(benchmark::State& st, const RunMeasurement& m) {
     // CPU: the executed count is the analytic one. GPU: the count CUPTI measured.
     if (m.cpu_device && m.peak_fp32_flops > 0) {
       set(counter::kFp32Utilization, m.flop_per_iter / s_per_iter / m.peak_fp32_flops);
+    }
+  }
+  if (m.bytes_per_iter > 0) {
+    const double bytes_per_s = m.bytes_per_iter / s_per_iter;
+    set(counter::kBytes, m.bytes_per_iter);
+    set(counter::kBytesPerSecond, bytes_per_s);
+    if (m.flop_per_iter > 0) {
+      const double intensity = m.flop_per_iter / m.bytes_per_iter;
+      set(counter::kArithmeticIntensity, intensity);
+      if (m.roofline.known()) {
+        const double achieved = m.flop_per_iter / s_per_iter;
+        set(counter::kRooflineUtilization, achieved / m.roofline.roof(intensity));
+      }
+    } else if (m.roofline.peak_bytes_per_s > 0) {
+      set(counter::kBandwidthUtilization, bytes_per_s / m.roofline.peak_bytes_per_s);
     }
   }
   if (!m.cpu_device && m.device) {

@@ -3,7 +3,16 @@
 // A fixture measures its timed loop into a RunMeasurement; set_tbd_counters() turns it into
 // Google Benchmark user counters, which appear in the JSON rows and the console table. Rule:
 // a counter that does not apply to a row is absent, never zero (no FLOPs -> no flop, flops,
-// fp32_utilization; CPU -> no GPU counters; optimizers -> no items_per_second).
+// fp32_utilization, arithmetic_intensity, roofline_utilization; CPU -> no GPU counters;
+// optimizers -> no items_per_second). The counter names and their meaning are defined once,
+// in reporters/metrics.h.
+//
+// Roofline: with analytic bytes (BenchCase::bytes_per_iter, a lower bound of the traffic) a
+// row gets bytes and bytes_per_second; with FLOPs as well, arithmetic_intensity = flop / bytes
+// and roofline_utilization = achieved FLOP/s over min(peak FLOP/s, intensity x peak
+// bandwidth) (core/roofline.h); without FLOPs (Embedding forward, copies),
+// bandwidth_utilization = bytes_per_second / peak bandwidth. Both use analytic counts on every
+// backend (the roof and the work are both models), unlike fp32_utilization on GPU.
 //
 // Rates are computed over the measured work time (host wall clock on CPU, CUDA events on
 // GPU), not over Google Benchmark's default CPU time of the main thread, which undercounts a
@@ -20,23 +29,10 @@
 
 #include "core/allocator.h"
 #include "core/counters.h"
+#include "core/roofline.h"
+#include "reporters/metrics.h"
 
 namespace tbd {
-
-namespace counter {
-inline constexpr const char* kItemsPerSecond = "items_per_second";  // samples/s
-inline constexpr const char* kFlop = "flop";                        // analytic, per iteration
-inline constexpr const char* kFlops = "flops";                      // achieved FLOP/s
-inline constexpr const char* kFp32Utilization = "fp32_utilization";
-inline constexpr const char* kPeakMemory = "peak_memory_bytes";
-inline constexpr const char* kCpuUtilization = "cpu_utilization";
-inline constexpr const char* kGpuUtilization = "gpu_utilization";
-inline constexpr const char* kTensorUtilization = "tensor_utilization";
-inline constexpr const char* kDeviceFp32Flop = "device_fp32_flop";  // CUPTI, per iteration
-// mem_<category> for every MemCategory: mem_weights, mem_weight_grads, mem_optimizer_state,
-// mem_feature_maps, mem_workspace, mem_dynamic.
-std::string mem(MemCategory c);
-}  // namespace counter
 
 struct RunMeasurement {
   int64_t iterations = 0;
@@ -45,12 +41,14 @@ struct RunMeasurement {
   double process_cpu_s = 0;   // process CPU time during the loop
   int threads = 1;            // threads in use (CPU utilization's denominator)
   double flop_per_iter = 0;   // analytic; 0: not applicable
+  double bytes_per_iter = 0;  // analytic lower bound of the traffic; 0: not applicable
   double items_per_iter = 0;  // samples; 0: not applicable
   std::map<std::string, double> extra_items_per_iter;  // "tokens" -> n: <what>_per_second
   MemoryStats memory;         // read after the loop; peaks reset just before it
   bool cpu_device = true;     // false on GPU backends: utilization from `device` counters
   double peak_fp32_flops = 0;  // 0: unknown -> fp32_utilization absent
   double peak_tf32_flops = 0;
+  Roofline roofline;          // peak FLOP/s and bandwidth; unknown -> roofline counters absent
   std::optional<DeviceCounters> device;  // GPU profiling passes of one iteration
 };
 

@@ -299,6 +299,44 @@ std::string CudaBackend::peak_fp32_source() const {
                         " MHz (cudaDevAttrClockRate, max clock)");
 }
 
+CudaBackend::CopyBandwidth CudaBackend::measure_copy_bandwidth() {
+  // 8 x the L2 (at least 256 MiB) per buffer: no copy can be served from the cache.
+  const std::size_t bytes =
+      std::max<std::size_t>(std::size_t{256} << 20, 8 * static_cast<std::size_t>(l2_bytes_));
+  constexpr int kCopies = 10;
+  struct DeviceBuffer {  // RAII: freed on every path (a failed check throws)
+    void* p = nullptr;
+    ~DeviceBuffer() {
+      if (p) (void)cudaFree(p);
+    }
+  } src, dst;
+  TBD_CUDA_CHECK(cudaMalloc(&src.p, bytes));
+  TBD_CUDA_CHECK(cudaMalloc(&dst.p, bytes));
+  TBD_CUDA_CHECK(cudaMemsetAsync(src.p, 0, bytes, stream_));
+  TBD_CUDA_CHECK(cudaMemsetAsync(dst.p, 0, bytes, stream_));  // touch both before timing
+  cudaEvent_t ev = nullptr;
+  TBD_CUDA_CHECK(cudaEventCreate(&ev));
+  CudaEvent start(ev);
+  TBD_CUDA_CHECK(cudaEventCreate(&ev));
+  CudaEvent stop(ev);
+  double best = 0;
+  for (int i = 0; i < kCopies; ++i) {
+    TBD_CUDA_CHECK(cudaEventRecord(start, stream_));
+    TBD_CUDA_CHECK(cudaMemcpyAsync(dst.p, src.p, bytes, cudaMemcpyDeviceToDevice, stream_));
+    TBD_CUDA_CHECK(cudaEventRecord(stop, stream_));
+    TBD_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    TBD_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (ms > 0) best = std::max(best, 2.0 * static_cast<double>(bytes) / (ms * 1e-3));
+  }
+  CopyBandwidth bw;
+  bw.bytes_per_s = best;
+  bw.method = detail::concat("measured: device-to-device cudaMemcpyAsync of ", bytes >> 20,
+                             " MiB (L2 ", l2_bytes_ >> 20, " MiB), CUDA events, best of ",
+                             kCopies, " copies, counting 2 x bytes (read + write)");
+  return bw;
+}
+
 static void check_plain(const Tensor& t, const char* what) {
   TBD_CHECK(t.layout() == Layout::kRowMajor, what, ": only row-major tensors exist on the CUDA ",
             "backend, got ", t.desc().to_string());

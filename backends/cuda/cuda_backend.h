@@ -166,6 +166,16 @@ class CudaBackend final : public Backend {
   // Peak FP32 FLOP/s = 2 x FP32 lanes/SM x SMs x clock (shared/notes/cuda.md), and its source.
   double peak_fp32_flops() const;
   std::string peak_fp32_source() const;
+  // Device memory bandwidth, measured (the roofline's memory roof): a device-to-device
+  // cudaMemcpyAsync of one buffer into another, both far beyond the L2, timed with CUDA events,
+  // best of several copies, counting 2 x bytes per copy (each byte read once and written
+  // once). The buffers come straight from cudaMalloc (harness memory, not the model's) and
+  // are freed before returning. Takes well under a second; the counter session calls it once.
+  struct CopyBandwidth {
+    double bytes_per_s = 0;
+    std::string method;
+  };
+  CopyBandwidth measure_copy_bandwidth();
 
  private:
   // Takes ownership of `pool` (handed to the tracking allocator) and keeps a pointer to it.

@@ -293,10 +293,23 @@ class CuptiSession final : public CounterSession {
   double peak_fp32_flops() const override { return peak_fp32_; }
   double peak_tf32_flops() const override { return peak_tf32_; }
   std::string peak_source() const override { return peak_source_; }
+  double peak_bandwidth_bytes_per_s() const override { return peak_bandwidth_; }
+  std::string peak_bandwidth_method() const override { return peak_bandwidth_method_; }
 
  private:
   void compute_peaks() {
     peak_fp32_ = be_.peak_fp32_flops();
+    // Measured once per session (once per run): a failure leaves the memory roof unknown
+    // (roofline counters absent) rather than failing the run.
+    try {
+      CudaBackend::CopyBandwidth bw = be_.measure_copy_bandwidth();
+      peak_bandwidth_ = bw.bytes_per_s;
+      peak_bandwidth_method_ = bw.method;
+    } catch (const std::exception& e) {
+      peak_bandwidth_ = 0;
+      peak_bandwidth_method_ =
+          std::string("unknown: the copy bandwidth measurement failed: ") + e.what();
+    }
     int sms = 0, clock_khz = 0, major = 0, minor = 0;
     TBD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
     TBD_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device_));
@@ -525,6 +538,8 @@ class CuptiSession final : public CounterSession {
   std::string flops_unavailable_;
   double peak_fp32_ = 0, peak_tf32_ = 0;
   std::string peak_source_;
+  double peak_bandwidth_ = 0;
+  std::string peak_bandwidth_method_;
 };
 
 }  // namespace

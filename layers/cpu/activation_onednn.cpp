@@ -21,7 +21,7 @@ class ActivationOneDnn final : public Layer {
     check_arity(in.size(), 1, "inputs");
     activation_output_shape(name, cfg, in[0]);
     outputs_ = {in[0]};
-    flops_ = activation_flops(cfg, in[0].shape);
+    set_work(activation_flops(cfg, in[0].shape), activation_bytes(cfg, in[0].shape));
 
     float alpha = 0.f;
     switch (cfg.act) {

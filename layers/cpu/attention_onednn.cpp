@@ -126,7 +126,7 @@ class MultiHeadAttentionOneDnn final : public Layer {
                            const MultiHeadAttentionConfig& cfg, const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cfg_(cfg), cpu_(as_cpu(be)), d_(attention_dims(name, cfg, in)) {
     outputs_ = {TensorDesc{attention_output_shape(d_)}};
-    flops_ = attention_flops(cfg, d_, cfg.dropout > 0);
+    set_work(attention_flops(cfg, d_, cfg.dropout > 0), attention_bytes(cfg, d_, cfg.dropout > 0));
     const int64_t N = d_.N, Tq = d_.Tq, Tk = d_.Tk, D = d_.D, h = d_.h, dh = d_.dh;
     scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh)));
 
@@ -207,7 +207,8 @@ class MultiHeadAttentionOneDnn final : public Layer {
 
   void set_training(bool training) override {
     Layer::set_training(training);
-    flops_ = attention_flops(cfg_, d_, training && cfg_.dropout > 0);
+    const bool dropout = training && cfg_.dropout > 0;
+    set_work(attention_flops(cfg_, d_, dropout), attention_bytes(cfg_, d_, dropout));
   }
 
   // y: (N, Tq, D); x: q_in (N, Tq, D) [, kv_in (N, Tk, D)] [, kv_lengths (N) i32]

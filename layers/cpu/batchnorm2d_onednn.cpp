@@ -26,7 +26,7 @@ class BatchNorm2dOneDnn final : public BatchNorm2dLayer {
     batchnorm2d_output_shape(name, cfg, in[0]);
     outputs_ = {in[0]};
     const Shape& xs = in[0].shape;
-    flops_ = batchnorm2d_flops(xs);
+    set_work(batchnorm2d_flops(xs), batchnorm2d_bytes(xs));
     const int64_t C = xs[1];
     add_param("weight", Shape{C}, Init::kOnes, C, C, /*decay=*/false);
     add_param("bias", Shape{C}, Init::kZeros, C, C, /*decay=*/false);

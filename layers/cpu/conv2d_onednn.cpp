@@ -38,7 +38,7 @@ class Conv2dOneDnn final : public Layer {
     Shape ys = conv2d_output_shape(name, cfg, xs);
     Layout y_layout = ys[1] % 16 == 0 ? Layout::kNChw16c : Layout::kRowMajor;
     outputs_ = {TensorDesc{ys, DType::kF32, y_layout}};
-    flops_ = conv2d_flops(cfg, xs, ys);
+    set_work(conv2d_flops(cfg, xs, ys), conv2d_bytes(cfg, xs, ys));
 
     const int64_t C = xs[1], K = cfg.out_channels, G = cfg.groups;
     Shape w_shape{K, C / G, cfg.kernel_h, cfg.kernel_w};

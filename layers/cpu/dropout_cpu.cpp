@@ -23,7 +23,7 @@ class DropoutCpu final : public Layer {
     check_arity(in.size(), 1, "inputs");
     dropout_output_shape(name, cfg, in[0]);
     outputs_ = {in[0]};  // same shape and layout
-    flops_ = dropout_flops(in[0].shape);
+    set_work(dropout_flops(in[0].shape), dropout_bytes(in[0].shape));
     E_ = in[0].shape.numel();
     key_ = dropout_key(cfg, name);
     threshold_ = dropout_threshold(cfg.p);

@@ -25,7 +25,7 @@ class EmbeddingCpu final : public Layer {
     check_arity(in.size(), 1, "inputs");
     Shape ys = embedding_output_shape(name, cfg, in[0]);
     outputs_ = {TensorDesc{ys}};
-    flops_ = embedding_flops(cfg, in[0].shape);
+    set_work(embedding_flops(cfg, in[0].shape), embedding_bytes(cfg, in[0].shape));
     M_ = in[0].shape.numel();
     add_param("weight", Shape{cfg.num_embeddings, cfg.dim}, cfg.init, cfg.dim, cfg.num_embeddings);
   }

@@ -31,7 +31,7 @@ class LayerNormOneDnn final : public Layer {
     TBD_LAYER_CHECK(in[0].dtype == DType::kF32 && in[0].layout == Layout::kRowMajor, kind(),
                     name, "input x must be f32 row-major, got ", in[0].to_string());
     outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
-    flops_ = layer_norm_flops(in[0].shape);
+    set_work(layer_norm_flops(in[0].shape), layer_norm_bytes(in[0].shape));
     D_ = in[0].shape[-1];
     M_ = in[0].shape.numel() / D_;
     add_param("gamma", Shape{D_}, Init::kOnes, D_, D_, /*decay=*/false);

@@ -179,7 +179,7 @@ class LinearOneDnn final : public Layer {
     Shape ys = linear_output_shape(name, cfg, in[0].shape);
     check_f32(kind(), name, "x", in[0]);
     outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
-    flops_ = linear_flops(cfg, in[0].shape);
+    set_work(linear_flops(cfg, in[0].shape), linear_bytes(cfg, in[0].shape));
     const int64_t K = in[0].shape[-1], N = cfg.out_features;
     M_ = in[0].shape.numel() / K;
     add_param("weight", Shape{N, K}, cfg.init, K, N);
@@ -260,7 +260,7 @@ class GemmOneDnn final : public Layer {
     check_f32(kind(), name, "a", in[0]);
     check_f32(kind(), name, "b", in[1]);
     outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
-    flops_ = gemm_flops(cfg, d_);
+    set_work(gemm_flops(cfg, d_), gemm_bytes(cfg, d_));
     const int64_t B = d_.batch, M = d_.m, N = d_.n, K = d_.k, Bb = d_.b_shared ? 1 : B;
     const bool ta = cfg.trans_a, tb = cfg.trans_b;
     const float alpha = static_cast<float>(cfg.alpha);

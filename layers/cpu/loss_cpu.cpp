@@ -66,7 +66,7 @@ class SoftmaxCrossEntropyCpu final : public Layer {
     TBD_LAYER_CHECK(in[0].layout == Layout::kRowMajor, kind(), name,
                     "input logits must be row-major, got ", in[0].to_string());
     outputs_ = {TensorDesc{ys}};
-    flops_ = softmax_cross_entropy_flops(in[0].shape);
+    set_work(softmax_cross_entropy_flops(in[0].shape), softmax_cross_entropy_bytes(in[0].shape));
     V_ = in[0].shape[-1];
     M_ = in[0].shape.numel() / V_;
     saved_ = be.empty(Shape{M_ + 1}, MemCategory::kFeatureMaps);  // lse per row, then count
@@ -186,7 +186,7 @@ class MseLossCpu final : public Layer {
                     kind(), name, "inputs pred and target must be row-major, got ",
                     in[0].to_string(), " and ", in[1].to_string());
     outputs_ = {TensorDesc{ys}};
-    flops_ = mse_loss_flops(in[0].shape);
+    set_work(mse_loss_flops(in[0].shape), mse_loss_bytes(in[0].shape));
     E_ = in[0].shape.numel();
     blocks_ = (E_ + kBlock - 1) / kBlock;
     partial_ = be.empty(Shape{2 * blocks_}, MemCategory::kWorkspace);  // blocks_ doubles

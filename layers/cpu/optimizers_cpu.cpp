@@ -118,15 +118,6 @@ class CpuOptimizer : public Optimizer {
     }
   }
 
-  // Sum over parameters of numel * (base + decay_extra where the parameter decays).
-  double count_flops(double base, double decay_extra) const {
-    double f = 0;
-    for (const Param* p : params_) {
-      f += static_cast<double>(p->value.numel()) * (base + (p->decay ? decay_extra : 0.0));
-    }
-    return f;
-  }
-
   std::vector<Chunk> chunks_;
   std::vector<std::vector<Tensor>> state_;  // [state index][param]
 };
@@ -136,7 +127,7 @@ class SgdCpu final : public CpuOptimizer {
   SgdCpu(Backend& be, const SgdConfig& cfg, std::vector<Param*> params)
       : CpuOptimizer(be, SgdConfig::kKind, std::move(params), cfg.momentum != 0 ? 1 : 0),
         cfg_(cfg) {
-    flops_ = count_flops(2 + (cfg.momentum != 0 ? 2 : 0), cfg.weight_decay != 0 ? 2 : 0);
+    set_work(sgd_flops(cfg, params_), sgd_bytes(cfg, params_));
   }
   const char* kind() const override { return SgdConfig::kKind; }
   void step() override {
@@ -154,7 +145,7 @@ class AdamCpu final : public CpuOptimizer {
  public:
   AdamCpu(Backend& be, const AdamConfig& cfg, std::vector<Param*> params)
       : CpuOptimizer(be, AdamConfig::kKind, std::move(params), 2), cfg_(cfg) {
-    flops_ = count_flops(12, cfg.weight_decay != 0 ? 2 : 0);
+    set_work(adam_flops(cfg, params_), adam_bytes(cfg, params_));
   }
   const char* kind() const override { return cfg_.decoupled ? "AdamW" : AdamConfig::kKind; }
   void step() override {
@@ -186,7 +177,7 @@ class RmspropCpu final : public CpuOptimizer {
   RmspropCpu(Backend& be, const RmspropConfig& cfg, std::vector<Param*> params)
       : CpuOptimizer(be, RmspropConfig::kKind, std::move(params), cfg.momentum != 0 ? 2 : 1),
         cfg_(cfg) {
-    flops_ = count_flops(8 + (cfg.momentum != 0 ? 2 : 0), cfg.weight_decay != 0 ? 2 : 0);
+    set_work(rmsprop_flops(cfg, params_), rmsprop_bytes(cfg, params_));
   }
   const char* kind() const override { return RmspropConfig::kKind; }
   void step() override {

@@ -18,7 +18,7 @@ class PositionalEncodingCpu final : public Layer {
     check_rank(kind(), name, "x", in[0], 3, "(N, T, D)");
     outputs_ = {in[0]};
     const Shape& s = in[0].shape;
-    flops_.fwd = static_cast<double>(s.numel());
+    set_work(positional_encoding_flops(s), positional_encoding_bytes(s));
     table_ = be.empty(Shape{s[1], s[2]}, MemCategory::kDynamic);
     std::vector<float> h(s[1] * s[2]);
     for (int64_t t = 0; t < s[1]; ++t)

@@ -421,6 +421,8 @@ Shape output_shape(const std::string& name, const GruConfig& c, const Shape& x) 
 }
 Flops layer_flops(const LstmConfig& c, const Shape& x) { return lstm_flops(c, x); }
 Flops layer_flops(const GruConfig& c, const Shape& x) { return gru_flops(c, x); }
+Bytes layer_bytes(const LstmConfig& c, const Shape& x) { return lstm_bytes(c, x); }
+Bytes layer_bytes(const GruConfig& c, const Shape& x) { return gru_bytes(c, x); }
 
 // What LSTM, GRU and LSTMCell share: parameters per direction.
 class RnnLayerBase : public Layer {
@@ -460,7 +462,7 @@ class RnnSequenceOneDnn final : public RnnLayerBase {
     Shape ys = output_shape(name, cfg, xs);
     check_f32_row_major(kind(), name, "x", in[0]);
     outputs_ = {TensorDesc{ys}};
-    flops_ = layer_flops(cfg, xs);
+    set_work(layer_flops(cfg, xs), layer_bytes(cfg, xs));
 
     const int64_t T = xs[0], N = xs[1], I = xs[2], H = cfg.hidden, L = cfg.num_layers;
     const int64_t D = cfg.bidirectional ? 2 : 1;
@@ -542,7 +544,7 @@ class LstmCellOneDnn final : public RnnLayerBase {
     check_f32_row_major(kind(), name, "h", in[1]);
     check_f32_row_major(kind(), name, "c", in[2]);
     outputs_ = {TensorDesc{hs}, TensorDesc{hs}};
-    flops_ = lstm_cell_flops(cfg, in[0].shape);
+    set_work(lstm_cell_flops(cfg, in[0].shape), lstm_cell_bytes(cfg, in[0].shape));
     const int64_t N = in[0].shape[0], I = in[0].shape[1], H = cfg.hidden;
     add_direction_params(Cell::kLstm, "", I, H);
     prims_ = std::make_unique<RnnLayerPrims>(cpu_, kind(), name,

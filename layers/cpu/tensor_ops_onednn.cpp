@@ -58,7 +58,7 @@ class AddOneDnn final : public Layer {
             const std::vector<TensorDesc>& in)
       : Layer(be, name, in), cpu_(as_cpu(be)) {
     outputs_ = {add_output_desc(name, in)};
-    flops_ = add_flops(in[0].shape);
+    set_work(add_flops(in[0].shape), add_bytes(in[0].shape));
     // Both inputs and y share one layout, so the op is elementwise over the dense buffers.
     md_ = memory::desc({in[0].shape.numel()}, memory::data_type::f32, memory::format_tag::a);
     dnnl::primitive_attr attr;
@@ -154,6 +154,7 @@ class ConcatCpu final : public Layer {
     Shape ys = concat_output_shape(name, cfg, in);
     axis_ = normalize_axis(kind(), name, cfg.axis, ys.rank());
     outputs_ = {TensorDesc{ys, in[0].dtype, Layout::kRowMajor}};
+    set_work(Flops{}, copy_bytes(in, outputs_));
     std::vector<int64_t> sizes;
     for (const auto& t : in) sizes.push_back(t.shape[axis_]);
     cut_ = AxisCut(ys, axis_, sizes, in[0].dtype);
@@ -191,6 +192,7 @@ class SplitCpu final : public Layer {
     for (const Shape& s : split_output_shapes(name, cfg, in[0])) {
       outputs_.push_back(TensorDesc{s, in[0].dtype, Layout::kRowMajor});
     }
+    set_work(Flops{}, copy_bytes(in, outputs_));
     axis_ = normalize_axis(kind(), name, cfg.axis, in[0].shape.rank());
     cut_ = AxisCut(in[0].shape, axis_, cfg.sizes, in[0].dtype);
   }
@@ -229,6 +231,7 @@ class ReshapeCpu final : public Layer {
       : Layer(be, name, in) {
     check_arity(in.size(), 1, "inputs");
     outputs_ = {TensorDesc{reshape_output_shape(name, cfg, in[0]), in[0].dtype, Layout::kRowMajor}};
+    set_work(Flops{}, copy_bytes(in, outputs_));
   }
   const char* kind() const override { return ReshapeConfig::kKind; }
   std::string describe() const override {
@@ -280,6 +283,7 @@ class TransposeOneDnn final : public Layer {
     const Shape& xs = in[0].shape;
     Shape ys = transpose_output_shape(name, cfg, in[0]);
     outputs_ = {TensorDesc{ys, in[0].dtype, Layout::kRowMajor}};
+    set_work(Flops{}, copy_bytes(in, outputs_));
     std::vector<int> inv(cfg.perm.size());
     for (std::size_t i = 0; i < cfg.perm.size(); ++i) inv[cfg.perm[i]] = static_cast<int>(i);
     try {

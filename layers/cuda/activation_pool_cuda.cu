@@ -61,7 +61,7 @@ class ActivationCuda final : public Layer {
     check_arity(in.size(), 1, "inputs");
     outputs_ = {TensorDesc{activation_output_shape(name, cfg, in[0]), DType::kF32, in[0].layout}};
     n_ = in[0].shape.numel();
-    flops_ = activation_flops(cfg, in[0].shape);
+    set_work(activation_flops(cfg, in[0].shape), activation_bytes(cfg, in[0].shape));
     if (uses_cudnn()) {
       cudnnActivationMode_t mode = cfg.act == ActKind::kRelu   ? CUDNN_ACTIVATION_RELU
                                    : cfg.act == ActKind::kTanh ? CUDNN_ACTIVATION_TANH
@@ -156,7 +156,7 @@ class DropoutCuda final : public Layer {
     check_arity(in.size(), 1, "inputs");
     dropout_output_shape(name, cfg, in[0]);
     outputs_ = {in[0]};
-    flops_ = dropout_flops(in[0].shape);
+    set_work(dropout_flops(in[0].shape), dropout_bytes(in[0].shape));
     n_ = in[0].shape.numel();
     key_ = dropout_key(cfg, name);
     threshold_ = dropout_threshold(cfg.p);
@@ -219,7 +219,7 @@ class Pool2dCudnn final : public Layer {
     check_row_major(kind(), name, "x", in[0]);
     const int64_t P = ys[2], Q = ys[3];
     outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
-    flops_ = pool2d_flops(cfg, xs, ys);
+    set_work(pool2d_flops(cfg, xs, ys), pool2d_bytes(cfg, xs, ys));
 
     cudnnPoolingMode_t mode = cfg.pool == PoolKind::kMax ? CUDNN_POOLING_MAX_DETERMINISTIC
                               : cfg.count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
@@ -302,7 +302,7 @@ class GlobalAvgPool2dCuda final : public Layer {
     planes_ = xs[0] * xs[1];
     hw_ = xs[2] * xs[3];
     outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
-    flops_ = global_avg_pool2d_flops(xs);
+    set_work(global_avg_pool2d_flops(xs), global_avg_pool2d_bytes(xs));
   }
 
   const char* kind() const override { return GlobalAvgPool2dConfig::kKind; }

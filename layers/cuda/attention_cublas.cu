@@ -227,7 +227,7 @@ class MultiHeadAttentionCublas final : public Layer {
     }
 
     dims_ = d;
-    flops_ = attention_flops(cfg, d, cfg.dropout > 0);
+    set_work(attention_flops(cfg, d, cfg.dropout > 0), attention_bytes(cfg, d, cfg.dropout > 0));
 
     const int64_t Mq = N_ * Tq_, Mk = N_ * Tk_, Mmax = std::max(Mq, Mk);
     tmp_ = be.empty(Shape{Mmax, D_}, MemCategory::kDynamic);
@@ -261,7 +261,8 @@ class MultiHeadAttentionCublas final : public Layer {
 
   void set_training(bool training) override {
     Layer::set_training(training);
-    flops_ = attention_flops(cfg_, dims_, training && cfg_.dropout > 0);
+    const bool dropout = training && cfg_.dropout > 0;
+    set_work(attention_flops(cfg_, dims_, dropout), attention_bytes(cfg_, dims_, dropout));
   }
 
   const char* kind() const override { return MultiHeadAttentionConfig::kKind; }

@@ -93,7 +93,7 @@ class Conv2dCudnn final : public Layer {
     check_f32(kind(), name, "x", in[0]);
     check_row_major(kind(), name, "x", in[0]);
     outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
-    flops_ = conv2d_flops(cfg, xs, ys);
+    set_work(conv2d_flops(cfg, xs, ys), conv2d_bytes(cfg, xs, ys));
 
     const int64_t C = xs[1], K = cfg.out_channels, G = cfg.groups;
     int64_t fan_in = (C / G) * cfg.kernel_h * cfg.kernel_w;

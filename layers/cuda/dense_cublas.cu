@@ -89,7 +89,7 @@ class LinearCublas final : public Layer {
     dout_ = as_int(cfg.out_features, kind(), name, "D_out");
     m_ = as_int(xs.numel() / din_, kind(), name, "M");
     outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
-    flops_ = linear_flops(cfg, xs);
+    set_work(linear_flops(cfg, xs), linear_bytes(cfg, xs));
     add_param("weight", Shape{dout_, din_}, cfg.init, din_, dout_);
     if (cfg.bias) {
       add_param("bias", Shape{dout_}, Init::kZeros, din_, dout_, /*decay=*/false);
@@ -227,7 +227,7 @@ class GemmCublas final : public Layer {
     B_ = as_int(d.batch, k, name, "batch");
     as_int(d.batch * d.m, k, name, "batch*M");
     outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
-    flops_ = gemm_flops(cfg, d);
+    set_work(gemm_flops(cfg, d), gemm_bytes(cfg, d));
     const int64_t N = d.n;
     if (cfg.bias) {
       add_param("bias", Shape{N}, Init::kZeros, K_, N_, /*decay=*/false);
@@ -350,7 +350,7 @@ class EmbeddingCuda final : public Layer {
     check_row_major(kind(), name, "ids", in[0]);
     m_ = in[0].shape.numel();
     outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
-    flops_ = embedding_flops(cfg, in[0].shape);
+    set_work(embedding_flops(cfg, in[0].shape), embedding_bytes(cfg, in[0].shape));
     // fan_in = dim, fan_out = num_embeddings: PyTorch's convention (layers/embedding.h).
     add_param("weight", Shape{cfg.num_embeddings, cfg.dim}, cfg.init, cfg.dim, cfg.num_embeddings);
   }

@@ -112,7 +112,7 @@ class SoftmaxCrossEntropyCuda final : public Layer {
     TBD_LAYER_CHECK(M_ <= INT32_MAX, k, name, "logits ", in[0].shape.to_string(),
                     " has more rows than a grid has blocks");
     outputs_ = {TensorDesc{Shape{1}, DType::kF32, Layout::kRowMajor}};
-    flops_ = softmax_cross_entropy_flops(in[0].shape);
+    set_work(softmax_cross_entropy_flops(in[0].shape), softmax_cross_entropy_bytes(in[0].shape));
     lse_ = be.empty(Shape{M_}, MemCategory::kFeatureMaps);
     count_ = be.empty(Shape{1}, MemCategory::kFeatureMaps);
     row_loss_ = be.empty(Shape{2 * M_}, MemCategory::kWorkspace);  // M doubles
@@ -204,7 +204,7 @@ class MseLossCuda final : public Layer {
     check_row_major(kind(), name, "target", in[1]);
     n_ = in[0].shape.numel();
     outputs_ = {TensorDesc{Shape{1}, DType::kF32, Layout::kRowMajor}};
-    flops_ = mse_loss_flops(in[0].shape);
+    set_work(mse_loss_flops(in[0].shape), mse_loss_bytes(in[0].shape));
     parts_ = static_cast<int>(std::min<int64_t>(grid_for(n_), 1024));
     partial_ = be.empty(Shape{2 * int64_t{parts_}}, MemCategory::kWorkspace);  // doubles
   }

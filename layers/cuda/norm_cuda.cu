@@ -75,7 +75,7 @@ class BatchNorm2dCudnn final : public BatchNorm2dLayer {
     const Shape& xs = in[0].shape;
     N_ = xs[0], C_ = xs[1], HW_ = xs[2] * xs[3];
     outputs_ = {in[0]};
-    flops_ = batchnorm2d_flops(xs);
+    set_work(batchnorm2d_flops(xs), batchnorm2d_bytes(xs));
 
     add_param("weight", Shape{C_}, Init::kOnes, C_, C_, /*decay=*/false);
     add_param("bias", Shape{C_}, Init::kZeros, C_, C_, /*decay=*/false);
@@ -271,7 +271,7 @@ class LayerNormCuda final : public Layer {
     TBD_LAYER_CHECK(D_ <= INT32_MAX, kind(), name, "last dim of x ", xs.to_string(),
                     " is too large");
     outputs_ = {in[0]};
-    flops_ = layer_norm_flops(xs);
+    set_work(layer_norm_flops(xs), layer_norm_bytes(xs));
     add_param("gamma", Shape{D_}, Init::kOnes, D_, D_, /*decay=*/false);
     add_param("beta", Shape{D_}, Init::kZeros, D_, D_, /*decay=*/false);
     mean_ = be.empty(Shape{M_}, MemCategory::kFeatureMaps);

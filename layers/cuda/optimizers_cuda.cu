@@ -138,16 +138,6 @@ class CudaOptimizerBase : public Optimizer {
     }
   }
 
-  // Sum over parameters of numel * (base + decay_extra where the parameter decays): the
-  // CPU backend's count (layers/optimizer.h).
-  double count_flops(double base, double decay_extra) const {
-    double f = 0;
-    for (const Param* p : params_) {
-      f += static_cast<double>(p->value.numel()) * (base + (p->decay ? decay_extra : 0.0));
-    }
-    return f;
-  }
-
   CudaBackend& cu_;
   double wd_;
   std::vector<Tensor> state1_, state2_;
@@ -159,7 +149,7 @@ class SgdCuda final : public CudaOptimizerBase {
       : CudaOptimizerBase(be, SgdConfig::kKind, std::move(params), cfg.weight_decay,
                           cfg.momentum != 0 ? 1 : 0),
         cfg_(cfg) {
-    flops_ = count_flops(2 + (cfg.momentum != 0 ? 2 : 0), cfg.weight_decay != 0 ? 2 : 0);
+    set_work(sgd_flops(cfg, params_), sgd_bytes(cfg, params_));
   }
   const char* kind() const override { return SgdConfig::kKind; }
   void step() override {
@@ -178,7 +168,7 @@ class AdamCuda final : public CudaOptimizerBase {
   AdamCuda(Backend& be, const AdamConfig& cfg, std::vector<Param*> params)
       : CudaOptimizerBase(be, AdamConfig::kKind, std::move(params), cfg.weight_decay, 2),
         cfg_(cfg) {
-    flops_ = count_flops(12, cfg.weight_decay != 0 ? 2 : 0);
+    set_work(adam_flops(cfg, params_), adam_bytes(cfg, params_));
   }
   const char* kind() const override { return cfg_.decoupled ? "AdamW" : AdamConfig::kKind; }
   void step() override {
@@ -206,7 +196,7 @@ class RmspropCuda final : public CudaOptimizerBase {
       : CudaOptimizerBase(be, RmspropConfig::kKind, std::move(params), cfg.weight_decay,
                           cfg.momentum != 0 ? 2 : 1),
         cfg_(cfg) {
-    flops_ = count_flops(8 + (cfg.momentum != 0 ? 2 : 0), cfg.weight_decay != 0 ? 2 : 0);
+    set_work(rmsprop_flops(cfg, params_), rmsprop_bytes(cfg, params_));
   }
   const char* kind() const override { return RmspropConfig::kKind; }
   void step() override {

@@ -121,7 +121,7 @@ class RnnCudnn : public Layer {
       Shape hs = lstm_cell_output_shape(name, c, in[0].shape, in[1].shape, in[2].shape);
       T_ = 1, N_ = in[0].shape[0], I_ = in[0].shape[1];
       outputs_ = {TensorDesc{hs}, TensorDesc{hs}};
-      flops_ = lstm_cell_flops(c, in[0].shape);
+      set_work(lstm_cell_flops(c, in[0].shape), lstm_cell_bytes(c, in[0].shape));
     } else {
       check_arity(in.size(), 1, "inputs");
       Shape ys;
@@ -129,12 +129,12 @@ class RnnCudnn : public Layer {
         LstmConfig c;
         c.hidden = H, c.num_layers = spec.num_layers, c.bidirectional = spec.bidirectional;
         ys = lstm_output_shape(name, c, in[0].shape);
-        flops_ = lstm_flops(c, in[0].shape);
+        set_work(lstm_flops(c, in[0].shape), lstm_bytes(c, in[0].shape));
       } else {
         GruConfig c;
         c.hidden = H, c.num_layers = spec.num_layers, c.bidirectional = spec.bidirectional;
         ys = gru_output_shape(name, c, in[0].shape);
-        flops_ = gru_flops(c, in[0].shape);
+        set_work(gru_flops(c, in[0].shape), gru_bytes(c, in[0].shape));
       }
       T_ = in[0].shape[0], N_ = in[0].shape[1], I_ = in[0].shape[2];
       outputs_ = {TensorDesc{ys}};

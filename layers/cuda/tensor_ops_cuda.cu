@@ -37,7 +37,7 @@ class AddCuda final : public Layer {
       : Layer(be, name, in), cu_(as_cuda(be)) {
     outputs_ = {add_output_desc(name, in)};
     n_ = in[0].shape.numel();
-    flops_ = add_flops(in[0].shape);
+    set_work(add_flops(in[0].shape), add_bytes(in[0].shape));
   }
 
   const char* kind() const override { return AddConfig::kKind; }
@@ -108,6 +108,7 @@ class ConcatCuda final : public Layer {
     const Shape ys = concat_output_shape(name, cfg, in);
     axis_ = normalize_axis(kind(), name, cfg.axis, ys.rank());
     outputs_ = {TensorDesc{ys, in[0].dtype, Layout::kRowMajor}};
+    set_work(Flops{}, copy_bytes(in, outputs_));
     const Shape& s0 = in[0].shape;
     view_ = axis_view(s0, axis_);
   }
@@ -159,6 +160,7 @@ class SplitCuda final : public Layer {
     for (const Shape& ys : split_output_shapes(name, cfg, in[0])) {
       outputs_.push_back(TensorDesc{ys, in[0].dtype, Layout::kRowMajor});
     }
+    set_work(Flops{}, copy_bytes(in, outputs_));
     axis_ = normalize_axis(kind(), name, cfg.axis, xs.rank());
     view_ = axis_view(xs, axis_);
   }
@@ -207,6 +209,7 @@ class ReshapeCuda final : public Layer {
       : Layer(be, name, in), cu_(as_cuda(be)) {
     check_arity(in.size(), 1, "inputs");
     outputs_ = {TensorDesc{reshape_output_shape(name, cfg, in[0]), in[0].dtype, Layout::kRowMajor}};
+    set_work(Flops{}, copy_bytes(in, outputs_));
   }
 
   const char* kind() const override { return ReshapeConfig::kKind; }
@@ -270,6 +273,7 @@ class TransposeCuda final : public Layer {
     TBD_LAYER_CHECK(dtype_size(in[0].dtype) == 4, kind(), name,
                     "the CUDA transpose moves 4-byte elements (f32, i32), got ", in[0].to_string());
     outputs_ = {TensorDesc{ys, in[0].dtype, Layout::kRowMajor}};
+    set_work(Flops{}, copy_bytes(in, outputs_));
     const Shape& xs = in[0].shape;
     const int r = xs.rank();
     std::vector<int> inv(r);
@@ -334,7 +338,7 @@ class PositionalEncodingCuda final : public Layer {
     outputs_ = {in[0]};
     const Shape& s = in[0].shape;
     n_ = s.numel();
-    flops_.fwd = static_cast<double>(n_);
+    set_work(positional_encoding_flops(s), positional_encoding_bytes(s));
     table_ = be.empty(Shape{s[1], s[2]}, MemCategory::kDynamic);
     std::vector<float> h(s[1] * s[2]);
     for (int64_t t = 0; t < s[1]; ++t) {

@@ -7,11 +7,16 @@
 // where they do not apply, the memory breakdown consistent, weights = 4 x parameters, filters
 // selecting what they say, bad flags failing with their message, a failing configuration
 // reported as an error row while the others run, and the output file complete with no
-// temporary left behind. Also unit tests of the name grammar (fixtures/names.h).
+// temporary left behind; every key of every row described in context.tbd_metrics, and the
+// roofline counters consistent with bytes worked out by hand. Also unit tests of the name
+// grammar (fixtures/names.h), the metric table (reporters/metrics.h) and the CPU bandwidth
+// triad (reporters/cpu_bandwidth.h).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -22,8 +27,12 @@
 #include <string>
 #include <vector>
 
+#include <omp.h>
+
 #include "fixtures/names.h"
+#include "reporters/cpu_bandwidth.h"
 #include "reporters/json_output.h"
+#include "reporters/metrics.h"
 
 namespace tbd::test {
 namespace {
@@ -143,6 +152,22 @@ void expect_common_counters(const json& b) {
   for (const char* k : {"gpu_utilization", "tensor_utilization", "device_fp32_flop"}) {
     EXPECT_FALSE(b.contains(k)) << k;
   }
+  // Roofline: analytic bytes, their rate, the intensity and the position under the roof (both
+  // roofs are measured on the CPU); bandwidth_utilization only on rows without FLOPs.
+  for (const char* k : {"bytes", "bytes_per_second", "arithmetic_intensity", "roofline_utilization"}) {
+    ASSERT_TRUE(b.contains(k)) << k;
+  }
+  EXPECT_FALSE(b.contains("bandwidth_utilization"));
+  const double bytes = b["bytes"], flop = b["flop"];
+  EXPECT_GT(bytes, 0);
+  EXPECT_DOUBLE_EQ(b["arithmetic_intensity"].get<double>(), flop / bytes);
+  EXPECT_NEAR(b["bytes_per_second"].get<double>() / b["flops"].get<double>(), bytes / flop,
+              1e-9 * bytes / flop);
+  double roof = b["roofline_utilization"];
+  EXPECT_TRUE(std::isfinite(roof) && roof > 0) << roof;
+  // The roof is never above the compute peak, so the roofline utilization is at least the FP32
+  // utilization (it may exceed 1 when the data stays in cache: see results/README.md).
+  EXPECT_GE(roof, u * (1 - 1e-9));
 }
 
 // ---- the name grammar ----
@@ -227,6 +252,75 @@ TEST(BenchNames, FormattersMatchTheGrammar) {
             "Linear/transformer.output_proj/bwd/batch:8");
   EXPECT_EQ(optimizer_bench_name("RMSprop", "resnet50"), "RMSprop/resnet50/step");
   EXPECT_EQ(model_bench_name("ResNet50", 96), "ResNet50/train/batch:96");
+}
+
+// ---- the metric table and the bandwidth triad ----
+
+TEST(Metrics, EveryCounterHasOneEntryAndPatternsMatch) {
+  std::set<std::string> keys;
+  for (const MetricInfo& m : metric_table()) {
+    EXPECT_TRUE(keys.insert(m.key).second) << "duplicate entry " << m.key;
+    EXPECT_FALSE(m.unit.empty()) << m.key;
+    EXPECT_FALSE(m.description.empty()) << m.key;
+  }
+  for (const char* k : {"real_time", "cpu_time", "items_per_second", "flop", "flops",
+                        "fp32_utilization", "device_fp32_flop", "tensor_utilization",
+                        "gpu_utilization", "cpu_utilization", "peak_memory_bytes",
+                        "breakdown_coverage", "bytes", "bytes_per_second",
+                        "arithmetic_intensity", "roofline_utilization", "bandwidth_utilization",
+                        "mem_weights", "mem_weight_grads", "mem_optimizer_state",
+                        "mem_feature_maps", "mem_workspace", "mem_dynamic"}) {
+    const MetricInfo* m = find_metric(k);
+    ASSERT_NE(m, nullptr) << k;
+    EXPECT_EQ(m->key, k) << "an exact entry wins over a pattern";
+  }
+  const MetricInfo* tokens = find_metric("tokens_per_second");
+  ASSERT_NE(tokens, nullptr);
+  EXPECT_EQ(tokens->key, "*_per_second");
+  EXPECT_EQ(tokens->direction, MetricDirection::kHigher);
+  EXPECT_EQ(find_metric("per_second_tokens"), nullptr);
+  EXPECT_EQ(find_metric("not_a_counter"), nullptr);
+  // The semantics the comparison tools rely on.
+  EXPECT_EQ(find_metric("real_time")->unit, "time_unit");
+  EXPECT_EQ(find_metric("real_time")->direction, MetricDirection::kLower);
+  for (const char* k : {"flop", "bytes", "arithmetic_intensity"}) {
+    EXPECT_EQ(find_metric(k)->direction, MetricDirection::kWork) << k;
+    EXPECT_TRUE(find_metric(k)->exact) << k;
+  }
+  for (const char* k : {"cpu_utilization", "breakdown_coverage", "device_fp32_flop"}) {
+    EXPECT_EQ(find_metric(k)->direction, MetricDirection::kInfo) << k;
+  }
+  for (const char* k : {"peak_memory_bytes", "mem_weights", "mem_dynamic"}) {
+    EXPECT_EQ(find_metric(k)->direction, MetricDirection::kLower) << k;
+    EXPECT_TRUE(find_metric(k)->exact) << k;
+  }
+  for (const char* k : {"items_per_second", "bytes_per_second", "roofline_utilization"}) {
+    EXPECT_EQ(find_metric(k)->direction, MetricDirection::kHigher) << k;
+  }
+}
+
+TEST(CpuBandwidth, ArraysAreSizedFromTheCache) {
+  const std::size_t mib = std::size_t{1} << 20;
+  EXPECT_EQ(triad_array_bytes(0, 0), 64 * mib);             // unknown cache: the minimum
+  EXPECT_EQ(triad_array_bytes(32 * mib, 0), 64 * mib);      // small caches: the minimum
+  EXPECT_EQ(triad_array_bytes(105 * mib, 0), 104 * mib);    // one LLC, 2 MiB granules
+  EXPECT_EQ(triad_array_bytes(480 * mib, 0), 256 * mib);    // huge caches: capped
+  EXPECT_EQ(triad_array_bytes(480 * mib, 1200 * mib), 100 * mib);  // a twelfth of free memory
+  EXPECT_EQ(triad_array_bytes(480 * mib, 12 * mib), 2 * mib);      // never below one granule
+}
+
+TEST(CpuBandwidth, TriadIsPlausibleAndQuick) {
+  auto t0 = std::chrono::steady_clock::now();
+  CpuBandwidth bw = measure_cpu_bandwidth(omp_get_max_threads());
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(std::isfinite(bw.bytes_per_s));
+  EXPECT_GT(bw.bytes_per_s, 1e9) << bw.method;   // 1 GB/s: below any machine's DRAM
+  EXPECT_LT(bw.bytes_per_s, 2e12) << bw.method;  // 2 TB/s: above any CPU socket's
+  for (const char* s : {"measured: STREAM triad", "3 arrays of", "best of",
+                        "write-allocate traffic not counted"}) {
+    EXPECT_NE(bw.method.find(s), std::string::npos) << bw.method;
+  }
+  EXPECT_LT(s, 2.0) << "the triad runs at every tbd_bench start";
 }
 
 TEST(JsonOutput, NonFiniteNumbersBecomeNullOutsideStrings) {
@@ -353,11 +447,17 @@ TEST(TbdBench, LayerRowsCarryTheCountersAndTheContext) {
   // layer1.0.conv1: 64 -> 64 channels, 1x1, on 56x56: 64*64 weights, 2*N*K*C*P*Q FLOPs per pass.
   const double pass = 2.0 * 1 * 64 * 64 * 56 * 56;
   const double flop[] = {pass, 2 * pass, 3 * pass};
+  // Bytes (layers/conv2d.h): x = y = 64*56*56 floats, w = 64*64. fwd reads x, w and writes y;
+  // dgrad reads dy, w and writes dx; wgrad reads x, dy and reads and writes dw.
+  const double x = 64.0 * 56 * 56, w = 64.0 * 64;
+  const double fwd = 4 * (x + w + x), bwd = 4 * (x + w + x) + 4 * (x + x + 2 * w);
+  const double bytes[] = {fwd, bwd, fwd + bwd};
   int i = 0;
   for (const char* phase : {"fwd", "bwd", "fwdbwd"}) {
     const json* b = find_row(j, std::string("Conv2d/resnet50.layer1.0.conv1/") + phase + "/batch:1");
     ASSERT_NE(b, nullptr) << phase;
     expect_common_counters(*b);
+    EXPECT_DOUBLE_EQ((*b)["bytes"].get<double>(), bytes[i]) << phase;
     EXPECT_DOUBLE_EQ((*b)["flop"].get<double>(), flop[i++]) << phase;
     EXPECT_EQ((*b)["mem_weights"].get<double>(), 4.0 * 64 * 64) << phase;
     EXPECT_EQ((*b)["mem_optimizer_state"].get<double>(), 0) << phase;
@@ -374,10 +474,108 @@ TEST(TbdBench, LayerRowsCarryTheCountersAndTheContext) {
   EXPECT_EQ(ctx["backend"], "cpu");
   EXPECT_GT(std::stod(ctx["peak_fp32_flops"].get<std::string>()), 1e9);
   EXPECT_NE(ctx["peak_fp32_method"].get<std::string>().find("measured"), std::string::npos);
+  // The memory roof: a STREAM triad, in a plausible range for any machine.
+  double bw = std::stod(ctx["peak_bandwidth_bytes_per_s"].get<std::string>());
+  EXPECT_GT(bw, 1e9);
+  EXPECT_LT(bw, 2e12);
+  EXPECT_NE(ctx["peak_bandwidth_method"].get<std::string>().find("triad"), std::string::npos);
+  EXPECT_EQ(ctx["roofline_compute_roof"], "peak_fp32_flops");
   EXPECT_EQ(ctx["git_commit"].get<std::string>().size(), 40u);
   // The readable table: progress counter and the columns.
   EXPECT_NE(r.out.find("[1/3]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("GFLOP/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bound"), std::string::npos) << r.out;
+  for (const std::string& l : lines(r.out)) {
+    if (l.rfind("[", 0) == 0) {
+      EXPECT_LE(l.size(), 130u) << l;
+      // A 1x1 convolution at batch 1 sits one side of the ridge or the other: never "-".
+      EXPECT_TRUE(l.find(" mem ") != std::string::npos || l.find(" comp ") != std::string::npos)
+          << l;
+    }
+  }
+}
+
+// Every key of every row (iterations, aggregates, a model with a breakdown and extra items)
+// is either one of Google Benchmark's own row fields or described in context.tbd_metrics, and
+// the context keeps what Google Benchmark and its tools expect.
+TEST(TbdBench, MetricTableDescribesEveryRowKey) {
+  Result r;
+  json j = run_json("--tbd_test_models --tbd_breakdown '--benchmark_filter=^TestConvNet/|"
+                    "^Conv2d/resnet50.layer1.0.conv1/fwd/' --tbd_batches=1 "
+                    "--benchmark_repetitions=2", &r);
+  ASSERT_TRUE(j.contains("context") && j["context"].is_object()) << r.out;
+  const json& ctx = j["context"];
+  ASSERT_TRUE(ctx.contains("tbd_metrics"));
+  const json& metrics = ctx["tbd_metrics"];
+  ASSERT_TRUE(metrics.is_object()) << "tbd_metrics must be an object, not a string";
+  const std::set<std::string> directions{"lower", "higher", "work", "info"};
+  for (const auto& [key, m] : metrics.items()) {
+    ASSERT_TRUE(m.is_object()) << key;
+    EXPECT_TRUE(directions.count(m.value("direction", ""))) << key;
+    EXPECT_TRUE(m["unit"].is_string()) << key;
+    EXPECT_TRUE(m["exact"].is_boolean()) << key;
+    EXPECT_TRUE(m["description"].is_string()) << key;
+  }
+  auto described = [&](const std::string& key) {
+    if (metrics.contains(key)) return true;
+    for (const auto& [pattern, m] : metrics.items()) {
+      std::size_t star = pattern.find('*');
+      if (star == std::string::npos) continue;
+      std::string pre = pattern.substr(0, star), post = pattern.substr(star + 1);
+      if (key.size() >= pre.size() + post.size() && key.rfind(pre, 0) == 0 &&
+          key.compare(key.size() - post.size(), post.size(), post) == 0) {
+        return true;
+      }
+    }
+    return false;
+  };
+  // Google Benchmark's row fields that are not metrics (its JSON reporter, 1.7).
+  const std::set<std::string> gb_fields{
+      "name",       "family_index",   "per_family_instance_index", "run_name",
+      "run_type",   "repetitions",    "repetition_index",          "threads",
+      "iterations", "time_unit",      "aggregate_name",            "aggregate_unit",
+      "label",      "error_occurred", "error_message"};
+  std::set<std::string> seen;
+  ASSERT_GE(j["benchmarks"].size(), 4u) << r.out;
+  for (const json& b : j["benchmarks"]) {
+    for (const auto& [key, v] : b.items()) {
+      if (gb_fields.count(key)) continue;
+      seen.insert(key);
+      EXPECT_TRUE(described(key)) << b["name"] << ": " << key << " has no tbd_metrics entry";
+    }
+  }
+  // The run exercised the metrics that appear only sometimes.
+  for (const char* k : {"real_time", "breakdown_coverage", "pixels_per_second", "bytes",
+                        "roofline_utilization", "mem_optimizer_state"}) {
+    EXPECT_TRUE(seen.count(k)) << k;
+  }
+  // Google Benchmark's own context, as its tools read it; tbd's other entries are strings.
+  for (const char* k : {"date", "host_name", "executable", "library_build_type"}) {
+    EXPECT_TRUE(ctx[k].is_string()) << k;
+  }
+  EXPECT_TRUE(ctx["num_cpus"].is_number());
+  EXPECT_TRUE(ctx["mhz_per_cpu"].is_number());
+  EXPECT_TRUE(ctx["cpu_scaling_enabled"].is_boolean());
+  EXPECT_TRUE(ctx["caches"].is_array());
+  for (const char* k : {"backend", "peak_fp32_flops", "peak_bandwidth_bytes_per_s",
+                        "peak_bandwidth_method", "git_commit"}) {
+    EXPECT_TRUE(ctx[k].is_string()) << k;
+  }
+  // The breakdown rows carry the roofline too.
+  ASSERT_TRUE(j.contains("tbd_breakdown"));
+  for (const json& row : j["tbd_breakdown"]) {
+    EXPECT_TRUE(row.contains("bound")) << row.dump();
+    if (row["layer"] == "conv1") {
+      EXPECT_GT(row["bytes"].get<double>(), 0);
+      EXPECT_TRUE(row.contains("arithmetic_intensity"));
+      EXPECT_TRUE(row.contains("roofline_utilization"));
+    }
+    if (row["layer"] == "(zero_grad)") {  // no FLOPs: bandwidth, never an intensity
+      EXPECT_EQ(row["bound"], "mem");
+      EXPECT_FALSE(row.contains("arithmetic_intensity"));
+      EXPECT_TRUE(row.contains("bandwidth_utilization"));
+    }
+  }
 }
 
 TEST(TbdBench, ModelFixtureTimesTrainingSteps) {
@@ -394,6 +592,18 @@ TEST(TbdBench, ModelFixtureTimesTrainingSteps) {
   ASSERT_TRUE(b->contains("pixels_per_second"));
   EXPECT_NEAR((*b)["pixels_per_second"].get<double>(), 256 * (*b)["items_per_second"].get<double>(),
               1e-6 * (*b)["pixels_per_second"].get<double>());
+  // Bytes of the step, by hand (layers/conv2d.h; the test model's loss and SGD in
+  // fixtures/test_model.cpp), summed as the FLOPs are: every layer's three phases, plus
+  // zero_grad's writes and the optimizer. conv1: x (2, 3, 16, 16) = 1536, y (2, 16, 16, 16) =
+  // 8192, w 432; conv2: x 8192, y (2, 16, 8, 8) = 2048, w 2304; the mean loss reads 2048.
+  const double conv1 = 4 * (1536 + 432 + 8192) + 4 * (8192 + 432 + 1536) +
+                       4 * (1536 + 8192 + 2 * 432);
+  const double conv2 = 4 * (8192 + 2304 + 2048) + 4 * (2048 + 2304 + 8192) +
+                       4 * (8192 + 2048 + 2 * 2304);
+  const double loss = 4 * (2048 + 1) + 4 * (1 + 2048);
+  const double params = 432 + 2304;
+  const double zero_grad = 4 * params, sgd = 4 * 3 * params;  // read w, g; write w
+  EXPECT_DOUBLE_EQ((*b)["bytes"].get<double>(), conv1 + conv2 + loss + zero_grad + sgd);
 }
 
 TEST(TbdBench, AFailingConfigIsAnErrorRowAndTheRunGoesOn) {

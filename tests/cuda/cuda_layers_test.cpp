@@ -159,6 +159,9 @@ void compare_layer(Backend& cpu, Backend& gpu, const Config& cfg, const std::vec
   EXPECT_DOUBLE_EQ(lc->flops().fwd, lg->flops().fwd);
   EXPECT_DOUBLE_EQ(lc->flops().bwd_data, lg->flops().bwd_data);
   EXPECT_DOUBLE_EQ(lc->flops().bwd_weights, lg->flops().bwd_weights);
+  EXPECT_DOUBLE_EQ(lc->bytes().fwd, lg->bytes().fwd);
+  EXPECT_DOUBLE_EQ(lc->bytes().bwd_data, lg->bytes().bwd_data);
+  EXPECT_DOUBLE_EQ(lc->bytes().bwd_weights, lg->bytes().bwd_weights);
 
   struct Side {
     Backend* be;
@@ -590,6 +593,7 @@ void compare_optimizer(Backend& cpu, Backend& gpu, const Config& cfg) {
   auto og = make_optimizer<Config>(gpu, cfg, pg.ptrs());
   EXPECT_STREQ(oc->kind(), og->kind());
   EXPECT_DOUBLE_EQ(oc->flops(), og->flops());
+  EXPECT_DOUBLE_EQ(oc->bytes(), og->bytes());
   for (int step = 0; step < 3; ++step) {
     oc->step();
     og->step();

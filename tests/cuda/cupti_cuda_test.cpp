@@ -157,6 +157,12 @@ TEST(CuptiSession, PeaksHaveASource) {
   EXPECT_GT(session->peak_fp32_flops(), 1e12);
   EXPECT_GE(session->peak_tf32_flops(), 0.0);
   EXPECT_NE(session->peak_source().find("tf32"), std::string::npos) << session->peak_source();
+  // The measured device-to-device copy bandwidth (read + write counted): H100 and H200 have
+  // 3.35 and 4.8 TB/s of HBM; below 100 GB/s or above 10 TB/s would be a measuring error.
+  EXPECT_GT(session->peak_bandwidth_bytes_per_s(), 1e11) << session->peak_bandwidth_method();
+  EXPECT_LT(session->peak_bandwidth_bytes_per_s(), 1e13) << session->peak_bandwidth_method();
+  EXPECT_NE(session->peak_bandwidth_method().find("cudaMemcpyAsync"), std::string::npos)
+      << session->peak_bandwidth_method();
 }
 
 }  // namespace

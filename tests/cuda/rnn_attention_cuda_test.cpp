@@ -127,10 +127,14 @@ void compare_backends(const Config& cfg, const std::vector<TensorDesc>& in, bool
     EXPECT_EQ(cpu_layer->output_descs()[k].shape, gpu_layer->output_descs()[k].shape);
   }
   ASSERT_EQ(cpu_layer->params().size(), gpu_layer->params().size());
-  // The FLOP formulas are shared (layers/<kind>.cpp): both backends report the same counts.
+  // The FLOP and byte formulas are shared (layers/<kind>.cpp): both backends report the same
+  // counts.
   EXPECT_DOUBLE_EQ(cpu_layer->flops().fwd, gpu_layer->flops().fwd);
   EXPECT_DOUBLE_EQ(cpu_layer->flops().bwd_data, gpu_layer->flops().bwd_data);
   EXPECT_DOUBLE_EQ(cpu_layer->flops().bwd_weights, gpu_layer->flops().bwd_weights);
+  EXPECT_DOUBLE_EQ(cpu_layer->bytes().fwd, gpu_layer->bytes().fwd);
+  EXPECT_DOUBLE_EQ(cpu_layer->bytes().bwd_data, gpu_layer->bytes().bwd_data);
+  EXPECT_DOUBLE_EQ(cpu_layer->bytes().bwd_weights, gpu_layer->bytes().bwd_weights);
 
   Data d = make_data(*cpu_layer, int_inputs, 7);
   Results want = run(cpu_backend(), *cpu_layer, d);

@@ -1,0 +1,53 @@
+// layers/optimizer.cpp: FLOP and byte counts of the optimizers (shared by all backends; the
+// per-element counts are documented on the configs in layers/optimizer.h).
+#include "layers/optimizer.h"
+
+namespace tbd {
+namespace {
+
+// Sum over parameters of numel * (base + decay_extra where the parameter decays).
+double count_flops(const std::vector<Param*>& params, double base, double decay_extra) {
+  double f = 0;
+  for (const Param* p : params) {
+    f += static_cast<double>(p->value.numel()) * (base + (p->decay ? decay_extra : 0.0));
+  }
+  return f;
+}
+
+// Sum over parameters of `arrays` f32 arrays of the parameter's size, each read or written
+// once (weight decay changes no count: the update reads w anyway).
+double count_bytes(const std::vector<Param*>& params, double arrays) {
+  double n = 0;
+  for (const Param* p : params) n += static_cast<double>(p->value.numel());
+  return bytes_of(arrays * n);
+}
+
+}  // namespace
+
+double sgd_flops(const SgdConfig& cfg, const std::vector<Param*>& params) {
+  return count_flops(params, 2 + (cfg.momentum != 0 ? 2 : 0), cfg.weight_decay != 0 ? 2 : 0);
+}
+
+double sgd_bytes(const SgdConfig& cfg, const std::vector<Param*>& params) {
+  // read w, g [, v]; write w [, v]
+  return count_bytes(params, cfg.momentum != 0 ? 5 : 3);
+}
+
+double adam_flops(const AdamConfig& cfg, const std::vector<Param*>& params) {
+  return count_flops(params, 12, cfg.weight_decay != 0 ? 2 : 0);
+}
+
+double adam_bytes(const AdamConfig&, const std::vector<Param*>& params) {
+  return count_bytes(params, 7);  // read w, g, m, v; write w, m, v
+}
+
+double rmsprop_flops(const RmspropConfig& cfg, const std::vector<Param*>& params) {
+  return count_flops(params, 8 + (cfg.momentum != 0 ? 2 : 0), cfg.weight_decay != 0 ? 2 : 0);
+}
+
+double rmsprop_bytes(const RmspropConfig& cfg, const std::vector<Param*>& params) {
+  // read w, g, sq [, buf]; write w, sq [, buf]
+  return count_bytes(params, cfg.momentum != 0 ? 7 : 5);
+}
+
+}  // namespace tbd

@@ -1,0 +1,96 @@
+// reporters/metrics.h: every metric a tbd_bench row can carry, described once.
+//
+// Comparing two runs needs more than numbers: which way is better, which values describe the
+// amount of work (two rows are comparable only if those match), which are deterministic (and
+// so compared exactly), and which are reported but not gated. TBD_COUNTERS below is the one
+// list of tbd's counters: it generates the counter-name constants (counter::kFlop, ...) that
+// reporters/tbd_counters.cpp sets, and the table that tbd_bench writes into its JSON output as
+// context.tbd_metrics, so a counter cannot be added without its entry. tests/bench checks that
+// every key of every row of a real run has one. Schema: results/README.md.
+//
+// Directions: lower / higher (which way is better); work (the amount of work: must be equal
+// for two rows to be comparable); info (reported, not gated). exact: deterministic, compared
+// exactly rather than within noise.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tbd {
+
+enum class MetricDirection { kLower, kHigher, kWork, kInfo };
+const char* to_string(MetricDirection d);  // "lower", "higher", "work", "info"
+
+// X(constant, key, direction, unit, exact, description)
+#define TBD_COUNTERS(X)                                                                       \
+  X(kItemsPerSecond, "items_per_second", kHigher, "samples/s", false,                          \
+    "samples processed per second (images, sentences; batch rows for layers) over the "        \
+    "measured work time")                                                                      \
+  X(kFlop, "flop", kWork, "FLOP", true,                                                        \
+    "analytic floating-point operations of one iteration (a multiply-add counts 2), from "     \
+    "each layer's documented formula (layers/*.h)")                                            \
+  X(kFlops, "flops", kHigher, "FLOP/s", false,                                                 \
+    "achieved: flop over the measured time per iteration")                                     \
+  X(kFp32Utilization, "fp32_utilization", kHigher, "fraction", false,                          \
+    "executed FP32 FLOP/s over the device's peak FP32 FLOP/s (context peak_fp32_flops)")       \
+  X(kDeviceFp32Flop, "device_fp32_flop", kInfo, "FLOP", false,                                 \
+    "GPU: FP32 FLOPs per iteration executed on the device (CUPTI), next to the analytic flop") \
+  X(kTensorUtilization, "tensor_utilization", kHigher, "fraction", false,                      \
+    "GPU: tensor-core (TF32) work over the TF32 peak (context peak_tf32_flops)")               \
+  X(kGpuUtilization, "gpu_utilization", kHigher, "fraction", false,                            \
+    "GPU: union of kernel-busy intervals over the wall time of one profiled iteration")        \
+  X(kCpuUtilization, "cpu_utilization", kInfo, "fraction", false,                              \
+    "process CPU time over wall time x threads in use during the timed loop")                  \
+  X(kPeakMemory, "peak_memory_bytes", kLower, "bytes", true,                                   \
+    "peak of all tracked device memory during the timed iterations")                           \
+  X(kBreakdownCoverage, "breakdown_coverage", kInfo, "fraction", false,                        \
+    "--tbd_breakdown: sum of the per-layer rows over the un-instrumented step time")           \
+  X(kBytes, "bytes", kWork, "bytes", true,                                                     \
+    "analytic bytes moved by one iteration: the minimal DRAM traffic of an ideal FP32 "        \
+    "implementation, a lower bound (layers/layer.h)")                                          \
+  X(kBytesPerSecond, "bytes_per_second", kHigher, "bytes/s", false,                            \
+    "bytes over the measured time per iteration: the achieved (lower-bound) bandwidth")        \
+  X(kArithmeticIntensity, "arithmetic_intensity", kWork, "FLOP/byte", true,                    \
+    "flop / bytes")                                                                            \
+  X(kRooflineUtilization, "roofline_utilization", kHigher, "fraction", false,                  \
+    "achieved FLOP/s over the roof min(peak FP32 FLOP/s, arithmetic_intensity x peak "         \
+    "bandwidth); above 1 when the data stays in cache between iterations")                     \
+  X(kBandwidthUtilization, "bandwidth_utilization", kHigher, "fraction", false,                \
+    "rows without FLOPs: bytes_per_second over the peak bandwidth "                            \
+    "(context peak_bandwidth_bytes_per_s); above 1 when the data stays in cache")
+
+namespace counter {
+#define TBD_COUNTER_NAME(id, key, direction, unit, exact, description) \
+  inline constexpr const char* id = key;
+TBD_COUNTERS(TBD_COUNTER_NAME)
+#undef TBD_COUNTER_NAME
+// <what>_per_second: a model's extra item counts (tokens_per_second); pattern "*_per_second".
+inline constexpr const char* kPerSecondSuffix = "_per_second";
+// mem_<category> for every MemCategory: mem_weights, mem_weight_grads, mem_optimizer_state,
+// mem_feature_maps, mem_workspace, mem_dynamic (each in the table with its own entry).
+std::string mem(MemCategory c);
+}  // namespace counter
+
+struct MetricInfo {
+  std::string key;  // a row key, or a pattern with one '*' ("*_per_second")
+  MetricDirection direction;
+  std::string unit;  // "time_unit": the row's own time_unit
+  bool exact;
+  std::string description;
+};
+
+// Every metric a row can carry: real_time and cpu_time, every TBD_COUNTERS entry, each
+// mem_<category>, and the pattern "*_per_second".
+const std::vector<MetricInfo>& metric_table();
+// The entry for a row key: an exact key first, else a matching pattern; nullptr if none.
+const MetricInfo* find_metric(const std::string& key);
+// metric_table() as JSON: {"<key>": {"direction", "unit", "exact", "description"}, ...}.
+nlohmann::ordered_json metrics_json();
+// Inserts metrics_json() into a finished JSON file as context.tbd_metrics (an object), keeping
+// everything else and its key order. False if the file could not be read, parsed or written.
+bool add_metrics_to_json_file(const std::string& path);
+
+}  // namespace tbd
