@@ -82,6 +82,17 @@ const MetricInfo* find_metric(const std::string& key) {
   return nullptr;
 }
 
+std::vector<std::string> metric_relative_to(const std::string& key) {
+  if (key == counter::kFp32Utilization) return {"peak_fp32_flops"};
+  if (key == counter::kTensorUtilization) return {"peak_tf32_flops"};
+  if (key == counter::kRooflineUtilization) {
+    return {"peak_fp32_flops", "peak_tf32_flops", "peak_bandwidth_bytes_per_s",
+            "roofline_compute_roof"};
+  }
+  if (key == counter::kBandwidthUtilization) return {"peak_bandwidth_bytes_per_s"};
+  return {};
+}
+
 nlohmann::ordered_json metrics_json() {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   for (const MetricInfo& m : metric_table()) {
@@ -89,6 +100,8 @@ nlohmann::ordered_json metrics_json() {
                 {"unit", m.unit},
                 {"exact", m.exact},
                 {"description", m.description}};
+    std::vector<std::string> rel = metric_relative_to(m.key);
+    if (!rel.empty()) j[m.key]["relative_to"] = rel;
   }
   return j;
 }

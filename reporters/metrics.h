@@ -87,7 +87,12 @@ struct MetricInfo {
 const std::vector<MetricInfo>& metric_table();
 // The entry for a row key: an exact key first, else a matching pattern; nullptr if none.
 const MetricInfo* find_metric(const std::string& key);
-// metric_table() as JSON: {"<key>": {"direction", "unit", "exact", "description"}, ...}.
+// Context keys of the peak a utilization divides by ({} for other metrics). When they differ
+// between two runs, the utilization moves although nothing ran faster or slower, so trackers
+// report it without gating it (the rate it comes from is gated).
+std::vector<std::string> metric_relative_to(const std::string& key);
+// metric_table() as JSON: {"<key>": {"direction", "unit", "exact", "description"
+// [, "relative_to": [...]]}, ...}.
 nlohmann::ordered_json metrics_json();
 // Inserts metrics_json() into a finished JSON file as context.tbd_metrics (an object), keeping
 // everything else and its key order. False if the file could not be read, parsed or written.

@@ -544,6 +544,14 @@ TEST(TbdBench, MetricTableDescribesEveryRowKey) {
       EXPECT_TRUE(described(key)) << b["name"] << ": " << key << " has no tbd_metrics entry";
     }
   }
+  // Utilizations name the context peak they divide by: when it moved between two runs, a
+  // tracker reports the utilization without gating it.
+  for (const char* k : {"fp32_utilization", "roofline_utilization", "bandwidth_utilization"}) {
+    ASSERT_TRUE(metrics[k].contains("relative_to")) << k;
+    for (const json& c : metrics[k]["relative_to"]) EXPECT_TRUE(c.is_string()) << k;
+  }
+  EXPECT_TRUE(ctx.contains(metrics["fp32_utilization"]["relative_to"][0].get<std::string>()));
+  EXPECT_FALSE(metrics["real_time"].contains("relative_to"));
   // The run exercised the metrics that appear only sometimes.
   for (const char* k : {"real_time", "breakdown_coverage", "pixels_per_second", "bytes",
                         "roofline_utilization", "mem_optimizer_state"}) {

@@ -56,6 +56,7 @@ _TBD_BUILTIN = {
     "mem_*": ("lower", "bytes", True, "peak of one memory category"),
     "breakdown_coverage": ("info", "fraction", False, "breakdown rows over the step"),
     "bytes": ("work", "bytes", False, "analytic bytes moved per iteration"),
+    "bytes_per_second": ("higher", "bytes/s", False, "achieved (lower-bound) bandwidth"),
     "arithmetic_intensity": ("work", "FLOP/byte", False, "flop / bytes"),
     "roofline_utilization": ("higher", "fraction", False, "achieved over the roofline"),
     "bandwidth_utilization": ("higher", "fraction", False, "bytes/s over peak bandwidth"),
