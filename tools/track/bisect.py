@@ -9,6 +9,9 @@ if skips hide the boundary, the candidates are listed. GOOD must be an ancestor 
 
 Exit: 1 when a first bad commit was found (the regression is real), 0 when BAD is not worse
 than GOOD at this noise, 2 for bad input or when GOOD does not build.
+
+The search runs along BAD's first-parent chain (every commit on it contains the earlier
+ones): a regression that arrived with a merge is reported at the merge commit.
 """
 
 from __future__ import annotations
@@ -137,8 +140,11 @@ def run_bisect(args) -> int:
     if subprocess.run(["git", "-C", args.repo, "merge-base", "--is-ancestor", good, bad]
                       ).returncode != 0:
         raise InputError(f"{args.good} is not an ancestor of {args.bad}")
-    commits = builds.git(args.repo, "rev-list", "--ancestry-path", "--topo-order", "--reverse",
-                         f"{good}..{bad}").split()
+    # Along the first-parent chain: every commit on it contains all earlier ones, so "bad"
+    # is monotone and binary search is sound. A regression that came in with a merge is
+    # reported at the merge commit; bisect that branch next.
+    commits = builds.git(args.repo, "rev-list", "--first-parent", "--ancestry-path",
+                         "--reverse", f"{good}..{bad}").split()
     if not commits:
         raise InputError("no commits between GOOD and BAD")
     print(f"tbd_track bisect: {len(commits)} commits after {good[:12]} up to {bad[:12]}; "
