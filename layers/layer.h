@@ -33,20 +33,25 @@
 
 namespace tbd {
 
-// Analytic floating-point operations (multiply and add counted separately, so an FMA is 2).
-struct Flops {
+// Analytic work of one layer per phase: forward, data gradient, weight gradient. The tag keeps
+// FLOPs and bytes (below) from being added to each other.
+template <class Tag>
+struct PhaseWork {
   double fwd = 0;
   double bwd_data = 0;
   double bwd_weights = 0;
   double bwd() const { return bwd_data + bwd_weights; }
   double total() const { return fwd + bwd_data + bwd_weights; }
-  Flops& operator+=(const Flops& o) {
+  PhaseWork& operator+=(const PhaseWork& o) {
     fwd += o.fwd;
     bwd_data += o.bwd_data;
     bwd_weights += o.bwd_weights;
     return *this;
   }
 };
+
+// Analytic floating-point operations (multiply and add counted separately, so an FMA is 2).
+using Flops = PhaseWork<struct FlopTag>;
 
 // Analytic bytes moved, per phase: the minimal DRAM traffic of an ideal FP32 implementation,
 // a LOWER BOUND used for arithmetic intensity (FLOP/byte) and the roofline. The model, for
@@ -64,19 +69,7 @@ struct Flops {
 //     parameter gradient (they accumulate, +=; see the gradient policy above);
 //   * the phases are separate passes (as dgrad and wgrad are separate primitives), so a phase
 //     sum reads dy twice; a kind whose libraries fuse both gradients (the norms) says so.
-struct Bytes {
-  double fwd = 0;
-  double bwd_data = 0;
-  double bwd_weights = 0;
-  double bwd() const { return bwd_data + bwd_weights; }
-  double total() const { return fwd + bwd_data + bwd_weights; }
-  Bytes& operator+=(const Bytes& o) {
-    fwd += o.fwd;
-    bwd_data += o.bwd_data;
-    bwd_weights += o.bwd_weights;
-    return *this;
-  }
-};
+using Bytes = PhaseWork<struct ByteTag>;
 
 // Bytes of `elements` elements of dtype `t`: the element size every bytes formula uses.
 inline double bytes_of(double elements, DType t = DType::kF32) {

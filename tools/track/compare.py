@@ -84,7 +84,8 @@ class RowResult:
     verdict: str = "same"       # regression | improvement | same | acknowledged | info
     time_unit: str = ""
     unit_note: str = ""         # "time unit us -> ms (compared in seconds)"
-    source_note: str = ""       # aggregate-only input etc.
+    source_note: str = ""       # the notes below, joined
+    notes: list = field(default_factory=list)   # aggregate-only input, partial errors, ...
     errors_base: list = field(default_factory=list)
     errors_new: list = field(default_factory=list)
     reason: str = ""            # not-comparable: what work changed
@@ -361,16 +362,13 @@ def compare(base: list[Run], new: list[Run], cfg: Config, unit: str = "auto",
                              "(compared in seconds)")
         srcs = {b.source for b in ok_b + ok_n}
         if srcs != {"iterations"}:
-            row.source_note = ("aggregate-only input: the file's " +
-                               "/".join(sorted(s.split(':')[1] for s in srcs if ':' in s)) +
-                               " row is one sample per file")
-        partial = []
+            row.notes.append("aggregate-only input: the file's " +
+                             "/".join(sorted(s.split(':')[1] for s in srcs if ':' in s)) +
+                             " row is one sample per file")
         if row.errors_base:
-            partial.append(f"errors in {len(bb) - len(ok_b)} of {len(bb)} base files")
+            row.notes.append(f"errors in {len(bb) - len(ok_b)} of {len(bb)} base files")
         if row.errors_new:
-            partial.append(f"errors in {len(bn) - len(ok_n)} of {len(bn)} new files")
-        if partial:
-            row.source_note = "; ".join(filter(None, [row.source_note] + partial))
+            row.notes.append(f"errors in {len(bn) - len(ok_n)} of {len(bn)} new files")
         metrics_b = {k for b in ok_b for k in b.samples}
         metrics_n = {k for b in ok_n for k in b.samples}
         work_changes = []
@@ -386,10 +384,10 @@ def compare(base: list[Run], new: list[Run], cfg: Config, unit: str = "auto",
             if _decide(mr, sb, sn, cfg.alpha):
                 tested.append((mr, sb, sn))
             row.metrics.append(mr)
-        only = sorted(metrics_b ^ metrics_n)
-        if only:
-            row.source_note = "; ".join(filter(None, [row.source_note, "metrics on one side only: " + ", ".join(
-                f"{m} ({'base' if m in metrics_b else 'new'})" for m in only)]))
+        for side, ms in (("base", sorted(metrics_b - metrics_n)), ("new", sorted(metrics_n - metrics_b))):
+            if ms:
+                row.notes.append(f"only in {side}: {', '.join(ms)}")
+        row.source_note = "; ".join(row.notes)
         if work_changes:
             row.status = "not-comparable"
             row.reason = "work changed: " + ", ".join(work_changes)

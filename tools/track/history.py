@@ -93,7 +93,7 @@ def add(store: str, paths: list[str], allow_dirty: bool = False, commit: str | N
             with open(mpath, "w", encoding="utf-8") as f:
                 json.dump(info, f, indent=1, sort_keys=True)
                 f.write("\n")
-        stamp = re.sub(r"[^0-9TZ]", "", str(run.context.get("date", "")))[:15] or "nodate"
+        stamp = _utc_stamp(str(run.context.get("date", "")))
         base = f"{sha[:12]}{'-dirty' if run.dirty else ''}-{stamp}"
         dst = os.path.join(d, base + ".json")
         k = 1
@@ -106,13 +106,25 @@ def add(store: str, paths: list[str], allow_dirty: bool = False, commit: str | N
             tmp = dst + ".tmp"
             shutil.copyfile(run.path, tmp)
             os.replace(tmp, dst)
-        if commit:  # record the override next to the file
+        if commit and commit != run.commit:  # record the override next to the file
             with open(dst[:-5] + ".commit", "w", encoding="utf-8") as f:
                 f.write(sha + "\n")
         stored.append(dst)
         if not quiet:
             print(f"history: {run.path} -> {dst}")
     return stored
+
+
+def _utc_stamp(date: str) -> str:
+    """Google Benchmark's context date (ISO 8601 with offset) as YYYYMMDDTHHMMSSZ."""
+    import datetime as _dt  # noqa: PLC0415
+    try:
+        d = _dt.datetime.fromisoformat(date)
+    except ValueError:
+        return "nodate"
+    if d.tzinfo is not None:
+        d = d.astimezone(_dt.timezone.utc)
+    return d.strftime("%Y%m%dT%H%M%SZ")
 
 
 def _same_file(a: str, b: str) -> bool:

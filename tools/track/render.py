@@ -72,8 +72,7 @@ def _table(rows: list[list[str]], header: list[str], right: set[int]) -> list[st
     return out
 
 
-def _metric_rows(c: Comparison, verdicts: set[str], exact: bool | None = None,
-                 shared: str = "") -> list[list[str]]:
+def _metric_rows(c: Comparison, verdicts: set[str], exact: bool | None = None) -> list[list[str]]:
     """One line per (benchmark, metric); the benchmark's name and notes on its first line."""
     rows = []
     for r in c.rows:
@@ -84,7 +83,7 @@ def _metric_rows(c: Comparison, verdicts: set[str], exact: bool | None = None,
             v = "acknowledged" if m.acknowledged else m.verdict
             if v not in verdicts or (exact is not None and m.exact != exact):
                 continue
-            row_notes = [r.unit_note, r.source_note if r.source_note != shared else ""]
+            row_notes = [r.unit_note]
             note = "; ".join(filter(None, [m.acknowledged and f"acknowledged: {m.acknowledged}",
                                            m.note] + (row_notes if first else [])))
             ci = fmt_ci(m)
@@ -97,10 +96,21 @@ def _metric_rows(c: Comparison, verdicts: set[str], exact: bool | None = None,
     return rows
 
 
-def shared_source_note(c: Comparison) -> str:
-    """A source note every compared row has (said once in the header instead)."""
-    notes = {r.source_note for r in c.rows if r.status == "compared"}
-    return notes.pop() if len(notes) == 1 else ""
+def grouped_notes(c: Comparison) -> list[str]:
+    """Row notes said once each, with the rows they apply to ("all" when every row)."""
+    compared = [r for r in c.rows if r.status in ("compared", "not-comparable")]
+    by: dict[str, list[str]] = {}
+    for r in compared:
+        for n in r.notes:
+            by.setdefault(n, []).append(r.name)
+    out = []
+    for n, names in by.items():
+        if len(names) == len(compared):
+            out.append(f"{n} (all {len(names)} rows)" if len(names) > 1 else f"{n}: {names[0]}")
+        else:
+            more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+            out.append(f"{n}: {', '.join(names[:3])}{more}")
+    return out
 
 
 HEAD = ["benchmark", "metric", "base", "new", "change", "CI (95%)", "q", "n", "note"]
@@ -183,8 +193,7 @@ def text(c: Comparison, show_all: bool = False, top: int = 10) -> str:
     L.append(f"statistics: unit = {c.unit_of_analysis}; two-sided Mann-Whitney U, "
              f"Benjamini-Hochberg over {ntests} tests, alpha {c.alpha:g}; a change needs "
              f"significance and >= {c.threshold * 100:g}% (config: {c.config}); memory exact")
-    shared = shared_source_note(c)
-    for n in c.notes + ([shared] if shared else []):
+    for n in c.notes + grouped_notes(c):
         L.append("note: " + n)
     L.append("")
     for title, verdicts, exact in (("Regressions", {"regression"}, False),
@@ -192,7 +201,7 @@ def text(c: Comparison, show_all: bool = False, top: int = 10) -> str:
                                    ("Improvements", {"improvement"}, False),
                                    ("Memory improvements", {"improvement"}, True),
                                    ("Acknowledged", {"acknowledged"}, None)):
-        rows = _metric_rows(c, verdicts, exact, shared)
+        rows = _metric_rows(c, verdicts, exact)
         if rows:
             L.append(f"{title} ({len(rows)})")
             L += _table(rows, HEAD, {2, 3, 4}) + [""]
@@ -208,12 +217,12 @@ def text(c: Comparison, show_all: bool = False, top: int = 10) -> str:
         L.append(f"Unit-converted ({len(conv)})")
         L += [f"  {r.name}: {r.unit_note}" for r in conv] + [""]
     if show_all:
-        rows = _metric_rows(c, {"same", "noise", "info", "changed"}, None, shared)
+        rows = _metric_rows(c, {"same", "noise", "info", "changed"})
         if rows:
             L.append(f"Unchanged, within noise, informational ({len(rows)})")
             L += _table(rows, HEAD, {2, 3, 4}) + [""]
     else:
-        noise = _metric_rows(c, {"noise"}, None, shared)
+        noise = _metric_rows(c, {"noise"})
         if noise:
             L.append(f"Beyond the threshold but not significant ({len(noise)}; more samples "
                      "would tell)")
