@@ -48,4 +48,13 @@ Bytes activation_bytes(const ActivationConfig& cfg, const Shape& x) {
   return Bytes{bytes_of(2 * e), bytes_of(3 * e), 0};
 }
 
+template <>
+Contract contract(const std::string& name, const ActivationConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  check_input_count(ActivationConfig::kKind, name, in, 1);
+  const Shape ys = activation_output_shape(name, cfg, in[0]);
+  return Contract{{TensorDesc{ys, DType::kF32, in[0].layout}}, {},
+                  activation_flops(cfg, in[0].shape), activation_bytes(cfg, in[0].shape)};
+}
+
 }  // namespace tbd

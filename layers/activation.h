@@ -28,4 +28,8 @@ Shape activation_output_shape(const std::string& name, const ActivationConfig& c
 Flops activation_flops(const ActivationConfig& cfg, const Shape& x);
 Bytes activation_bytes(const ActivationConfig& cfg, const Shape& x);
 
+// Contract: one input x; y like x (shape, dtype, layout); no parameters.
+template <>
+Contract contract(const std::string& name, const ActivationConfig& cfg, const std::vector<TensorDesc>& in);
+
 }  // namespace tbd

@@ -86,4 +86,23 @@ Bytes attention_bytes(const MultiHeadAttentionConfig& c, const AttentionDims& d,
   return b;
 }
 
+template <>
+Contract contract(const std::string& name, const MultiHeadAttentionConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  const AttentionDims d = attention_dims(name, cfg, in);
+  Contract c;
+  c.outputs = {TensorDesc{attention_output_shape(d)}};
+  for (const char* w : {"wq", "wk", "wv", "wo"}) {
+    c.params.push_back({w, Shape{d.D, d.D}, Init::kXavierUniform, d.D, d.D, true});
+  }
+  if (cfg.bias) {
+    for (const char* b : {"bq", "bk", "bv", "bo"}) {
+      c.params.push_back({b, Shape{d.D}, Init::kZeros, d.D, d.D, false});
+    }
+  }
+  c.flops = attention_flops(cfg, d, cfg.dropout > 0);
+  c.bytes = attention_bytes(cfg, d, cfg.dropout > 0);
+  return c;
+}
+
 }  // namespace tbd

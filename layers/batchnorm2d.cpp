@@ -28,4 +28,18 @@ Bytes batchnorm2d_bytes(const Shape& x) {
   return Bytes{bytes_of(2 * e + 8 * c), bytes_of(3 * e + 3 * c), bytes_of(2 * e + 6 * c)};
 }
 
+template <>
+Contract contract(const std::string& name, const BatchNorm2dConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  check_input_count(BatchNorm2dConfig::kKind, name, in, 1);
+  batchnorm2d_output_shape(name, cfg, in[0]);
+  const Shape& xs = in[0].shape;
+  const int64_t C = xs[1];
+  return Contract{{in[0]},
+                  {{"weight", Shape{C}, Init::kOnes, C, C, false},
+                   {"bias", Shape{C}, Init::kZeros, C, C, false}},
+                  batchnorm2d_flops(xs),
+                  batchnorm2d_bytes(xs)};
+}
+
 }  // namespace tbd

@@ -35,6 +35,10 @@ Shape batchnorm2d_output_shape(const std::string& name, const BatchNorm2dConfig&
 Flops batchnorm2d_flops(const Shape& x);
 Bytes batchnorm2d_bytes(const Shape& x);
 
+// Contract: one input x; y like x; weight (C) ones and bias (C) zeros, no decay.
+template <>
+Contract contract(const std::string& name, const BatchNorm2dConfig& cfg, const std::vector<TensorDesc>& in);
+
 // Every backend's BatchNorm2d derives from this, so callers (tests, checkpoints, eval runs)
 // reach the running statistics without knowing the backend.
 class BatchNorm2dLayer : public Layer {

@@ -43,4 +43,21 @@ Bytes conv2d_bytes(const Conv2dConfig& c, const Shape& x, const Shape& y) {
                bytes_of(xe + ye + 2 * (we + be))};
 }
 
+template <>
+Contract contract(const std::string& name, const Conv2dConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  check_input_count(Conv2dConfig::kKind, name, in, 1);
+  check_f32(Conv2dConfig::kKind, name, "x", in[0]);
+  const Shape& xs = in[0].shape;
+  const Shape ys = conv2d_output_shape(name, cfg, xs);
+  const int64_t C = xs[1], K = cfg.out_channels, G = cfg.groups;
+  const int64_t fan_in = (C / G) * cfg.kernel_h * cfg.kernel_w;
+  const int64_t fan_out = (K / G) * cfg.kernel_h * cfg.kernel_w;
+  Contract c{{TensorDesc{ys}}, {}, conv2d_flops(cfg, xs, ys), conv2d_bytes(cfg, xs, ys)};
+  c.params.push_back({"weight", Shape{K, C / G, cfg.kernel_h, cfg.kernel_w}, Init::kHeNormal,
+                      fan_in, fan_out, true});
+  if (cfg.bias) c.params.push_back({"bias", Shape{K}, Init::kZeros, fan_in, fan_out, false});
+  return c;
+}
+
 }  // namespace tbd

@@ -49,4 +49,10 @@ Shape conv2d_output_shape(const std::string& name, const Conv2dConfig& cfg, cons
 Flops conv2d_flops(const Conv2dConfig& cfg, const Shape& x, const Shape& y);
 Bytes conv2d_bytes(const Conv2dConfig& cfg, const Shape& x, const Shape& y);
 
+// Contract: one input x (f32); y (N, K, P, Q) f32 row-major (an implementation may
+// choose a blocked layout); weight (K, C/groups, R, S) He-normal with fan_in = C/groups*R*S,
+// fan_out = K/groups*R*S [and bias (K) zeros, no decay].
+template <>
+Contract contract(const std::string& name, const Conv2dConfig& cfg, const std::vector<TensorDesc>& in);
+
 }  // namespace tbd

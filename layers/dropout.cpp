@@ -29,4 +29,12 @@ Bytes dropout_bytes(const Shape& x) {
   return Bytes{pass, pass, 0};
 }
 
+template <>
+Contract contract(const std::string& name, const DropoutConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  check_input_count(DropoutConfig::kKind, name, in, 1);
+  dropout_output_shape(name, cfg, in[0]);
+  return Contract{{in[0]}, {}, dropout_flops(in[0].shape), dropout_bytes(in[0].shape)};
+}
+
 }  // namespace tbd

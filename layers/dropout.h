@@ -32,6 +32,10 @@ Shape dropout_output_shape(const std::string& name, const DropoutConfig& cfg, co
 Flops dropout_flops(const Shape& x);
 Bytes dropout_bytes(const Shape& x);
 
+// Contract: one input x; y like x; no parameters.
+template <>
+Contract contract(const std::string& name, const DropoutConfig& cfg, const std::vector<TensorDesc>& in);
+
 // The mask, shared by every backend and by the tests' reference. One splitmix64 hash gives
 // four 16-bit uniforms (elements 4j..4j+3); element i is dropped iff its uniform is below
 // threshold = round(p * 2^16), so the drop probability is p to within 2^-17. The per-element

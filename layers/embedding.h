@@ -35,4 +35,9 @@ Shape embedding_output_shape(const std::string& name, const EmbeddingConfig& cfg
 Flops embedding_flops(const EmbeddingConfig& cfg, const Shape& ids);
 Bytes embedding_bytes(const EmbeddingConfig& cfg, const Shape& ids);
 
+// Contract: one input ids (i32); y (..., dim) f32; weight (num_embeddings, dim) with
+// cfg.init, fan_in = dim, fan_out = num_embeddings (PyTorch's convention).
+template <>
+Contract contract(const std::string& name, const EmbeddingConfig& cfg, const std::vector<TensorDesc>& in);
+
 }  // namespace tbd

@@ -13,11 +13,12 @@
 // the layer, the argument and the dims), parameters and saved state are allocated there, and
 // library primitives are created there. forward()/backward() never allocate.
 //
-// Each layer kind has a Config struct with `static constexpr const char* kKind`, shape
-// inference, a FLOP formula and a bytes formula shared by every backend (layers/<kind>.h;
-// implementations hand both to Layer::set_work, the only way to set them), and one
-// implementation file per backend (layers/cpu/<kind>_onednn.cpp, layers/cuda/<kind>_cudnn.cu)
-// that registers its factory with TBD_REGISTER_LAYER.
+// Each layer kind has a Config struct with `static constexpr const char* kKind` and states its
+// contract once, for every backend (layers/<kind>.{h,cpp}: contract<Config>, see Contract
+// below): input checks, output shapes and dtypes, parameters, FLOPs and bytes. Each backend
+// has one implementation file (layers/cpu/<kind>_onednn.cpp, layers/cuda/<kind>_cudnn.cu) whose
+// class hands the contract to Layer's constructor, builds its primitives and computes; it
+// registers its factory with TBD_REGISTER_LAYER.
 #pragma once
 
 #include <functional>
@@ -86,6 +87,32 @@ enum class Init {
   kUniformFanIn,    // U(-1/sqrt(fan_in), 1/sqrt(fan_in)): RNN defaults
 };
 
+// A parameter as a kind declares it: what Layer's constructor allocates.
+struct ParamSpec {
+  std::string suffix;  // "weight": the parameter is named "<layer>.weight"
+  Shape shape;
+  Init init = Init::kZeros;
+  int64_t fan_in = 1;
+  int64_t fan_out = 1;
+  bool decay = true;  // weight decay applies (false for biases and norm scales)
+};
+
+// What a layer kind states once for every backend (ATen's META function, written in
+// layers/<kind>.cpp as a specialization of contract<Config>): it checks the inputs (errors name
+// the layer, the argument and the dims) and returns the outputs' shapes and dtypes, the
+// parameters, and the FLOPs and bytes of one call per phase. A backend's implementation (ATen's
+// IMPL) passes it to Layer's constructor and only builds primitives and computes; it chooses
+// its outputs' layouts (row-major unless it sets otherwise) and never restates the rest.
+struct Contract {
+  std::vector<TensorDesc> outputs;
+  std::vector<ParamSpec> params;
+  Flops flops;
+  Bytes bytes;
+};
+
+template <class Config>
+Contract contract(const std::string& name, const Config& cfg, const std::vector<TensorDesc>& in);
+
 struct Param {
   std::string name;  // "conv1.weight"
   Tensor value;      // category weights, row-major
@@ -99,6 +126,10 @@ struct Param {
   // Implementations therefore read value/grad pointers at execution, never cache them.
   bool tied = false;
 };
+
+// Fills p.value by its Init rule from a stream seeded by (seed, p.name): the same parameter
+// gets the same values in a model, a layer benchmark and a test, on every backend.
+void init_param(Backend& be, Param& p, uint64_t seed);
 
 using TensorRefs = std::span<const Tensor* const>;
 using MutTensorRefs = std::span<Tensor* const>;
@@ -131,17 +162,15 @@ class Layer {
   virtual void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) = 0;
 
  protected:
-  Layer(Backend& be, std::string name, std::vector<TensorDesc> inputs)
-      : be_(be), name_(std::move(name)), inputs_(std::move(inputs)) {}
+  // Takes the kind's contract: outputs (an implementation may then choose other layouts for
+  // them), parameters (allocated here, row-major f32, gradients zeroed) and work.
+  Layer(Backend& be, std::string name, std::vector<TensorDesc> inputs, const Contract& c);
 
-  // Allocates a parameter and its gradient (row-major f32).
-  Param& add_param(const std::string& suffix, Shape shape, Init init, int64_t fan_in,
-                   int64_t fan_out, bool decay = true);
   // Checks the arity of a call (names the layer on failure).
   void check_arity(std::size_t got, std::size_t want, const char* what) const;
-  // Sets the analytic work of one call per phase, from the kind's shared formulas
-  // (<kind>_flops and <kind>_bytes in layers/<kind>.h). FLOPs and bytes are set together and
-  // only here, so no backend can report one without the other.
+  // Replaces the analytic work of one call, for a kind whose work depends on the mode (dropout
+  // inside attention is off in eval mode). FLOPs and bytes are set together and only from the
+  // kind's shared formulas, so no backend can report one without the other.
   void set_work(const Flops& flops, const Bytes& bytes) {
     flops_ = flops;
     bytes_ = bytes;
@@ -170,6 +199,12 @@ class Layer {
 void check_rank(const char* kind, const std::string& name, const char* arg, const TensorDesc& d,
                 int rank, const char* dims_doc);
 void check_positive(const char* kind, const std::string& name, const char* arg, const Shape& s);
+// "Conv2d 'c': inputs: expected 1 tensors, got 2" (contracts check their arity with this).
+void check_input_count(const char* kind, const std::string& name,
+                       const std::vector<TensorDesc>& in, std::size_t want,
+                       const char* what = "inputs");
+// "Linear 'fc': input x must be f32, got (2, 3) i32 row_major".
+void check_f32(const char* kind, const std::string& name, const char* arg, const TensorDesc& d);
 
 // ---- registry: one factory per (layer kind, backend kind) ----
 

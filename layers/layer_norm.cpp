@@ -25,4 +25,18 @@ Bytes layer_norm_bytes(const Shape& x) {
                bytes_of(2 * e + 2 * m + 4 * d)};
 }
 
+template <>
+Contract contract(const std::string& name, const LayerNormConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  check_input_count(LayerNormConfig::kKind, name, in, 1);
+  check_f32(LayerNormConfig::kKind, name, "x", in[0]);
+  const Shape ys = layer_norm_output_shape(name, cfg, in[0].shape);
+  const int64_t D = in[0].shape[-1];
+  return Contract{{TensorDesc{ys}},
+                  {{"gamma", Shape{D}, Init::kOnes, D, D, false},
+                   {"beta", Shape{D}, Init::kZeros, D, D, false}},
+                  layer_norm_flops(in[0].shape),
+                  layer_norm_bytes(in[0].shape)};
+}
+
 }  // namespace tbd

@@ -28,4 +28,9 @@ Shape layer_norm_output_shape(const std::string& name, const LayerNormConfig& cf
 Flops layer_norm_flops(const Shape& x);
 Bytes layer_norm_bytes(const Shape& x);
 
+// Contract: one input x (f32, normalised over the last dim D); y like x; gamma (D) ones
+// and beta (D) zeros, no decay.
+template <>
+Contract contract(const std::string& name, const LayerNormConfig& cfg, const std::vector<TensorDesc>& in);
+
 }  // namespace tbd

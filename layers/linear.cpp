@@ -83,4 +83,32 @@ Bytes gemm_bytes(const GemmConfig& cfg, const GemmDims& d) {
                cfg.bias ? bytes_of(y + 2 * bias) : 0.0};
 }
 
+template <>
+Contract contract(const std::string& name, const LinearConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  check_input_count(LinearConfig::kKind, name, in, 1);
+  const Shape ys = linear_output_shape(name, cfg, in[0].shape);
+  check_f32(LinearConfig::kKind, name, "x", in[0]);
+  const int64_t K = in[0].shape[-1], N = cfg.out_features;
+  Contract c{{TensorDesc{ys}},
+             {{"weight", Shape{N, K}, cfg.init, K, N, true}},
+             linear_flops(cfg, in[0].shape),
+             linear_bytes(cfg, in[0].shape)};
+  if (cfg.bias) c.params.push_back({"bias", Shape{N}, Init::kZeros, K, N, false});
+  return c;
+}
+
+template <>
+Contract contract(const std::string& name, const GemmConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  check_input_count(GemmConfig::kKind, name, in, 2);
+  GemmDims d;
+  const Shape ys = gemm_output_shape(name, cfg, in[0].shape, in[1].shape, &d);
+  check_f32(GemmConfig::kKind, name, "a", in[0]);
+  check_f32(GemmConfig::kKind, name, "b", in[1]);
+  Contract c{{TensorDesc{ys}}, {}, gemm_flops(cfg, d), gemm_bytes(cfg, d)};
+  if (cfg.bias) c.params.push_back({"bias", Shape{d.n}, Init::kZeros, d.k, d.n, false});
+  return c;
+}
+
 }  // namespace tbd

@@ -55,4 +55,13 @@ Shape gemm_output_shape(const std::string& name, const GemmConfig& cfg, const Sh
 Flops gemm_flops(const GemmConfig& cfg, const GemmDims& d);
 Bytes gemm_bytes(const GemmConfig& cfg, const GemmDims& d);
 
+// Contract: one input x (..., K) f32; y (..., N) f32; weight (N, K) with cfg.init, fan_in K,
+// fan_out N [and bias (N) zeros, no decay].
+template <>
+Contract contract(const std::string& name, const LinearConfig& cfg, const std::vector<TensorDesc>& in);
+
+// Contract: inputs a, b (f32); y as documented above, f32; [bias (N) zeros, no decay].
+template <>
+Contract contract(const std::string& name, const GemmConfig& cfg, const std::vector<TensorDesc>& in);
+
 }  // namespace tbd

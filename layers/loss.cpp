@@ -62,4 +62,22 @@ Bytes mse_loss_bytes(const Shape& pred) {
   return Bytes{bytes_of(2 * e + 1), bytes_of(1 + 4 * e), 0};
 }
 
+template <>
+Contract contract(const std::string& name, const SoftmaxCrossEntropyConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  check_input_count(SoftmaxCrossEntropyConfig::kKind, name, in, 2, "inputs (logits, labels)");
+  const Shape ys = softmax_cross_entropy_output_shape(name, cfg, in[0], in[1]);
+  return Contract{{TensorDesc{ys}}, {}, softmax_cross_entropy_flops(in[0].shape),
+                  softmax_cross_entropy_bytes(in[0].shape)};
+}
+
+template <>
+Contract contract(const std::string& name, const MseLossConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  (void)cfg;
+  check_input_count(MseLossConfig::kKind, name, in, 2, "inputs (pred, target)");
+  const Shape ys = mse_loss_output_shape(name, in[0], in[1]);
+  return Contract{{TensorDesc{ys}}, {}, mse_loss_flops(in[0].shape), mse_loss_bytes(in[0].shape)};
+}
+
 }  // namespace tbd

@@ -48,4 +48,12 @@ Shape mse_loss_output_shape(const std::string& name, const TensorDesc& pred,
 Flops mse_loss_flops(const Shape& pred);
 Bytes mse_loss_bytes(const Shape& pred);
 
+// Contract: inputs logits (..., V) f32 and labels (...) i32; y (1) f32; no parameters.
+template <>
+Contract contract(const std::string& name, const SoftmaxCrossEntropyConfig& cfg, const std::vector<TensorDesc>& in);
+
+// Contract: inputs pred and target (same shape, f32); y (1) f32; no parameters.
+template <>
+Contract contract(const std::string& name, const MseLossConfig& cfg, const std::vector<TensorDesc>& in);
+
 }  // namespace tbd

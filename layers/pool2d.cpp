@@ -60,4 +60,24 @@ Bytes global_avg_pool2d_bytes(const Shape& x) {
   return Bytes{bytes_of(xe + ye), bytes_of(ye + xe), 0};
 }
 
+template <>
+Contract contract(const std::string& name, const Pool2dConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  check_input_count(Pool2dConfig::kKind, name, in, 1);
+  const Shape& xs = in[0].shape;
+  const Shape ys = pool2d_output_shape(name, cfg, in[0]);
+  return Contract{{TensorDesc{ys, DType::kF32, in[0].layout}}, {}, pool2d_flops(cfg, xs, ys),
+                  pool2d_bytes(cfg, xs, ys)};
+}
+
+template <>
+Contract contract(const std::string& name, const GlobalAvgPool2dConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  (void)cfg;
+  check_input_count(GlobalAvgPool2dConfig::kKind, name, in, 1);
+  const Shape ys = global_avg_pool2d_output_shape(name, in[0]);
+  return Contract{{TensorDesc{ys}}, {}, global_avg_pool2d_flops(in[0].shape),
+                  global_avg_pool2d_bytes(in[0].shape)};
+}
+
 }  // namespace tbd

@@ -54,4 +54,12 @@ Shape global_avg_pool2d_output_shape(const std::string& name, const TensorDesc& 
 Flops global_avg_pool2d_flops(const Shape& x);
 Bytes global_avg_pool2d_bytes(const Shape& x);
 
+// Contract: one input x (N, C, H, W) f32; y (N, C, P, Q) in x's layout; no parameters.
+template <>
+Contract contract(const std::string& name, const Pool2dConfig& cfg, const std::vector<TensorDesc>& in);
+
+// Contract: one input x (N, C, H, W) f32; y (N, C) row-major; no parameters.
+template <>
+Contract contract(const std::string& name, const GlobalAvgPool2dConfig& cfg, const std::vector<TensorDesc>& in);
+
 }  // namespace tbd

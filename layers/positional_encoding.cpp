@@ -20,4 +20,16 @@ Bytes positional_encoding_bytes(const Shape& x) {
   return Bytes{bytes_of(2 * e + table), bytes_of(2 * e), 0};
 }
 
+template <>
+Contract contract(const std::string& name, const PositionalEncodingConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  (void)cfg;
+  const char* k = PositionalEncodingConfig::kKind;
+  check_input_count(k, name, in, 1);
+  check_rank(k, name, "x", in[0], 3, "(N, T, D)");
+  check_f32(k, name, "x", in[0]);
+  return Contract{{TensorDesc{in[0].shape}}, {}, positional_encoding_flops(in[0].shape),
+                  positional_encoding_bytes(in[0].shape)};
+}
+
 }  // namespace tbd

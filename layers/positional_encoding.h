@@ -21,4 +21,9 @@ double sinusoid(int64_t t, int64_t d, int64_t dim);
 Flops positional_encoding_flops(const Shape& x);
 Bytes positional_encoding_bytes(const Shape& x);
 
+// Contract: one input x (N, T, D) f32; y like x; no parameters (the table is a
+// constant buffer, not a parameter).
+template <>
+Contract contract(const std::string& name, const PositionalEncodingConfig& cfg, const std::vector<TensorDesc>& in);
+
 }  // namespace tbd

@@ -156,4 +156,73 @@ int64_t lstm_cell_param_count(const LstmCellConfig& cfg, int64_t input_size) {
   return kLstmGates * cfg.hidden * (input_size + cfg.hidden) + kLstmGates * cfg.hidden;
 }
 
+namespace {
+
+// One direction's parameters: PyTorch names, shapes and default init (U(-1/sqrt(H), 1/sqrt(H))
+// for every parameter); LSTM has one bias per gate, GRU two (b_ih, b_hh).
+void add_direction_params(std::vector<ParamSpec>& ps, bool lstm, const std::string& prefix,
+                          int64_t in, int64_t H) {
+  const int64_t G = lstm ? 4 : 3;
+  ps.push_back({prefix + "w_ih", Shape{G * H, in}, Init::kUniformFanIn, H, G * H, true});
+  ps.push_back({prefix + "w_hh", Shape{G * H, H}, Init::kUniformFanIn, H, G * H, true});
+  if (lstm) {
+    ps.push_back({prefix + "b", Shape{G * H}, Init::kUniformFanIn, H, G * H, false});
+  } else {
+    ps.push_back({prefix + "b_ih", Shape{G * H}, Init::kUniformFanIn, H, G * H, false});
+    ps.push_back({prefix + "b_hh", Shape{G * H}, Init::kUniformFanIn, H, G * H, false});
+  }
+}
+
+template <class Config>
+Contract sequence_contract(const std::string& name, const Config& cfg,
+                           const std::vector<TensorDesc>& in, bool lstm, Shape ys, Flops f,
+                           Bytes b) {
+  check_f32(Config::kKind, name, "x", in[0]);
+  Contract c{{TensorDesc{std::move(ys)}}, {}, f, b};
+  const int64_t I = in[0].shape[2], H = cfg.hidden, dirs = cfg.bidirectional ? 2 : 1;
+  for (int64_t l = 0; l < cfg.num_layers; ++l) {
+    for (int64_t d = 0; d < dirs; ++d) {
+      add_direction_params(c.params, lstm, detail::concat("l", l, d == 0 ? ".fwd." : ".bwd."),
+                           l == 0 ? I : H * dirs, H);
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+template <>
+Contract contract(const std::string& name, const LstmConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  check_input_count(LstmConfig::kKind, name, in, 1);
+  const Shape& xs = in[0].shape;
+  Shape ys = lstm_output_shape(name, cfg, xs);  // checks x before the formulas read it
+  return sequence_contract(name, cfg, in, true, std::move(ys), lstm_flops(cfg, xs),
+                           lstm_bytes(cfg, xs));
+}
+
+template <>
+Contract contract(const std::string& name, const GruConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  check_input_count(GruConfig::kKind, name, in, 1);
+  const Shape& xs = in[0].shape;
+  Shape ys = gru_output_shape(name, cfg, xs);  // checks x before the formulas read it
+  return sequence_contract(name, cfg, in, false, std::move(ys), gru_flops(cfg, xs),
+                           gru_bytes(cfg, xs));
+}
+
+template <>
+Contract contract(const std::string& name, const LstmCellConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  const char* k = LstmCellConfig::kKind;
+  check_input_count(k, name, in, 3, "inputs (x, h, c)");
+  const Shape hs = lstm_cell_output_shape(name, cfg, in[0].shape, in[1].shape, in[2].shape);
+  const char* args[] = {"x", "h", "c"};
+  for (int i = 0; i < 3; ++i) check_f32(k, name, args[i], in[i]);
+  Contract c{{TensorDesc{hs}, TensorDesc{hs}}, {}, lstm_cell_flops(cfg, in[0].shape),
+             lstm_cell_bytes(cfg, in[0].shape)};
+  add_direction_params(c.params, true, "", in[0].shape[1], cfg.hidden);
+  return c;
+}
+
 }  // namespace tbd

@@ -178,4 +178,49 @@ Shape transpose_output_shape(const std::string& name, const TransposeConfig& cfg
   return Shape(dims);
 }
 
+template <>
+Contract contract(const std::string& name, const AddConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  (void)cfg;
+  const TensorDesc y = add_output_desc(name, in);
+  return Contract{{y}, {}, add_flops(in[0].shape), add_bytes(in[0].shape)};
+}
+
+namespace {
+// The copy kinds: outputs of the input's dtype, row-major; no FLOPs, copy bytes.
+Contract copy_contract(const std::vector<TensorDesc>& in, const std::vector<Shape>& out) {
+  Contract c;
+  for (const Shape& s : out) c.outputs.push_back(TensorDesc{s, in[0].dtype, Layout::kRowMajor});
+  c.bytes = copy_bytes(in, c.outputs);
+  return c;
+}
+}  // namespace
+
+template <>
+Contract contract(const std::string& name, const ConcatConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  return copy_contract(in, {concat_output_shape(name, cfg, in)});
+}
+
+template <>
+Contract contract(const std::string& name, const SplitConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  check_input_count(SplitConfig::kKind, name, in, 1);
+  return copy_contract(in, split_output_shapes(name, cfg, in[0]));
+}
+
+template <>
+Contract contract(const std::string& name, const ReshapeConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  check_input_count(ReshapeConfig::kKind, name, in, 1);
+  return copy_contract(in, {reshape_output_shape(name, cfg, in[0])});
+}
+
+template <>
+Contract contract(const std::string& name, const TransposeConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  check_input_count(TransposeConfig::kKind, name, in, 1);
+  return copy_contract(in, {transpose_output_shape(name, cfg, in[0])});
+}
+
 }  // namespace tbd

@@ -69,4 +69,24 @@ Shape transpose_output_shape(const std::string& name, const TransposeConfig& cfg
 // Normalises a possibly negative axis for rank `rank` (throws naming the layer).
 int normalize_axis(const char* kind, const std::string& name, int axis, int rank);
 
+// Contract: inputs x0, x1; y like x0 (its layout); no parameters.
+template <>
+Contract contract(const std::string& name, const AddConfig& cfg, const std::vector<TensorDesc>& in);
+
+// Contract: inputs as above; y row-major in the inputs' dtype; a copy (no FLOPs).
+template <>
+Contract contract(const std::string& name, const ConcatConfig& cfg, const std::vector<TensorDesc>& in);
+
+// Contract: one input; one output per size, row-major; a copy.
+template <>
+Contract contract(const std::string& name, const SplitConfig& cfg, const std::vector<TensorDesc>& in);
+
+// Contract: one input; y row-major; a copy.
+template <>
+Contract contract(const std::string& name, const ReshapeConfig& cfg, const std::vector<TensorDesc>& in);
+
+// Contract: one input; y row-major; a copy.
+template <>
+Contract contract(const std::string& name, const TransposeConfig& cfg, const std::vector<TensorDesc>& in);
+
 }  // namespace tbd

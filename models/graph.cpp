@@ -16,13 +16,7 @@ class ReorderLayer final : public Layer {
  public:
   ReorderLayer(Backend& be, const std::string& name, const ReorderConfig& cfg,
                const std::vector<TensorDesc>& in)
-      : Layer(be, name, in) {
-    check_arity(in.size(), 1, "inputs");
-    TensorDesc out = in[0];
-    out.layout = cfg.layout;
-    outputs_ = {out};
-    set_work(Flops{}, copy_bytes(in, outputs_));  // a copy (layers/tensor_ops.h)
-  }
+      : Layer(be, name, in, contract(name, cfg, in)) {}
   const char* kind() const override { return ReorderConfig::kKind; }
   void forward(MutTensorRefs y, TensorRefs x) override { be_.reorder(*y[0], *x[0]); }
   void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
@@ -34,6 +28,17 @@ TBD_REGISTER_LAYER(ReorderConfig, DeviceKind::kCpu, ReorderLayer);
 TBD_REGISTER_LAYER(ReorderConfig, DeviceKind::kCuda, ReorderLayer);
 
 }  // namespace
+
+template <>
+Contract contract(const std::string& name, const ReorderConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  check_input_count(ReorderConfig::kKind, name, in, 1);
+  TensorDesc out = in[0];
+  out.layout = cfg.layout;
+  Contract c{{out}, {}, Flops{}, Bytes{}};
+  c.bytes = copy_bytes(in, c.outputs);  // a copy (layers/tensor_ops.h)
+  return c;
+}
 
 TensorId Graph::input(const std::string& name, Shape shape, DType dtype) {
   TBD_CHECK(!finalized_, "Graph::input '", name, "' after finalize()");
@@ -163,27 +168,7 @@ void Graph::finalize() {
 }
 
 void Graph::init_params() {
-  for (Param* p : params()) {
-    Rng rng(seed_for(seed_, p->name));
-    switch (p->init) {
-      case Init::kZeros: be_.fill(p->value, 0.f); break;
-      case Init::kOnes: be_.fill(p->value, 1.f); break;
-      case Init::kHeNormal:
-        fill_normal(be_, p->value, rng, 0.0, std::sqrt(2.0 / static_cast<double>(p->fan_in)));
-        break;
-      case Init::kXavierUniform: {
-        double a = std::sqrt(6.0 / static_cast<double>(p->fan_in + p->fan_out));
-        fill_uniform(be_, p->value, rng, -a, a);
-        break;
-      }
-      case Init::kNormal002: fill_normal(be_, p->value, rng, 0.0, 0.02); break;
-      case Init::kUniformFanIn: {
-        double a = 1.0 / std::sqrt(static_cast<double>(p->fan_in));
-        fill_uniform(be_, p->value, rng, -a, a);
-        break;
-      }
-    }
-  }
+  for (Param* p : params()) init_param(be_, *p, seed_);
 }
 
 void Graph::set_training(bool training) {

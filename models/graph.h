@@ -28,6 +28,10 @@ struct ReorderConfig {
   static constexpr bool kAcceptsBlocked = true;
   Layout layout = Layout::kRowMajor;
 };
+// Contract: one input; the output is the input in cfg.layout; a copy.
+template <>
+Contract contract(const std::string& name, const ReorderConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 class Graph {
  public:

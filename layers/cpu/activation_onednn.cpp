@@ -17,11 +17,7 @@ class ActivationOneDnn final : public Layer {
  public:
   ActivationOneDnn(Backend& be, const std::string& name, const ActivationConfig& cfg,
                    const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cpu_(as_cpu(be)) {
-    check_arity(in.size(), 1, "inputs");
-    activation_output_shape(name, cfg, in[0]);
-    outputs_ = {in[0]};
-    set_work(activation_flops(cfg, in[0].shape), activation_bytes(cfg, in[0].shape));
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
 
     float alpha = 0.f;
     switch (cfg.act) {

@@ -124,20 +124,12 @@ class MultiHeadAttentionOneDnn final : public Layer {
  public:
   MultiHeadAttentionOneDnn(Backend& be, const std::string& name,
                            const MultiHeadAttentionConfig& cfg, const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cpu_(as_cpu(be)), d_(attention_dims(name, cfg, in)) {
-    outputs_ = {TensorDesc{attention_output_shape(d_)}};
-    set_work(attention_flops(cfg, d_, cfg.dropout > 0), attention_bytes(cfg, d_, cfg.dropout > 0));
+      : Layer(be, name, in, contract(name, cfg, in)),
+        cfg_(cfg),
+        cpu_(as_cpu(be)),
+        d_(attention_dims(name, cfg, in)) {
     const int64_t N = d_.N, Tq = d_.Tq, Tk = d_.Tk, D = d_.D, h = d_.h, dh = d_.dh;
     scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh)));
-
-    for (const char* w : {"wq", "wk", "wv", "wo"}) {
-      add_param(w, Shape{D, D}, Init::kXavierUniform, D, D);
-    }
-    if (cfg.bias) {
-      for (const char* b : {"bq", "bk", "bv", "bo"}) {
-        add_param(b, Shape{D}, Init::kZeros, D, D, /*decay=*/false);
-      }
-    }
 
     // Saved for backward, and the backward's own buffers.
     const int64_t mq = N * Tq, mk = N * Tk, scores = N * h * Tq * Tk;

@@ -21,15 +21,8 @@ class BatchNorm2dOneDnn final : public BatchNorm2dLayer {
  public:
   BatchNorm2dOneDnn(Backend& be, const std::string& name, const BatchNorm2dConfig& cfg,
                     const std::vector<TensorDesc>& in)
-      : BatchNorm2dLayer(be, name, in), cfg_(cfg), cpu_(as_cpu(be)) {
-    check_arity(in.size(), 1, "inputs");
-    batchnorm2d_output_shape(name, cfg, in[0]);
-    outputs_ = {in[0]};
-    const Shape& xs = in[0].shape;
-    set_work(batchnorm2d_flops(xs), batchnorm2d_bytes(xs));
-    const int64_t C = xs[1];
-    add_param("weight", Shape{C}, Init::kOnes, C, C, /*decay=*/false);
-    add_param("bias", Shape{C}, Init::kZeros, C, C, /*decay=*/false);
+      : BatchNorm2dLayer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
+    const int64_t C = in[0].shape[1];
     running_mean_ = be.empty(Shape{C}, MemCategory::kDynamic);
     running_var_ = be.empty(Shape{C}, MemCategory::kDynamic);
     be.fill(running_mean_, 0.f);

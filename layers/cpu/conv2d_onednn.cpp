@@ -32,20 +32,13 @@ class Conv2dOneDnn final : public Layer {
  public:
   Conv2dOneDnn(Backend& be, const std::string& name, const Conv2dConfig& cfg,
                const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cpu_(as_cpu(be)) {
-    check_arity(in.size(), 1, "inputs");
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
     const Shape& xs = in[0].shape;
-    Shape ys = conv2d_output_shape(name, cfg, xs);
-    Layout y_layout = ys[1] % 16 == 0 ? Layout::kNChw16c : Layout::kRowMajor;
-    outputs_ = {TensorDesc{ys, DType::kF32, y_layout}};
-    set_work(conv2d_flops(cfg, xs, ys), conv2d_bytes(cfg, xs, ys));
-
+    const Shape& ys = outputs_[0].shape;
+    // y blocked by 16 channels where K allows: what the next conv, batchnorm, relu, pooling
+    // and add take as they are.
+    if (ys[1] % 16 == 0) outputs_[0].layout = Layout::kNChw16c;
     const int64_t C = xs[1], K = cfg.out_channels, G = cfg.groups;
-    Shape w_shape{K, C / G, cfg.kernel_h, cfg.kernel_w};
-    int64_t fan_in = (C / G) * cfg.kernel_h * cfg.kernel_w;
-    int64_t fan_out = (K / G) * cfg.kernel_h * cfg.kernel_w;
-    add_param("weight", w_shape, Init::kHeNormal, fan_in, fan_out);
-    if (cfg.bias) add_param("bias", Shape{K}, Init::kZeros, fan_in, fan_out, /*decay=*/false);
 
     memory::dims w_dims = G == 1 ? memory::dims{K, C, cfg.kernel_h, cfg.kernel_w}
                                  : memory::dims{G, K / G, C / G, cfg.kernel_h, cfg.kernel_w};
@@ -87,7 +80,7 @@ class Conv2dOneDnn final : public Layer {
     // Channels-last forward (see the top of this file), over chunks of the batch.
     if (G == 1 && cfg.stride_h * cfg.stride_w > 1 && cfg.kernel_h * cfg.kernel_w > 1 &&
         in[0].layout == Layout::kNChw16c && outputs_[0].layout == Layout::kNChw16c) {
-      chunk_ = channels_last_chunk(xs, w_shape);
+      chunk_ = channels_last_chunk(xs, params_[0].value.shape());
       span_ = reorder_span(xs, ys, chunk_);
       Shape xc{chunk_, xs[1], xs[2], xs[3]}, yc{chunk_, ys[1], ys[2], ys[3]};
       Shape xr{span_, xs[1], xs[2], xs[3]}, yr{span_, ys[1], ys[2], ys[3]};

@@ -19,11 +19,7 @@ class DropoutCpu final : public Layer {
  public:
   DropoutCpu(Backend& be, const std::string& name, const DropoutConfig& cfg,
              const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg) {
-    check_arity(in.size(), 1, "inputs");
-    dropout_output_shape(name, cfg, in[0]);
-    outputs_ = {in[0]};  // same shape and layout
-    set_work(dropout_flops(in[0].shape), dropout_bytes(in[0].shape));
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
     E_ = in[0].shape.numel();
     key_ = dropout_key(cfg, name);
     threshold_ = dropout_threshold(cfg.p);

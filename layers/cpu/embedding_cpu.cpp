@@ -21,13 +21,8 @@ class EmbeddingCpu final : public Layer {
  public:
   EmbeddingCpu(Backend& be, const std::string& name, const EmbeddingConfig& cfg,
                const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg) {
-    check_arity(in.size(), 1, "inputs");
-    Shape ys = embedding_output_shape(name, cfg, in[0]);
-    outputs_ = {TensorDesc{ys}};
-    set_work(embedding_flops(cfg, in[0].shape), embedding_bytes(cfg, in[0].shape));
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
     M_ = in[0].shape.numel();
-    add_param("weight", Shape{cfg.num_embeddings, cfg.dim}, cfg.init, cfg.dim, cfg.num_embeddings);
   }
 
   const char* kind() const override { return EmbeddingConfig::kKind; }

@@ -25,17 +25,11 @@ class LayerNormOneDnn final : public Layer {
  public:
   LayerNormOneDnn(Backend& be, const std::string& name, const LayerNormConfig& cfg,
                   const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cpu_(as_cpu(be)) {
-    check_arity(in.size(), 1, "inputs");
-    Shape ys = layer_norm_output_shape(name, cfg, in[0].shape);
-    TBD_LAYER_CHECK(in[0].dtype == DType::kF32 && in[0].layout == Layout::kRowMajor, kind(),
-                    name, "input x must be f32 row-major, got ", in[0].to_string());
-    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
-    set_work(layer_norm_flops(in[0].shape), layer_norm_bytes(in[0].shape));
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
+    TBD_LAYER_CHECK(in[0].layout == Layout::kRowMajor, kind(), name,
+                    "input x must be row-major, got ", in[0].to_string());
     D_ = in[0].shape[-1];
     M_ = in[0].shape.numel() / D_;
-    add_param("gamma", Shape{D_}, Init::kOnes, D_, D_, /*decay=*/false);
-    add_param("beta", Shape{D_}, Init::kZeros, D_, D_, /*decay=*/false);
 
     data_md_ = memory::desc({M_, D_}, dt::f32, tag::ab);
     stat_md_ = memory::desc({M_}, dt::f32, tag::a);

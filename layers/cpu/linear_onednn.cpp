@@ -163,9 +163,11 @@ Tensor ones_vector(Backend& be, int64_t m) {
   return t;
 }
 
-void check_f32(const char* kind, const std::string& name, const char* arg, const TensorDesc& d) {
-  TBD_LAYER_CHECK(d.dtype == DType::kF32 && d.layout == Layout::kRowMajor, kind, name, "input ",
-                  arg, " must be f32 row-major, got ", d.to_string());
+// The contract checked the dtype; oneDNN's matmul here is given plain row-major operands.
+void check_row_major(const char* kind, const std::string& name, const char* arg,
+                     const TensorDesc& d) {
+  TBD_LAYER_CHECK(d.layout == Layout::kRowMajor, kind, name, "input ", arg,
+                  " must be row-major, got ", d.to_string());
 }
 
 // ---- Linear: y = x w^T + b ----
@@ -174,16 +176,10 @@ class LinearOneDnn final : public Layer {
  public:
   LinearOneDnn(Backend& be, const std::string& name, const LinearConfig& cfg,
                const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cpu_(as_cpu(be)) {
-    check_arity(in.size(), 1, "inputs");
-    Shape ys = linear_output_shape(name, cfg, in[0].shape);
-    check_f32(kind(), name, "x", in[0]);
-    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
-    set_work(linear_flops(cfg, in[0].shape), linear_bytes(cfg, in[0].shape));
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
+    check_row_major(kind(), name, "x", in[0]);
     const int64_t K = in[0].shape[-1], N = cfg.out_features;
     M_ = in[0].shape.numel() / K;
-    add_param("weight", Shape{N, K}, cfg.init, K, N);
-    if (cfg.bias) add_param("bias", Shape{N}, Init::kZeros, K, N, /*decay=*/false);
 
     memory::desc none;
     memory::desc bias_md = cfg.bias ? mat(1, N, false) : none;
@@ -254,17 +250,13 @@ class GemmOneDnn final : public Layer {
  public:
   GemmOneDnn(Backend& be, const std::string& name, const GemmConfig& cfg,
              const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cpu_(as_cpu(be)) {
-    check_arity(in.size(), 2, "inputs");
-    Shape ys = gemm_output_shape(name, cfg, in[0].shape, in[1].shape, &d_);
-    check_f32(kind(), name, "a", in[0]);
-    check_f32(kind(), name, "b", in[1]);
-    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
-    set_work(gemm_flops(cfg, d_), gemm_bytes(cfg, d_));
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
+    gemm_output_shape(name, cfg, in[0].shape, in[1].shape, &d_);
+    check_row_major(kind(), name, "a", in[0]);
+    check_row_major(kind(), name, "b", in[1]);
     const int64_t B = d_.batch, M = d_.m, N = d_.n, K = d_.k, Bb = d_.b_shared ? 1 : B;
     const bool ta = cfg.trans_a, tb = cfg.trans_b;
     const float alpha = static_cast<float>(cfg.alpha);
-    if (cfg.bias) add_param("bias", Shape{N}, Init::kZeros, K, N, /*decay=*/false);
 
     memory::desc none;
     // The bias is a binary-add post-op rather than the matmul's bias argument: oneDNN 2.x

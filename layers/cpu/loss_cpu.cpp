@@ -60,13 +60,9 @@ class SoftmaxCrossEntropyCpu final : public Layer {
  public:
   SoftmaxCrossEntropyCpu(Backend& be, const std::string& name,
                          const SoftmaxCrossEntropyConfig& cfg, const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg) {
-    check_arity(in.size(), 2, "inputs (logits, labels)");
-    Shape ys = softmax_cross_entropy_output_shape(name, cfg, in[0], in[1]);
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
     TBD_LAYER_CHECK(in[0].layout == Layout::kRowMajor, kind(), name,
                     "input logits must be row-major, got ", in[0].to_string());
-    outputs_ = {TensorDesc{ys}};
-    set_work(softmax_cross_entropy_flops(in[0].shape), softmax_cross_entropy_bytes(in[0].shape));
     V_ = in[0].shape[-1];
     M_ = in[0].shape.numel() / V_;
     saved_ = be.empty(Shape{M_ + 1}, MemCategory::kFeatureMaps);  // lse per row, then count
@@ -177,16 +173,12 @@ class MseLossCpu final : public Layer {
   // Fixed block size: partial sums do not depend on the thread count.
   static constexpr int64_t kBlock = 4096;
 
-  MseLossCpu(Backend& be, const std::string& name, const MseLossConfig&,
+  MseLossCpu(Backend& be, const std::string& name, const MseLossConfig& cfg,
              const std::vector<TensorDesc>& in)
-      : Layer(be, name, in) {
-    check_arity(in.size(), 2, "inputs (pred, target)");
-    Shape ys = mse_loss_output_shape(name, in[0], in[1]);
+      : Layer(be, name, in, contract(name, cfg, in)) {
     TBD_LAYER_CHECK(in[0].layout == Layout::kRowMajor && in[1].layout == Layout::kRowMajor,
                     kind(), name, "inputs pred and target must be row-major, got ",
                     in[0].to_string(), " and ", in[1].to_string());
-    outputs_ = {TensorDesc{ys}};
-    set_work(mse_loss_flops(in[0].shape), mse_loss_bytes(in[0].shape));
     E_ = in[0].shape.numel();
     blocks_ = (E_ + kBlock - 1) / kBlock;
     partial_ = be.empty(Shape{2 * blocks_}, MemCategory::kWorkspace);  // blocks_ doubles

@@ -94,12 +94,9 @@ class Pool2dOneDnn final : public Layer {
  public:
   Pool2dOneDnn(Backend& be, const std::string& name, const Pool2dConfig& cfg,
                const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg) {
-    check_arity(in.size(), 1, "inputs");
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
     const Shape& xs = in[0].shape;
-    Shape ys = pool2d_output_shape(name, cfg, in[0]);
-    outputs_ = {TensorDesc{ys, DType::kF32, in[0].layout}};
-    set_work(pool2d_flops(cfg, xs, ys), pool2d_bytes(cfg, xs, ys));
+    const Shape& ys = outputs_[0].shape;
     memory::dims pad_r{right_pad(xs[2], ys[2], cfg.kernel_h, cfg.stride_h, cfg.pad_h),
                        right_pad(xs[3], ys[3], cfg.kernel_w, cfg.stride_w, cfg.pad_w)};
     prims_ = std::make_unique<PoolingPrims>(
@@ -130,14 +127,10 @@ class Pool2dOneDnn final : public Layer {
 
 class GlobalAvgPool2dOneDnn final : public Layer {
  public:
-  GlobalAvgPool2dOneDnn(Backend& be, const std::string& name, const GlobalAvgPool2dConfig&,
+  GlobalAvgPool2dOneDnn(Backend& be, const std::string& name, const GlobalAvgPool2dConfig& cfg,
                         const std::vector<TensorDesc>& in)
-      : Layer(be, name, in) {
-    check_arity(in.size(), 1, "inputs");
+      : Layer(be, name, in, contract(name, cfg, in)) {
     const Shape& xs = in[0].shape;
-    outputs_ = {TensorDesc{global_avg_pool2d_output_shape(name, in[0]), DType::kF32,
-                           Layout::kRowMajor}};
-    set_work(global_avg_pool2d_flops(xs), global_avg_pool2d_bytes(xs));
     // (N, C, 1, 1) in x's layout: the same bytes as y's (N, C) row-major (see the top).
     TensorDesc y4{Shape{xs[0], xs[1], 1, 1}, DType::kF32, in[0].layout};
     prims_ = std::make_unique<PoolingPrims>(

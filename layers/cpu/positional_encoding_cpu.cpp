@@ -11,14 +11,10 @@ namespace {
 
 class PositionalEncodingCpu final : public Layer {
  public:
-  PositionalEncodingCpu(Backend& be, const std::string& name, const PositionalEncodingConfig&,
+  PositionalEncodingCpu(Backend& be, const std::string& name, const PositionalEncodingConfig& cfg,
                         const std::vector<TensorDesc>& in)
-      : Layer(be, name, in) {
-    check_arity(in.size(), 1, "inputs");
-    check_rank(kind(), name, "x", in[0], 3, "(N, T, D)");
-    outputs_ = {in[0]};
+      : Layer(be, name, in, contract(name, cfg, in)) {
     const Shape& s = in[0].shape;
-    set_work(positional_encoding_flops(s), positional_encoding_bytes(s));
     table_ = be.empty(Shape{s[1], s[2]}, MemCategory::kDynamic);
     std::vector<float> h(s[1] * s[2]);
     for (int64_t t = 0; t < s[1]; ++t)

@@ -413,65 +413,24 @@ class RnnLayerPrims {
   Tensor dst_iter_;                  // LSTMCell: a copy of h' that oneDNN writes
 };
 
-Shape output_shape(const std::string& name, const LstmConfig& c, const Shape& x) {
-  return lstm_output_shape(name, c, x);
-}
-Shape output_shape(const std::string& name, const GruConfig& c, const Shape& x) {
-  return gru_output_shape(name, c, x);
-}
-Flops layer_flops(const LstmConfig& c, const Shape& x) { return lstm_flops(c, x); }
-Flops layer_flops(const GruConfig& c, const Shape& x) { return gru_flops(c, x); }
-Bytes layer_bytes(const LstmConfig& c, const Shape& x) { return lstm_bytes(c, x); }
-Bytes layer_bytes(const GruConfig& c, const Shape& x) { return gru_bytes(c, x); }
-
-// What LSTM, GRU and LSTMCell share: parameters per direction.
-class RnnLayerBase : public Layer {
- protected:
-  using Layer::Layer;
-
-  // One direction's parameters: PyTorch names, shapes and default init
-  // (U(-1/sqrt(H), 1/sqrt(H)) for every parameter).
-  void add_direction_params(Cell cell, const std::string& prefix, int64_t in, int64_t H) {
-    const int64_t G = info_of(cell).gates;
-    add_param(prefix + "w_ih", Shape{G * H, in}, Init::kUniformFanIn, H, G * H);
-    add_param(prefix + "w_hh", Shape{G * H, H}, Init::kUniformFanIn, H, G * H);
-    if (cell == Cell::kLstm) {
-      add_param(prefix + "b", Shape{G * H}, Init::kUniformFanIn, H, G * H, /*decay=*/false);
-    } else {
-      add_param(prefix + "b_ih", Shape{G * H}, Init::kUniformFanIn, H, G * H, /*decay=*/false);
-      add_param(prefix + "b_hh", Shape{G * H}, Init::kUniformFanIn, H, G * H, /*decay=*/false);
-    }
-  }
-};
-
-void check_f32_row_major(const char* kind, const std::string& name, const char* arg,
-                         const TensorDesc& d) {
-  TBD_LAYER_CHECK(d.dtype == DType::kF32 && d.layout == Layout::kRowMajor, kind, name, "input ",
-                  arg, " must be f32 row-major, got ", d.to_string());
+// The contract checked the dtype; the primitives here take plain time-major data.
+void check_row_major(const char* kind, const std::string& name, const char* arg,
+                     const TensorDesc& d) {
+  TBD_LAYER_CHECK(d.layout == Layout::kRowMajor, kind, name, "input ", arg,
+                  " must be row-major, got ", d.to_string());
 }
 
 // LSTM and GRU over a sequence: x (T, N, I) -> y (T, N, H*dirs).
 template <class Config, Cell kCell>
-class RnnSequenceOneDnn final : public RnnLayerBase {
+class RnnSequenceOneDnn final : public Layer {
  public:
   RnnSequenceOneDnn(Backend& be, const std::string& name, const Config& cfg,
                     const std::vector<TensorDesc>& in)
-      : RnnLayerBase(be, name, in), cfg_(cfg), cpu_(as_cpu(be)) {
-    check_arity(in.size(), 1, "inputs");
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
+    check_row_major(kind(), name, "x", in[0]);
     const Shape& xs = in[0].shape;
-    Shape ys = output_shape(name, cfg, xs);
-    check_f32_row_major(kind(), name, "x", in[0]);
-    outputs_ = {TensorDesc{ys}};
-    set_work(layer_flops(cfg, xs), layer_bytes(cfg, xs));
-
     const int64_t T = xs[0], N = xs[1], I = xs[2], H = cfg.hidden, L = cfg.num_layers;
     const int64_t D = cfg.bidirectional ? 2 : 1;
-    for (int64_t l = 0; l < L; ++l) {
-      for (int64_t d = 0; d < D; ++d) {
-        add_direction_params(kCell, detail::concat("l", l, d == 0 ? ".fwd." : ".bwd."),
-                             l == 0 ? I : H * D, H);
-      }
-    }
     const std::size_t per_layer = D * info_of(kCell).params_per_dir;
     std::size_t scratch = 0;
     for (int64_t l = 0; l < L; ++l) {
@@ -533,20 +492,15 @@ class RnnSequenceOneDnn final : public RnnLayerBase {
 
 // One LSTM step: x (N, I), h (N, H), c (N, H) -> h' (N, H), c' (N, H). An LSTM primitive with
 // T = 1 and explicit states.
-class LstmCellOneDnn final : public RnnLayerBase {
+class LstmCellOneDnn final : public Layer {
  public:
   LstmCellOneDnn(Backend& be, const std::string& name, const LstmCellConfig& cfg,
                  const std::vector<TensorDesc>& in)
-      : RnnLayerBase(be, name, in), cfg_(cfg), cpu_(as_cpu(be)) {
-    check_arity(in.size(), 3, "inputs (x, h, c)");
-    Shape hs = lstm_cell_output_shape(name, cfg, in[0].shape, in[1].shape, in[2].shape);
-    check_f32_row_major(kind(), name, "x", in[0]);
-    check_f32_row_major(kind(), name, "h", in[1]);
-    check_f32_row_major(kind(), name, "c", in[2]);
-    outputs_ = {TensorDesc{hs}, TensorDesc{hs}};
-    set_work(lstm_cell_flops(cfg, in[0].shape), lstm_cell_bytes(cfg, in[0].shape));
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
+    check_row_major(kind(), name, "x", in[0]);
+    check_row_major(kind(), name, "h", in[1]);
+    check_row_major(kind(), name, "c", in[2]);
     const int64_t N = in[0].shape[0], I = in[0].shape[1], H = cfg.hidden;
-    add_direction_params(Cell::kLstm, "", I, H);
     prims_ = std::make_unique<RnnLayerPrims>(cpu_, kind(), name,
                                              RnnShape{Cell::kLstm, 1, N, I, H, 1, true}, params_, 0);
     if (std::size_t s = prims_->scratchpad_bytes()) {

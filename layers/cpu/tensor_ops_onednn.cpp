@@ -54,11 +54,9 @@ int64_t prod(const Shape& s, int from, int to) {
 
 class AddOneDnn final : public Layer {
  public:
-  AddOneDnn(Backend& be, const std::string& name, const AddConfig&,
+  AddOneDnn(Backend& be, const std::string& name, const AddConfig& cfg,
             const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cpu_(as_cpu(be)) {
-    outputs_ = {add_output_desc(name, in)};
-    set_work(add_flops(in[0].shape), add_bytes(in[0].shape));
+      : Layer(be, name, in, contract(name, cfg, in)), cpu_(as_cpu(be)) {
     // Both inputs and y share one layout, so the op is elementwise over the dense buffers.
     md_ = memory::desc({in[0].shape.numel()}, memory::data_type::f32, memory::format_tag::a);
     dnnl::primitive_attr attr;
@@ -150,11 +148,9 @@ class ConcatCpu final : public Layer {
  public:
   ConcatCpu(Backend& be, const std::string& name, const ConcatConfig& cfg,
             const std::vector<TensorDesc>& in)
-      : Layer(be, name, in) {
-    Shape ys = concat_output_shape(name, cfg, in);
+      : Layer(be, name, in, contract(name, cfg, in)) {
+    const Shape& ys = outputs_[0].shape;
     axis_ = normalize_axis(kind(), name, cfg.axis, ys.rank());
-    outputs_ = {TensorDesc{ys, in[0].dtype, Layout::kRowMajor}};
-    set_work(Flops{}, copy_bytes(in, outputs_));
     std::vector<int64_t> sizes;
     for (const auto& t : in) sizes.push_back(t.shape[axis_]);
     cut_ = AxisCut(ys, axis_, sizes, in[0].dtype);
@@ -187,12 +183,7 @@ class SplitCpu final : public Layer {
  public:
   SplitCpu(Backend& be, const std::string& name, const SplitConfig& cfg,
            const std::vector<TensorDesc>& in)
-      : Layer(be, name, in) {
-    check_arity(in.size(), 1, "inputs");
-    for (const Shape& s : split_output_shapes(name, cfg, in[0])) {
-      outputs_.push_back(TensorDesc{s, in[0].dtype, Layout::kRowMajor});
-    }
-    set_work(Flops{}, copy_bytes(in, outputs_));
+      : Layer(be, name, in, contract(name, cfg, in)) {
     axis_ = normalize_axis(kind(), name, cfg.axis, in[0].shape.rank());
     cut_ = AxisCut(in[0].shape, axis_, cfg.sizes, in[0].dtype);
   }
@@ -228,11 +219,7 @@ class ReshapeCpu final : public Layer {
  public:
   ReshapeCpu(Backend& be, const std::string& name, const ReshapeConfig& cfg,
              const std::vector<TensorDesc>& in)
-      : Layer(be, name, in) {
-    check_arity(in.size(), 1, "inputs");
-    outputs_ = {TensorDesc{reshape_output_shape(name, cfg, in[0]), in[0].dtype, Layout::kRowMajor}};
-    set_work(Flops{}, copy_bytes(in, outputs_));
-  }
+      : Layer(be, name, in, contract(name, cfg, in)) {}
   const char* kind() const override { return ReshapeConfig::kKind; }
   std::string describe() const override {
     return inputs_[0].shape.to_string() + " -> " + outputs_[0].shape.to_string();
@@ -278,12 +265,9 @@ class TransposeOneDnn final : public Layer {
  public:
   TransposeOneDnn(Backend& be, const std::string& name, const TransposeConfig& cfg,
                   const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cpu_(as_cpu(be)) {
-    check_arity(in.size(), 1, "inputs");
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
     const Shape& xs = in[0].shape;
-    Shape ys = transpose_output_shape(name, cfg, in[0]);
-    outputs_ = {TensorDesc{ys, in[0].dtype, Layout::kRowMajor}};
-    set_work(Flops{}, copy_bytes(in, outputs_));
+    const Shape& ys = outputs_[0].shape;
     std::vector<int> inv(cfg.perm.size());
     for (std::size_t i = 0; i < cfg.perm.size(); ++i) inv[cfg.perm[i]] = static_cast<int>(i);
     try {

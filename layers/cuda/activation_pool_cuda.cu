@@ -57,11 +57,8 @@ class ActivationCuda final : public Layer {
  public:
   ActivationCuda(Backend& be, const std::string& name, const ActivationConfig& cfg,
                  const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
-    check_arity(in.size(), 1, "inputs");
-    outputs_ = {TensorDesc{activation_output_shape(name, cfg, in[0]), DType::kF32, in[0].layout}};
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     n_ = in[0].shape.numel();
-    set_work(activation_flops(cfg, in[0].shape), activation_bytes(cfg, in[0].shape));
     if (uses_cudnn()) {
       cudnnActivationMode_t mode = cfg.act == ActKind::kRelu   ? CUDNN_ACTIVATION_RELU
                                    : cfg.act == ActKind::kTanh ? CUDNN_ACTIVATION_TANH
@@ -152,11 +149,7 @@ class DropoutCuda final : public Layer {
  public:
   DropoutCuda(Backend& be, const std::string& name, const DropoutConfig& cfg,
               const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
-    check_arity(in.size(), 1, "inputs");
-    dropout_output_shape(name, cfg, in[0]);
-    outputs_ = {in[0]};
-    set_work(dropout_flops(in[0].shape), dropout_bytes(in[0].shape));
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     n_ = in[0].shape.numel();
     key_ = dropout_key(cfg, name);
     threshold_ = dropout_threshold(cfg.p);
@@ -212,14 +205,11 @@ class Pool2dCudnn final : public Layer {
  public:
   Pool2dCudnn(Backend& be, const std::string& name, const Pool2dConfig& cfg,
               const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
-    check_arity(in.size(), 1, "inputs");
-    const Shape& xs = in[0].shape;
-    const Shape ys = pool2d_output_shape(name, cfg, in[0]);
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "x", in[0]);
+    const Shape& xs = in[0].shape;
+    const Shape ys = outputs_[0].shape;
     const int64_t P = ys[2], Q = ys[3];
-    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
-    set_work(pool2d_flops(cfg, xs, ys), pool2d_bytes(cfg, xs, ys));
 
     cudnnPoolingMode_t mode = cfg.pool == PoolKind::kMax ? CUDNN_POOLING_MAX_DETERMINISTIC
                               : cfg.count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
@@ -292,17 +282,13 @@ __global__ void gap_bwd_kernel(const float* __restrict__ dy, float* __restrict__
 
 class GlobalAvgPool2dCuda final : public Layer {
  public:
-  GlobalAvgPool2dCuda(Backend& be, const std::string& name, const GlobalAvgPool2dConfig&,
+  GlobalAvgPool2dCuda(Backend& be, const std::string& name, const GlobalAvgPool2dConfig& cfg,
                       const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cu_(as_cuda(be)) {
-    check_arity(in.size(), 1, "inputs");
-    const Shape ys = global_avg_pool2d_output_shape(name, in[0]);
+      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "x", in[0]);
     const Shape& xs = in[0].shape;
     planes_ = xs[0] * xs[1];
     hw_ = xs[2] * xs[3];
-    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
-    set_work(global_avg_pool2d_flops(xs), global_avg_pool2d_bytes(xs));
   }
 
   const char* kind() const override { return GlobalAvgPool2dConfig::kKind; }

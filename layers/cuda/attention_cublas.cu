@@ -212,22 +212,10 @@ class MultiHeadAttentionCublas final : public Layer {
  public:
   MultiHeadAttentionCublas(Backend& be, const std::string& name,
                            const MultiHeadAttentionConfig& cfg, const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cb_(as_cuda(be)) {
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cb_(as_cuda(be)) {
     const AttentionDims d = attention_dims(name, cfg, in);  // the checks shared with the CPU
     N_ = d.N, Tq_ = d.Tq, Tk_ = d.Tk, D_ = d.D, H_ = d.h, dh_ = d.dh;
-    outputs_ = {TensorDesc{attention_output_shape(d)}};
-
-    for (const char* w : {"wq", "wk", "wv", "wo"}) {
-      add_param(w, Shape{D_, D_}, Init::kXavierUniform, D_, D_);
-    }
-    if (cfg.bias) {
-      for (const char* b : {"bq", "bk", "bv", "bo"}) {
-        add_param(b, Shape{D_}, Init::kZeros, D_, D_, /*decay=*/false);
-      }
-    }
-
     dims_ = d;
-    set_work(attention_flops(cfg, d, cfg.dropout > 0), attention_bytes(cfg, d, cfg.dropout > 0));
 
     const int64_t Mq = N_ * Tq_, Mk = N_ * Tk_, Mmax = std::max(Mq, Mk);
     tmp_ = be.empty(Shape{Mmax, D_}, MemCategory::kDynamic);

@@ -86,21 +86,11 @@ class Conv2dCudnn final : public Layer {
  public:
   Conv2dCudnn(Backend& be, const std::string& name, const Conv2dConfig& cfg,
               const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
-    check_arity(in.size(), 1, "inputs");
-    const Shape& xs = in[0].shape;
-    Shape ys = conv2d_output_shape(name, cfg, xs);
-    check_f32(kind(), name, "x", in[0]);
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "x", in[0]);
-    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
-    set_work(conv2d_flops(cfg, xs, ys), conv2d_bytes(cfg, xs, ys));
-
+    const Shape& xs = in[0].shape;
+    const Shape ys = outputs_[0].shape;
     const int64_t C = xs[1], K = cfg.out_channels, G = cfg.groups;
-    int64_t fan_in = (C / G) * cfg.kernel_h * cfg.kernel_w;
-    int64_t fan_out = (K / G) * cfg.kernel_h * cfg.kernel_w;
-    add_param("weight", Shape{K, C / G, cfg.kernel_h, cfg.kernel_w}, Init::kHeNormal, fan_in,
-              fan_out);
-    if (cfg.bias) add_param("bias", Shape{K}, Init::kZeros, fan_in, fan_out, /*decay=*/false);
 
     x_desc_ = make_tensor_desc(xs[0], xs[1], xs[2], xs[3]);
     y_desc_ = make_tensor_desc(ys[0], ys[1], ys[2], ys[3]);

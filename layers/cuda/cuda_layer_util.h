@@ -19,12 +19,6 @@ inline void check_row_major(const char* kind, const std::string& name, const cha
                   " must be row-major on the CUDA backend, got ", d.to_string());
 }
 
-inline void check_f32(const char* kind, const std::string& name, const char* arg,
-                      const TensorDesc& d) {
-  TBD_LAYER_CHECK(d.dtype == DType::kF32, kind, name, "input ", arg, " must be f32, got ",
-                  d.to_string());
-}
-
 // Rank >= 1, positive dims, f32, row-major.
 inline void check_plain_f32(const char* kind, const std::string& name, const char* arg,
                             const TensorDesc& d) {

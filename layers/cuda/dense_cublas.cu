@@ -79,22 +79,13 @@ class LinearCublas final : public Layer {
  public:
   LinearCublas(Backend& be, const std::string& name, const LinearConfig& cfg,
                const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
-    check_arity(in.size(), 1, "inputs");
-    const Shape ys = linear_output_shape(name, cfg, in[0].shape);
-    check_f32(kind(), name, "x", in[0]);
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "x", in[0]);
     const Shape& xs = in[0].shape;
     din_ = as_int(xs[-1], kind(), name, "D_in");
     dout_ = as_int(cfg.out_features, kind(), name, "D_out");
     m_ = as_int(xs.numel() / din_, kind(), name, "M");
-    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
-    set_work(linear_flops(cfg, xs), linear_bytes(cfg, xs));
-    add_param("weight", Shape{dout_, din_}, cfg.init, din_, dout_);
-    if (cfg.bias) {
-      add_param("bias", Shape{dout_}, Init::kZeros, din_, dout_, /*decay=*/false);
-      ones_ = ones_vector(be, m_);
-    }
+    if (cfg.bias) ones_ = ones_vector(be, m_);
     math_ = cu_.math_mode();
     compute_ = cublas_compute_type(math_);
     if (cfg.bias) lt_ready_ = setup_lt();
@@ -210,29 +201,18 @@ class GemmCublas final : public Layer {
  public:
   GemmCublas(Backend& be, const std::string& name, const GemmConfig& cfg,
              const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
-    check_arity(in.size(), 2, "inputs");
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     const char* k = kind();
     GemmDims d;
-    const Shape ys = gemm_output_shape(name, cfg, in[0].shape, in[1].shape, &d);
-    for (int i = 0; i < 2; ++i) {
-      const char* arg = i == 0 ? "a" : "b";
-      check_f32(k, name, arg, in[i]);
-      check_row_major(k, name, arg, in[i]);
-    }
+    gemm_output_shape(name, cfg, in[0].shape, in[1].shape, &d);
+    for (int i = 0; i < 2; ++i) check_row_major(k, name, i == 0 ? "a" : "b", in[i]);
     shared_b_ = d.b_shared;
     M_ = as_int(d.m, k, name, "M");
     N_ = as_int(d.n, k, name, "N");
     K_ = as_int(d.k, k, name, "K");
     B_ = as_int(d.batch, k, name, "batch");
     as_int(d.batch * d.m, k, name, "batch*M");
-    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
-    set_work(gemm_flops(cfg, d), gemm_bytes(cfg, d));
-    const int64_t N = d.n;
-    if (cfg.bias) {
-      add_param("bias", Shape{N}, Init::kZeros, K_, N_, /*decay=*/false);
-      ones_ = ones_vector(be, static_cast<int64_t>(B_) * M_);
-    }
+    if (cfg.bias) ones_ = ones_vector(be, static_cast<int64_t>(B_) * M_);
     math_ = cu_.math_mode();
     compute_ = cublas_compute_type(math_);
   }
@@ -344,15 +324,9 @@ class EmbeddingCuda final : public Layer {
  public:
   EmbeddingCuda(Backend& be, const std::string& name, const EmbeddingConfig& cfg,
                 const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
-    check_arity(in.size(), 1, "inputs");
-    const Shape ys = embedding_output_shape(name, cfg, in[0]);
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "ids", in[0]);
     m_ = in[0].shape.numel();
-    outputs_ = {TensorDesc{ys, DType::kF32, Layout::kRowMajor}};
-    set_work(embedding_flops(cfg, in[0].shape), embedding_bytes(cfg, in[0].shape));
-    // fan_in = dim, fan_out = num_embeddings: PyTorch's convention (layers/embedding.h).
-    add_param("weight", Shape{cfg.num_embeddings, cfg.dim}, cfg.init, cfg.dim, cfg.num_embeddings);
   }
 
   const char* kind() const override { return EmbeddingConfig::kKind; }

@@ -101,18 +101,14 @@ class SoftmaxCrossEntropyCuda final : public Layer {
  public:
   SoftmaxCrossEntropyCuda(Backend& be, const std::string& name,
                           const SoftmaxCrossEntropyConfig& cfg, const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
-    check_arity(in.size(), 2, "inputs");
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     const char* k = kind();
-    softmax_cross_entropy_output_shape(name, cfg, in[0], in[1]);
     check_row_major(k, name, "logits", in[0]);
     check_row_major(k, name, "labels", in[1]);
     V_ = in[0].shape[-1];
     M_ = in[0].shape.numel() / V_;
     TBD_LAYER_CHECK(M_ <= INT32_MAX, k, name, "logits ", in[0].shape.to_string(),
                     " has more rows than a grid has blocks");
-    outputs_ = {TensorDesc{Shape{1}, DType::kF32, Layout::kRowMajor}};
-    set_work(softmax_cross_entropy_flops(in[0].shape), softmax_cross_entropy_bytes(in[0].shape));
     lse_ = be.empty(Shape{M_}, MemCategory::kFeatureMaps);
     count_ = be.empty(Shape{1}, MemCategory::kFeatureMaps);
     row_loss_ = be.empty(Shape{2 * M_}, MemCategory::kWorkspace);  // M doubles
@@ -195,16 +191,12 @@ __global__ void mse_bwd_kernel(const float* __restrict__ p, const float* __restr
 
 class MseLossCuda final : public Layer {
  public:
-  MseLossCuda(Backend& be, const std::string& name, const MseLossConfig&,
+  MseLossCuda(Backend& be, const std::string& name, const MseLossConfig& cfg,
               const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cu_(as_cuda(be)) {
-    check_arity(in.size(), 2, "inputs");
-    mse_loss_output_shape(name, in[0], in[1]);
+      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "pred", in[0]);
     check_row_major(kind(), name, "target", in[1]);
     n_ = in[0].shape.numel();
-    outputs_ = {TensorDesc{Shape{1}, DType::kF32, Layout::kRowMajor}};
-    set_work(mse_loss_flops(in[0].shape), mse_loss_bytes(in[0].shape));
     parts_ = static_cast<int>(std::min<int64_t>(grid_for(n_), 1024));
     partial_ = be.empty(Shape{2 * int64_t{parts_}}, MemCategory::kWorkspace);  // doubles
   }

@@ -66,19 +66,12 @@ class BatchNorm2dCudnn final : public BatchNorm2dLayer {
  public:
   BatchNorm2dCudnn(Backend& be, const std::string& name, const BatchNorm2dConfig& cfg,
                    const std::vector<TensorDesc>& in)
-      : BatchNorm2dLayer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
-    check_arity(in.size(), 1, "inputs");
-    batchnorm2d_output_shape(name, cfg, in[0]);
+      : BatchNorm2dLayer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "x", in[0]);
     TBD_LAYER_CHECK(cfg.eps >= CUDNN_BN_MIN_EPSILON, kind(), name, "eps=", cfg.eps,
                     " is below cuDNN's minimum ", CUDNN_BN_MIN_EPSILON);
     const Shape& xs = in[0].shape;
     N_ = xs[0], C_ = xs[1], HW_ = xs[2] * xs[3];
-    outputs_ = {in[0]};
-    set_work(batchnorm2d_flops(xs), batchnorm2d_bytes(xs));
-
-    add_param("weight", Shape{C_}, Init::kOnes, C_, C_, /*decay=*/false);
-    add_param("bias", Shape{C_}, Init::kZeros, C_, C_, /*decay=*/false);
     running_mean_ = be.empty(Shape{C_}, MemCategory::kDynamic);
     running_var_ = be.empty(Shape{C_}, MemCategory::kDynamic);
     be.fill(running_mean_, 0.f);
@@ -260,20 +253,13 @@ class LayerNormCuda final : public Layer {
  public:
   LayerNormCuda(Backend& be, const std::string& name, const LayerNormConfig& cfg,
                 const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
-    check_arity(in.size(), 1, "inputs");
-    layer_norm_output_shape(name, cfg, in[0].shape);
-    check_f32(kind(), name, "x", in[0]);
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "x", in[0]);
     const Shape& xs = in[0].shape;
     D_ = xs[-1];
     M_ = xs.numel() / D_;
     TBD_LAYER_CHECK(D_ <= INT32_MAX, kind(), name, "last dim of x ", xs.to_string(),
                     " is too large");
-    outputs_ = {in[0]};
-    set_work(layer_norm_flops(xs), layer_norm_bytes(xs));
-    add_param("gamma", Shape{D_}, Init::kOnes, D_, D_, /*decay=*/false);
-    add_param("beta", Shape{D_}, Init::kZeros, D_, D_, /*decay=*/false);
     mean_ = be.empty(Shape{M_}, MemCategory::kFeatureMaps);
     rstd_ = be.empty(Shape{M_}, MemCategory::kFeatureMaps);
     // Enough row chunks to spread the column sums over the device, at least 32 rows each.

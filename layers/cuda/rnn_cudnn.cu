@@ -109,56 +109,20 @@ int64_t gates_of(Cell c) { return c == Cell::kLstm ? 4 : 3; }
 class RnnCudnn : public Layer {
  public:
   RnnCudnn(Backend& be, const std::string& name, const RnnSpec& spec,
-           const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), spec_(spec), cb_(as_cuda(be)) {
-    // Shape checks and FLOPs shared with the CPU backend (layers/rnn.cpp).
+           const std::vector<TensorDesc>& in, const Contract& c)
+      : Layer(be, name, in, c), spec_(spec), cb_(as_cuda(be)) {
+    // Shapes, parameters (in the order and with the names of layers/rnn.h) and work come from
+    // the kind's contract (layers/rnn.cpp), shared with the CPU backend.
     dirs_ = spec.bidirectional ? 2 : 1;
-    const int64_t H = spec.hidden, G = gates_of(spec.cell);
     if (spec.one_step) {
-      check_arity(in.size(), 3, "inputs (x, h, c)");
-      LstmCellConfig c;
-      c.hidden = H;
-      Shape hs = lstm_cell_output_shape(name, c, in[0].shape, in[1].shape, in[2].shape);
       T_ = 1, N_ = in[0].shape[0], I_ = in[0].shape[1];
-      outputs_ = {TensorDesc{hs}, TensorDesc{hs}};
-      set_work(lstm_cell_flops(c, in[0].shape), lstm_cell_bytes(c, in[0].shape));
     } else {
-      check_arity(in.size(), 1, "inputs");
-      Shape ys;
-      if (spec.cell == Cell::kLstm) {
-        LstmConfig c;
-        c.hidden = H, c.num_layers = spec.num_layers, c.bidirectional = spec.bidirectional;
-        ys = lstm_output_shape(name, c, in[0].shape);
-        set_work(lstm_flops(c, in[0].shape), lstm_bytes(c, in[0].shape));
-      } else {
-        GruConfig c;
-        c.hidden = H, c.num_layers = spec.num_layers, c.bidirectional = spec.bidirectional;
-        ys = gru_output_shape(name, c, in[0].shape);
-        set_work(gru_flops(c, in[0].shape), gru_bytes(c, in[0].shape));
-      }
       T_ = in[0].shape[0], N_ = in[0].shape[1], I_ = in[0].shape[2];
-      outputs_ = {TensorDesc{ys}};
     }
     const char* names[] = {"x", "h", "c"};
     for (std::size_t i = 0; i < in.size(); ++i) {
-      TBD_LAYER_CHECK(in[i].dtype == DType::kF32 && in[i].layout == Layout::kRowMajor, spec.kind,
-                      name, "input ", names[i], " must be f32 row-major, got ", in[i].to_string());
-    }
-
-    // Parameters, in the order and with the names of layers/rnn.h.
-    for (int64_t l = 0; l < spec.num_layers; ++l) {
-      const int64_t in_l = l == 0 ? I_ : H * dirs_;
-      for (int64_t d = 0; d < dirs_; ++d) {
-        std::string p = spec.one_step ? "" : detail::concat("l", l, d ? ".bwd." : ".fwd.");
-        add_param(p + "w_ih", Shape{G * H, in_l}, Init::kUniformFanIn, H, G * H);
-        add_param(p + "w_hh", Shape{G * H, H}, Init::kUniformFanIn, H, G * H);
-        if (spec.cell == Cell::kLstm) {
-          add_param(p + "b", Shape{G * H}, Init::kUniformFanIn, H, G * H, /*decay=*/false);
-        } else {
-          add_param(p + "b_ih", Shape{G * H}, Init::kUniformFanIn, H, G * H, false);
-          add_param(p + "b_hh", Shape{G * H}, Init::kUniformFanIn, H, G * H, false);
-        }
-      }
+      TBD_LAYER_CHECK(in[i].layout == Layout::kRowMajor, spec.kind, name, "input ", names[i],
+                      " must be row-major, got ", in[i].to_string());
     }
 
     build_descriptors();
@@ -380,7 +344,7 @@ class LstmCudnn final : public RnnCudnn {
             const std::vector<TensorDesc>& in)
       : RnnCudnn(be, name,
                  {LstmConfig::kKind, Cell::kLstm, c.hidden, c.num_layers, c.bidirectional, false},
-                 in) {}
+                 in, contract(name, c, in)) {}
 };
 
 class GruCudnn final : public RnnCudnn {
@@ -389,14 +353,15 @@ class GruCudnn final : public RnnCudnn {
            const std::vector<TensorDesc>& in)
       : RnnCudnn(be, name,
                  {GruConfig::kKind, Cell::kGru, c.hidden, c.num_layers, c.bidirectional, false},
-                 in) {}
+                 in, contract(name, c, in)) {}
 };
 
 class LstmCellCudnn final : public RnnCudnn {
  public:
   LstmCellCudnn(Backend& be, const std::string& name, const LstmCellConfig& c,
                 const std::vector<TensorDesc>& in)
-      : RnnCudnn(be, name, {LstmCellConfig::kKind, Cell::kLstm, c.hidden, 1, false, true}, in) {}
+      : RnnCudnn(be, name, {LstmCellConfig::kKind, Cell::kLstm, c.hidden, 1, false, true}, in,
+                 contract(name, c, in)) {}
 };
 
 TBD_REGISTER_LAYER(LstmConfig, DeviceKind::kCuda, LstmCudnn);

@@ -33,11 +33,10 @@ __global__ void add_kernel(const float* __restrict__ a, const float* __restrict_
 
 class AddCuda final : public Layer {
  public:
-  AddCuda(Backend& be, const std::string& name, const AddConfig&, const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cu_(as_cuda(be)) {
-    outputs_ = {add_output_desc(name, in)};
+  AddCuda(Backend& be, const std::string& name, const AddConfig& cfg,
+          const std::vector<TensorDesc>& in)
+      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {
     n_ = in[0].shape.numel();
-    set_work(add_flops(in[0].shape), add_bytes(in[0].shape));
   }
 
   const char* kind() const override { return AddConfig::kKind; }
@@ -104,11 +103,8 @@ class ConcatCuda final : public Layer {
  public:
   ConcatCuda(Backend& be, const std::string& name, const ConcatConfig& cfg,
              const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cu_(as_cuda(be)) {
-    const Shape ys = concat_output_shape(name, cfg, in);
-    axis_ = normalize_axis(kind(), name, cfg.axis, ys.rank());
-    outputs_ = {TensorDesc{ys, in[0].dtype, Layout::kRowMajor}};
-    set_work(Flops{}, copy_bytes(in, outputs_));
+      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {
+    axis_ = normalize_axis(kind(), name, cfg.axis, outputs_[0].shape.rank());
     const Shape& s0 = in[0].shape;
     view_ = axis_view(s0, axis_);
   }
@@ -154,13 +150,8 @@ class SplitCuda final : public Layer {
  public:
   SplitCuda(Backend& be, const std::string& name, const SplitConfig& cfg,
             const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
-    check_arity(in.size(), 1, "inputs");
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     const Shape& xs = in[0].shape;
-    for (const Shape& ys : split_output_shapes(name, cfg, in[0])) {
-      outputs_.push_back(TensorDesc{ys, in[0].dtype, Layout::kRowMajor});
-    }
-    set_work(Flops{}, copy_bytes(in, outputs_));
     axis_ = normalize_axis(kind(), name, cfg.axis, xs.rank());
     view_ = axis_view(xs, axis_);
   }
@@ -206,11 +197,7 @@ class ReshapeCuda final : public Layer {
  public:
   ReshapeCuda(Backend& be, const std::string& name, const ReshapeConfig& cfg,
               const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cu_(as_cuda(be)) {
-    check_arity(in.size(), 1, "inputs");
-    outputs_ = {TensorDesc{reshape_output_shape(name, cfg, in[0]), in[0].dtype, Layout::kRowMajor}};
-    set_work(Flops{}, copy_bytes(in, outputs_));
-  }
+      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {}
 
   const char* kind() const override { return ReshapeConfig::kKind; }
   std::string describe() const override {
@@ -267,13 +254,10 @@ class TransposeCuda final : public Layer {
  public:
   TransposeCuda(Backend& be, const std::string& name, const TransposeConfig& cfg,
                 const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cfg_(cfg), cu_(as_cuda(be)) {
-    check_arity(in.size(), 1, "inputs");
-    const Shape ys = transpose_output_shape(name, cfg, in[0]);
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+    const Shape ys = outputs_[0].shape;
     TBD_LAYER_CHECK(dtype_size(in[0].dtype) == 4, kind(), name,
                     "the CUDA transpose moves 4-byte elements (f32, i32), got ", in[0].to_string());
-    outputs_ = {TensorDesc{ys, in[0].dtype, Layout::kRowMajor}};
-    set_work(Flops{}, copy_bytes(in, outputs_));
     const Shape& xs = in[0].shape;
     const int r = xs.rank();
     std::vector<int> inv(r);
@@ -328,17 +312,12 @@ __global__ void add_table_kernel(const float* __restrict__ x, const float* __res
 
 class PositionalEncodingCuda final : public Layer {
  public:
-  PositionalEncodingCuda(Backend& be, const std::string& name, const PositionalEncodingConfig&,
+  PositionalEncodingCuda(Backend& be, const std::string& name, const PositionalEncodingConfig& cfg,
                          const std::vector<TensorDesc>& in)
-      : Layer(be, name, in), cu_(as_cuda(be)) {
-    check_arity(in.size(), 1, "inputs");
-    check_rank(kind(), name, "x", in[0], 3, "(N, T, D)");
-    check_f32(kind(), name, "x", in[0]);
+      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "x", in[0]);
-    outputs_ = {in[0]};
     const Shape& s = in[0].shape;
     n_ = s.numel();
-    set_work(positional_encoding_flops(s), positional_encoding_bytes(s));
     table_ = be.empty(Shape{s[1], s[2]}, MemCategory::kDynamic);
     std::vector<float> h(s[1] * s[2]);
     for (int64_t t = 0; t < s[1]; ++t) {
