@@ -75,7 +75,14 @@ Tensor Tensor::view(Shape shape, Layout layout) const {
   TBD_CHECK(shape.numel() == numel(), "Tensor::view: ", shape.to_string(), " has ", shape.numel(),
             " elements, tensor ", desc_.shape.to_string(), " has ", numel());
   TensorDesc d{std::move(shape), desc_.dtype, layout};
-  return Tensor(std::move(d), device_, buf_);
+  return Tensor(std::move(d), device_, buf_, offset_);
+}
+
+Tensor Tensor::slice(std::size_t byte_offset, TensorDesc desc) const {
+  TBD_CHECK(defined(), "Tensor::slice of a tensor without storage");
+  TBD_CHECK(byte_offset + desc.bytes() <= bytes(), "Tensor::slice: ", desc.to_string(), " at byte ",
+            byte_offset, " does not fit in ", desc_.to_string());
+  return Tensor(std::move(desc), device_, buf_, offset_ + byte_offset);
 }
 
 }  // namespace tbd

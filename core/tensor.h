@@ -97,9 +97,11 @@ class Buffer {
 class Tensor {
  public:
   Tensor() = default;
-  Tensor(TensorDesc desc, DeviceKind device, std::shared_ptr<Buffer> buf)
-      : desc_(std::move(desc)), device_(device), buf_(std::move(buf)) {}
+  Tensor(TensorDesc desc, DeviceKind device, std::shared_ptr<Buffer> buf,
+         std::size_t byte_offset = 0)
+      : desc_(std::move(desc)), device_(device), buf_(std::move(buf)), offset_(byte_offset) {}
 
+  // A tensor without storage yet (a parameter before its arena is bound): desc only.
   bool defined() const { return buf_ != nullptr; }
   const TensorDesc& desc() const { return desc_; }
   const Shape& shape() const { return desc_.shape; }
@@ -110,18 +112,22 @@ class Tensor {
   std::size_t bytes() const { return desc_.bytes(); }
   MemCategory category() const;
 
-  void* raw() const { return buf_ ? buf_->data() : nullptr; }
+  void* raw() const { return buf_ ? static_cast<char*>(buf_->data()) + offset_ : nullptr; }
   template <class T>
   T* data() const { return static_cast<T*>(raw()); }
   float* f32() const { return data<float>(); }
 
-  // Same buffer, another shape of equal element count (row-major reinterpretation).
+  // Same storage, another shape of equal element count (row-major reinterpretation).
   Tensor view(Shape shape, Layout layout = Layout::kRowMajor) const;
+  // A tensor of `desc` stored `byte_offset` bytes into this one's storage (an arena's piece);
+  // it shares (and keeps alive) the buffer. Throws if it does not fit.
+  Tensor slice(std::size_t byte_offset, TensorDesc desc) const;
 
  private:
   TensorDesc desc_;
   DeviceKind device_ = DeviceKind::kCpu;
   std::shared_ptr<Buffer> buf_;
+  std::size_t offset_ = 0;  // bytes into buf_
 };
 
 }  // namespace tbd

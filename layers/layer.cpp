@@ -13,9 +13,8 @@ Layer::Layer(Backend& be, std::string name, std::vector<TensorDesc> inputs, cons
   for (const ParamSpec& s : c.params) {
     Param p;
     p.name = name_ + "." + s.suffix;
-    p.value = be_.empty(s.shape, MemCategory::kWeights);
-    p.grad = be_.empty(s.shape, MemCategory::kWeightGrads);
-    be_.fill(p.grad, 0.f);
+    p.value = Tensor(TensorDesc{s.shape}, be_.kind(), nullptr);  // bound later (ParamArena)
+    p.grad = p.value;
     p.init = s.init;
     p.fan_in = s.fan_in;
     p.fan_out = s.fan_out;
@@ -45,6 +44,33 @@ void init_param(Backend& be, Param& p, uint64_t seed) {
       break;
     }
   }
+}
+
+ParamArena bind_params(Backend& be, const std::vector<Param*>& params) {
+  ParamArena a;
+  std::vector<Param*> order;
+  for (Param* p : params) {
+    TBD_CHECK(!p->tied && !p->value.defined(), "bind_params: '", p->name, "' is ",
+              p->tied ? "tied" : "already bound");
+    if (p->value.numel() % 16 == 0) order.push_back(p);
+  }
+  for (Param* p : params) {
+    if (p->value.numel() % 16 != 0) order.push_back(p);
+  }
+  int64_t total = 0;
+  for (const Param* p : order) total += p->value.numel();
+  if (total == 0) return a;
+  a.values = be.empty(Shape{total}, MemCategory::kWeights);
+  a.grads = be.empty(Shape{total}, MemCategory::kWeightGrads);
+  be.fill(a.grads, 0.f);
+  std::size_t off = 0;
+  for (Param* p : order) {
+    const TensorDesc d{p->value.shape()};
+    p->value = a.values.slice(off, d);
+    p->grad = a.grads.slice(off, d);
+    off += d.bytes();
+  }
+  return a;
 }
 
 void Layer::check_arity(std::size_t got, std::size_t want, const char* what) const {

@@ -123,9 +123,26 @@ struct Param {
   bool decay = true;  // weight decay applies (false for biases and norm scales)
   // Set by Graph::tie: value and grad alias another layer's parameter (tied embeddings). A
   // tied parameter is skipped by Graph::params() (the optimizer and the count see it once).
-  // Implementations therefore read value/grad pointers at execution, never cache them.
   bool tied = false;
+  Param* tied_to = nullptr;  // the parameter it aliases (bound when the graph is finalized)
 };
+
+// Parameters live in arenas: the values and the gradients of a set of parameters are views
+// into one buffer per category (weights, weight_grads), so zero_grad is one fill and an
+// optimizer or an all-reduce can run over one flat span (llm.c's params_memory and
+// grads_memory). A layer's parameters have a shape from construction but no storage until they
+// are bound: make_layer binds a standalone layer's own; a Graph binds all of its layers' into one
+// arena at finalize(). Implementations therefore read value/grad pointers at execution, never
+// in their constructors and never cached.
+struct ParamArena {
+  Tensor values;  // (total) f32, category weights; undefined for an empty set
+  Tensor grads;   // (total) f32, category weight_grads
+};
+// Binds every parameter of `params` (none bound or tied yet) to views of a new arena, packed
+// without padding so the accounting stays exact (weights = 4 bytes x parameters); parameters
+// whose size is a multiple of 16 floats come first, so every large tensor starts 64-byte
+// aligned. Zeroes the gradients.
+ParamArena bind_params(Backend& be, const std::vector<Param*>& params);
 
 // Fills p.value by its Init rule from a stream seeded by (seed, p.name): the same parameter
 // gets the same values in a model, a layer benchmark and a test, on every backend.
@@ -163,7 +180,8 @@ class Layer {
 
  protected:
   // Takes the kind's contract: outputs (an implementation may then choose other layouts for
-  // them), parameters (allocated here, row-major f32, gradients zeroed) and work.
+  // them), parameters (declared here with their shapes; bound to storage later, see
+  // ParamArena) and work.
   Layer(Backend& be, std::string name, std::vector<TensorDesc> inputs, const Contract& c);
 
   // Checks the arity of a call (names the layer on failure).
@@ -224,15 +242,28 @@ bool register_layer(DeviceKind device, LayerFactory<Config> f) {
   return true;
 }
 
-// Builds a layer of Config's kind on `be`. Throws if the backend has no implementation.
+// Builds a layer of Config's kind on `be` with its parameters unbound (a Graph binds them into
+// its arena). Throws if the backend has no implementation.
 template <class Config>
-std::unique_ptr<Layer> make_layer(Backend& be, const std::string& name, const Config& cfg,
-                                  const std::vector<TensorDesc>& inputs) {
+std::unique_ptr<Layer> construct_layer(Backend& be, const std::string& name, const Config& cfg,
+                                       const std::vector<TensorDesc>& inputs) {
   auto& r = layer_registry<Config>();
   auto it = r.find(be.kind());
   TBD_CHECK(it != r.end(), Config::kKind, " '", name, "': no implementation on backend ",
             to_string(be.kind()));
   return it->second(be, name, cfg, inputs);
+}
+
+// A standalone layer: constructed, with its parameters bound to an arena of its own
+// (gradients zero, values uninitialised: see init_param).
+template <class Config>
+std::unique_ptr<Layer> make_layer(Backend& be, const std::string& name, const Config& cfg,
+                                  const std::vector<TensorDesc>& inputs) {
+  std::unique_ptr<Layer> layer = construct_layer(be, name, cfg, inputs);
+  std::vector<Param*> ps;
+  for (Param& p : layer->params()) ps.push_back(&p);
+  bind_params(be, ps);
+  return layer;
 }
 
 #define TBD_LAYER_CONCAT_(a, b) a##b

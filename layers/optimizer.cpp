@@ -50,4 +50,20 @@ double rmsprop_bytes(const RmspropConfig& cfg, const std::vector<Param*>& params
   return count_bytes(params, cfg.momentum != 0 ? 7 : 5);
 }
 
+std::vector<Tensor> state_arena(Backend& be, const std::vector<Param*>& params) {
+  int64_t total = 0;
+  for (const Param* p : params) total += p->value.numel();
+  std::vector<Tensor> views;
+  if (total == 0) return views;
+  Tensor arena = be.empty(Shape{total}, MemCategory::kOptimizerState);
+  be.fill(arena, 0.f);
+  std::size_t off = 0;
+  for (const Param* p : params) {
+    const TensorDesc d{p->value.shape()};
+    views.push_back(arena.slice(off, d));
+    off += d.bytes();
+  }
+  return views;
+}
+
 }  // namespace tbd

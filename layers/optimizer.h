@@ -71,6 +71,11 @@ double adam_bytes(const AdamConfig& cfg, const std::vector<Param*>& params);
 double rmsprop_flops(const RmspropConfig& cfg, const std::vector<Param*>& params);
 double rmsprop_bytes(const RmspropConfig& cfg, const std::vector<Param*>& params);
 
+// One optimizer-state buffer (category optimizer_state, zeroed) carved into a view per
+// parameter, in the parameters' order: an optimizer's state arena, beside the parameters' own
+// (see ParamArena in layers/layer.h). Packed like them, without padding.
+std::vector<Tensor> state_arena(Backend& be, const std::vector<Param*>& params);
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;

@@ -85,9 +85,9 @@ void Graph::tie(Param& dst, Param& src) {
             dst.value.shape().to_string(), " and '", src.name, "' ",
             src.value.shape().to_string(), " differ in shape");
   TBD_CHECK(!src.tied, "Graph::tie: '", src.name, "' is itself tied");
-  dst.value = src.value;  // the old buffers are released here
-  dst.grad = src.grad;
+  TBD_CHECK(!dst.tied, "Graph::tie: '", dst.name, "' is already tied");
   dst.tied = true;
+  dst.tied_to = &src;  // bound in finalize(), once src has storage
 }
 
 void Graph::set_loss(TensorId id) {
@@ -99,6 +99,14 @@ void Graph::set_loss(TensorId id) {
 void Graph::finalize() {
   TBD_CHECK(!finalized_, "Graph::finalize called twice");
   TBD_CHECK(loss_ >= 0, "Graph::finalize: no loss set (call set_loss)");
+  arena_ = bind_params(be_, params());
+  for (auto& n : nodes_) {
+    for (Param& p : n.layer->params()) {
+      if (!p.tied) continue;
+      p.value = p.tied_to->value;
+      p.grad = p.tied_to->grad;
+    }
+  }
   for (auto& t : tensors_) {
     MemCategory cat = t.producer < 0 ? MemCategory::kDynamic : MemCategory::kFeatureMaps;
     t.value = be_.empty(t.desc, cat);
@@ -201,7 +209,7 @@ void Graph::backward() {
 }
 
 void Graph::zero_grad() {
-  for (Param* p : params()) be_.fill(p->grad, 0.f);
+  if (arena_.grads.defined()) be_.fill(arena_.grads, 0.f);
 }
 
 float Graph::loss_value() {

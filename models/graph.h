@@ -63,7 +63,7 @@ class Graph {
     }
     std::vector<TensorDesc> descs;
     for (TensorId id : inputs) descs.push_back(desc(id));
-    return add_node(make_layer<Config>(be_, name, cfg, descs), std::move(inputs));
+    return add_node(construct_layer<Config>(be_, name, cfg, descs), std::move(inputs));
   }
   // The common single-output case.
   template <class Config>
@@ -76,18 +76,22 @@ class Graph {
   TensorId to_layout(TensorId id, Layout layout);
 
   // Makes `dst` share `src`'s value and gradient (same shape); gradients of both uses add up.
+  // Bound at finalize(): dst is a view of src's storage in the arena.
   void tie(Param& dst, Param& src);
 
   // The scalar the backward pass starts from (dloss = 1).
   void set_loss(TensorId id);
-  // Allocates activations, gradients and scratch; initialises parameters. Call once.
+  // Binds every parameter into the graph's arena (one buffer of values, one of gradients),
+  // allocates activations, gradients and scratch, initialises parameters. Call once.
   void finalize();
   bool finalized() const { return finalized_; }
 
   void set_training(bool training);
   void forward();
   void backward();  // needs forward() first; parameter gradients accumulate
-  void zero_grad();
+  void zero_grad();  // one fill of the gradient arena
+  // The parameter arena (after finalize): every unique parameter's value and gradient.
+  const ParamArena& arena() const { return arena_; }
 
   const Tensor& tensor(TensorId id) const { return tensors_.at(id).value; }
   const Tensor& grad(TensorId id) const { return tensors_.at(id).grad; }
@@ -142,6 +146,7 @@ class Graph {
   std::map<std::string, std::deque<Tensor>> grad_scratch_;
   TensorId loss_ = -1;
   bool finalized_ = false;
+  ParamArena arena_;
 };
 
 }  // namespace tbd

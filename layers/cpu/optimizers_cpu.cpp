@@ -76,7 +76,8 @@ TBD_SIMD_CLONES void rmsprop_chunk(float* w, const float* g, float* sq, float* b
   }
 }
 
-// What the optimizers share: the chunk list and up to two state buffers per parameter.
+// What the optimizers share: the chunk list and up to two states per parameter, each state an
+// arena of its own (one buffer, a view per parameter).
 class CpuOptimizer : public Optimizer {
  protected:
   struct Chunk {
@@ -97,11 +98,8 @@ class CpuOptimizer : public Optimizer {
       for (int64_t b = 0; b < n; b += kChunk) {
         chunks_.push_back(Chunk{static_cast<int>(p), b, std::min(kChunk, n - b)});
       }
-      for (auto& s : state_) {
-        s.push_back(be.empty(prm.value.shape(), MemCategory::kOptimizerState));
-        be.fill(s.back(), 0.f);
-      }
     }
+    for (auto& s : state_) s = state_arena(be, params_);
   }
 
   // Calls f(chunk, w, g, state0, state1) for every chunk, in parallel; absent states are null.

@@ -103,15 +103,11 @@ class CudaOptimizerBase : public Optimizer {
                     p->grad.shape() == p->value.shape() && p->value.device() == DeviceKind::kCuda,
                 kind, ": parameter '", p ? p->name : "?",
                 "' must have an f32 CUDA value and a gradient of the same shape");
-      for (int s = 0; s < 2; ++s) {
-        Tensor t;
-        if (s < num_states) {
-          t = be.empty(p->value.shape(), MemCategory::kOptimizerState);
-          be.fill(t, 0.f);
-        }
-        (s == 0 ? state1_ : state2_).push_back(t);
-      }
     }
+    // Each state is an arena of its own (one buffer, a view per parameter); absent states are
+    // undefined tensors.
+    state1_ = num_states > 0 ? state_arena(be, params_) : std::vector<Tensor>(params_.size());
+    state2_ = num_states > 1 ? state_arena(be, params_) : std::vector<Tensor>(params_.size());
   }
 
   // Calls launch(table, count, grid) for each group of up to kMaxTensors parameters.
