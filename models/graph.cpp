@@ -55,13 +55,19 @@ TensorId Graph::to_layout(TensorId id, Layout layout) {
   ReorderConfig cfg;
   cfg.layout = layout;
   std::string name = tensors_.at(id).name + ".to_" + to_string(layout);
-  return add_node(make_layer<ReorderConfig>(be_, name, cfg, {desc(id)}), {id})[0];
+  Recipe recipe = [name, cfg](Backend& be, const std::vector<TensorDesc>& in) {
+    return make_layer<ReorderConfig>(be, name, cfg, in);
+  };
+  return add_node(construct_layer<ReorderConfig>(be_, name, cfg, {desc(id)}), {id},
+                  std::move(recipe))[0];
 }
 
-std::vector<TensorId> Graph::add_node(std::unique_ptr<Layer> layer, std::vector<TensorId> inputs) {
+std::vector<TensorId> Graph::add_node(std::unique_ptr<Layer> layer, std::vector<TensorId> inputs,
+                                      Recipe recipe) {
   TBD_CHECK(!finalized_, "Graph: adding '", layer->name(), "' after finalize()");
   Node n;
   n.inputs = std::move(inputs);
+  n.recipe = std::move(recipe);
   bool req = !layer->params().empty();
   for (TensorId id : n.inputs) req = req || tensors_.at(id).requires_grad;
   const auto& outs = layer->output_descs();

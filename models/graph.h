@@ -35,10 +35,15 @@ Contract contract(const std::string& name, const ReorderConfig& cfg,
 
 class Graph {
  public:
+  // Builds the node's layer again, standalone (parameters bound to their own arena), for
+  // input descriptors of the same kind: a layer benchmark of a model's layer at another batch.
+  using Recipe = std::function<std::unique_ptr<Layer>(Backend&, const std::vector<TensorDesc>&)>;
+
   struct Node {
     std::unique_ptr<Layer> layer;
     std::vector<TensorId> inputs;
     std::vector<TensorId> outputs;
+    Recipe recipe;
   };
 
   explicit Graph(Backend& be, uint64_t seed = 0) : be_(be), seed_(seed) {}
@@ -63,7 +68,11 @@ class Graph {
     }
     std::vector<TensorDesc> descs;
     for (TensorId id : inputs) descs.push_back(desc(id));
-    return add_node(construct_layer<Config>(be_, name, cfg, descs), std::move(inputs));
+    Recipe recipe = [name, cfg](Backend& be, const std::vector<TensorDesc>& in) {
+      return make_layer<Config>(be, name, cfg, in);
+    };
+    return add_node(construct_layer<Config>(be_, name, cfg, descs), std::move(inputs),
+                    std::move(recipe));
   }
   // The common single-output case.
   template <class Config>
@@ -97,6 +106,9 @@ class Graph {
   const Tensor& grad(TensorId id) const { return tensors_.at(id).grad; }
   const TensorDesc& desc(TensorId id) const { return tensors_.at(id).desc; }
   const std::string& tensor_name(TensorId id) const { return tensors_.at(id).name; }
+  // Whether backward computes this tensor's gradient (false for data, labels and what only
+  // depends on them).
+  bool requires_grad(TensorId id) const { return tensors_.at(id).requires_grad; }
   TensorId loss() const { return loss_; }
   float loss_value();  // copies the loss to the host
 
@@ -134,7 +146,8 @@ class Graph {
     std::vector<GradSlot> slots;
   };
 
-  std::vector<TensorId> add_node(std::unique_ptr<Layer> layer, std::vector<TensorId> inputs);
+  std::vector<TensorId> add_node(std::unique_ptr<Layer> layer, std::vector<TensorId> inputs,
+                                 Recipe recipe);
   void init_params();
 
   Backend& be_;

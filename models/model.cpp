@@ -14,6 +14,16 @@ TensorId Model::data_input(const std::string& name, Shape shape, DType dtype, do
   return id;
 }
 
+bool Model::data_range(TensorId id, double* lo, double* hi) const {
+  for (const Data& d : data_) {
+    if (d.id != id) continue;
+    *lo = d.lo;
+    *hi = d.hi;
+    return true;
+  }
+  return false;
+}
+
 void Model::finalize(
     const std::function<std::unique_ptr<Optimizer>(std::vector<Param*>)>& make_opt) {
   graph_.finalize();

@@ -33,6 +33,9 @@ class Model {
   // Declares a graph input that holds synthetic data: uniform floats in [lo, hi) or, for
   // i32 inputs, integers in [lo, hi).
   TensorId data_input(const std::string& name, Shape shape, DType dtype, double lo, double hi);
+  // The value range of a data input (layer benchmarks feed a layer what the model feeds it);
+  // false for other tensors.
+  bool data_range(TensorId id, double* lo, double* hi) const;
 
   // Finalizes the graph, creates the optimizer (via make_opt) and fills the data. Call once.
   void finalize(const std::function<std::unique_ptr<Optimizer>(std::vector<Param*>)>& make_opt);

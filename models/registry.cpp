@@ -8,15 +8,6 @@ static std::vector<ModelEntry>& registry() {
   return r;
 }
 
-ModelParams& model_params() {
-  static ModelParams p;
-  return p;
-}
-
-std::string model_params_suffix() {
-  return model_params().seq_len > 0 ? "/len:" + std::to_string(model_params().seq_len) : "";
-}
-
 bool register_model(ModelEntry e) {
   registry().push_back(std::move(e));
   return true;

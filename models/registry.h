@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,22 +12,29 @@
 
 namespace tbd {
 
+// What a builder is given: the batch, the model's parameters beyond it (the name grammar's
+// <key>:<value> components, e.g. {"len", 32} from --tbd_seq_len), and whether to stop at the
+// graph. A build-only model has every layer constructed (shapes checked, layouts chosen,
+// primitives created) but no storage: no parameter arena, activations or optimizer; the layer
+// benchmarks walk such graphs.
+struct ModelArgs {
+  int64_t batch = 1;
+  std::map<std::string, int64_t> params;
+  bool build_only = false;
+
+  int64_t param(const std::string& key, int64_t fallback) const {
+    auto it = params.find(key);
+    return it == params.end() ? fallback : it->second;
+  }
+};
+
 struct ModelEntry {
   std::string name;              // "ResNet50": benchmarks are <name>/train/batch:<N>
   std::vector<int64_t> batches;  // the sweep
   int64_t quick_batch;           // the default (quick) run's batch
-  std::function<std::unique_ptr<Model>(Backend&, int64_t batch)> build;
-  bool uses_seq_len = false;     // reads model_params().seq_len (names then carry /len:N)
+  std::function<std::unique_ptr<Model>(Backend&, const ModelArgs&)> build;
+  std::vector<std::string> param_keys;  // the ModelArgs::params it reads ({"len"})
 };
-
-// Run-wide model parameters set from the command line (tbd_bench --tbd_seq_len); builders
-// read them, and benchmark names carry every non-default one so rows can be re-run.
-struct ModelParams {
-  int64_t seq_len = 0;  // 0: the model's default
-};
-ModelParams& model_params();
-// "/len:32" for the non-default parameters, "" otherwise (appended to model benchmark names).
-std::string model_params_suffix();
 
 bool register_model(ModelEntry e);
 const std::vector<ModelEntry>& model_registry();

@@ -1,4 +1,4 @@
-// models/resnet50.cpp: the ResNet-50 v1.5 training graph, built from models/tables.h's spec.
+// models/resnet50.cpp: the ResNet-50 v1.5 training graph and its specification.
 #include "models/resnet50.h"
 
 #include "layers/activation.h"
@@ -10,6 +10,61 @@
 #include "models/registry.h"
 
 namespace tbd {
+
+std::vector<ResNetStage> resnet50_stages() { return {{3, 64, 1}, {4, 128, 2}, {6, 256, 2}, {3, 512, 2}}; }
+
+std::vector<BottleneckSpec> resnet50_blocks(int64_t image) {
+  return resnet_blocks(image, resnet50_stages(), 64);
+}
+
+std::vector<BottleneckSpec> resnet_blocks(int64_t image, const std::vector<ResNetStage>& stages,
+                                          int64_t stem_channels) {
+  std::vector<BottleneckSpec> out;
+  int64_t c = stem_channels, hw = ((image + 2 * 3 - 7) / 2 + 1 + 2 * 1 - 3) / 2 + 1;  // stem+pool
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    for (int b = 0; b < stages[s].blocks; ++b) {
+      BottleneckSpec blk;
+      blk.name = "layer" + std::to_string(s + 1) + "." + std::to_string(b);
+      blk.in_c = c;
+      blk.h = blk.w = hw;
+      blk.width = stages[s].width;
+      blk.stride = b == 0 ? stages[s].stride : 1;
+      blk.downsample = b == 0;  // channels change (and maybe stride) in every stage's first block
+      out.push_back(blk);
+      c = 4 * blk.width;
+      hw = (hw + 2 - 3) / blk.stride + 1;
+    }
+  }
+  return out;
+}
+
+std::vector<ConvShape> bottleneck_convs(const BottleneckSpec& b) {
+  int64_t out_hw = (b.h + 2 - 3) / b.stride + 1;
+  std::vector<ConvShape> v{
+      {b.name + ".conv1", b.in_c, b.h, b.w, Conv2dConfig::square(b.width, 1)},
+      // ResNet v1.5: the stride sits on the 3x3 convolution.
+      {b.name + ".conv2", b.width, b.h, b.w, Conv2dConfig::square(b.width, 3, b.stride, 1)},
+      {b.name + ".conv3", b.width, out_hw, out_hw, Conv2dConfig::square(4 * b.width, 1)},
+  };
+  if (b.downsample) {
+    v.push_back({b.name + ".downsample", b.in_c, b.h, b.w,
+                 Conv2dConfig::square(4 * b.width, 1, b.stride, 0)});
+  }
+  return v;
+}
+
+ConvShape resnet50_stem(int64_t image) { return {"conv1", 3, image, image, Conv2dConfig::square(64, 7, 2, 3)}; }
+
+int64_t resnet50_param_count() {
+  int64_t n = 3 * 64 * 49 + 2 * 64;  // stem conv + bn
+  for (const auto& b : resnet50_blocks(224)) {
+    for (auto& c : bottleneck_convs(b)) {
+      n += c.cfg.out_channels * c.c * c.cfg.kernel_h * c.cfg.kernel_w + 2 * c.cfg.out_channels;
+    }
+  }
+  return n + 2048 * 1000 + 1000;  // fc
+}
+
 namespace {
 
 TensorId conv_bn(Graph& g, const ConvShape& c, TensorId x, bool relu) {
@@ -59,20 +114,23 @@ std::unique_ptr<Model> build_resnet50(Backend& be, const ResNetOptions& o) {
   TensorId loss = g.add1("loss", SoftmaxCrossEntropyConfig{}, {logits, labels});
   g.set_loss(loss);
 
+  m->set_samples_per_step(o.batch);
+  if (o.build_only) return m;
   SgdConfig sgd;
   sgd.lr = o.lr;
   sgd.momentum = 0.9;
   sgd.weight_decay = 1e-4;
   m->finalize([&](std::vector<Param*> ps) { return make_optimizer(be, sgd, std::move(ps)); });
-  m->set_samples_per_step(o.batch);
   return m;
 }
 
 TBD_REGISTER_MODEL(ModelEntry{
-    "ResNet50", {1, 2, 4, 8, 16, 32, 64, 96, 128}, 1, [](Backend& be, int64_t batch) {
+    "ResNet50", {1, 2, 4, 8, 16, 32, 64, 96, 128}, 1, [](Backend& be, const ModelArgs& a) {
       ResNetOptions o;
-      o.batch = batch;
+      o.batch = a.batch;
+      o.build_only = a.build_only;
       return build_resnet50(be, o);
-    }});
+    },
+    {}});
 
 }  // namespace tbd

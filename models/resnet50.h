@@ -9,10 +9,23 @@
 #include <string>
 #include <vector>
 
+#include "layers/conv2d.h"
 #include "models/model.h"
-#include "models/tables.h"
 
 namespace tbd {
+
+struct ResNetStage {
+  int blocks;
+  int64_t width;   // bottleneck width (64, 128, 256, 512); output channels = 4 * width
+  int64_t stride;  // of the first block
+};
+std::vector<ResNetStage> resnet50_stages();  // {3,64,1} {4,128,2} {6,256,2} {3,512,2}
+
+struct ConvShape {
+  std::string name;
+  int64_t c, h, w;  // input (C, H, W)
+  Conv2dConfig cfg;
+};
 
 struct BottleneckSpec {
   std::string name;     // "layer2.0"
@@ -39,7 +52,11 @@ struct ResNetOptions {
   int blocks_per_stage = 0;  // 0: ResNet-50's 3, 4, 6, 3
   double lr = 0.1;
   uint64_t seed = 0;
+  bool build_only = false;  // the graph without storage (ModelArgs::build_only)
 };
+
+// The parameter count above, from the specification (tests compare it with the built model).
+int64_t resnet50_param_count();  // 25,557,032
 
 std::unique_ptr<Model> build_resnet50(Backend& be, const ResNetOptions& opt);
 

@@ -134,23 +134,27 @@ std::unique_ptr<Model> build_transformer(Backend& be, const TransformerOptions& 
   xent.label_smoothing = s.label_smoothing;
   g.set_loss(g.add1("loss", xent, {logits, labels}));
 
+  m->set_samples_per_step(N);
+  m->set_extra_items("tokens", static_cast<double>(N * s.tgt_len));
+  if (o.build_only) return m;
   AdamConfig adam;
   adam.lr = o.lr;
   adam.beta2 = 0.98;
   adam.eps = 1e-9;
   m->finalize([&](std::vector<Param*> ps) { return make_optimizer(be, adam, std::move(ps)); });
-  m->set_samples_per_step(N);
-  m->set_extra_items("tokens", static_cast<double>(N * s.tgt_len));
   return m;
 }
 
 TBD_REGISTER_MODEL(ModelEntry{
-    "Transformer", {1, 2, 4, 8, 16, 32, 64, 128}, 1, [](Backend& be, int64_t batch) {
+    "Transformer", {1, 2, 4, 8, 16, 32, 64, 128}, 1,
+    [](Backend& be, const ModelArgs& a) {
       TransformerOptions o;
-      o.batch = batch;
-      if (model_params().seq_len > 0) o.spec.src_len = o.spec.tgt_len = model_params().seq_len;
+      o.batch = a.batch;
+      o.build_only = a.build_only;
+      // len: source and target length (tbd_bench --tbd_seq_len; the name's /len:<T>).
+      o.spec.src_len = o.spec.tgt_len = a.param("len", o.spec.src_len);
       return build_transformer(be, o);
     },
-    /*uses_seq_len=*/true});
+    {"len"}});
 
 }  // namespace tbd

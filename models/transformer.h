@@ -20,15 +20,27 @@
 #include <memory>
 
 #include "models/model.h"
-#include "models/tables.h"
 
 namespace tbd {
+
+struct TransformerSpec {
+  int64_t layers = 6;  // encoder layers = decoder layers
+  int64_t d_model = 512;
+  int64_t heads = 8;
+  int64_t ffn = 2048;
+  int64_t vocab = 32000;  // shared source/target vocabulary, tied to the output projection
+  int64_t src_len = 128;
+  int64_t tgt_len = 128;
+  double dropout = 0.1;
+  double label_smoothing = 0.1;
+};
 
 struct TransformerOptions {
   TransformerSpec spec;
   int64_t batch = 8;  // sentences
   double lr = 1e-4;
   uint64_t seed = 0;
+  bool build_only = false;  // the graph without storage (ModelArgs::build_only)
 };
 
 // The count above, as a function of the spec (tests compare it with the built model).

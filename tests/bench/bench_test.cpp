@@ -343,10 +343,12 @@ TEST(TbdBench, ListsEveryKindAndEveryNameParses) {
     kinds.insert(n->kind);
     phases.insert(n->phase);
   }
+  // Every kind the registered models use (the recurrent kinds come back with the recurrent
+  // models: their layer benchmarks are derived from the models' graphs).
   for (const char* k : {"Conv2d", "BatchNorm2d", "Activation", "Pool2d", "GlobalAvgPool2d", "Linear",
-                        "Gemm", "MultiHeadAttention", "LayerNorm", "SoftmaxCrossEntropy", "LSTM", "GRU",
-                        "LSTMCell", "Embedding", "Dropout", "SGD", "Adam", "RMSprop", "ResNet50",
-                        "Transformer"}) {
+                        "Gemm", "MultiHeadAttention", "LayerNorm", "SoftmaxCrossEntropy", "Add",
+                        "Embedding", "PositionalEncoding", "Reshape", "Dropout", "SGD", "Adam",
+                        "RMSprop", "ResNet50", "Transformer"}) {
     EXPECT_TRUE(kinds.count(k)) << k;
   }
   EXPECT_EQ(phases, (std::set<std::string>{"fwd", "bwd", "fwdbwd", "step", "train"}));
@@ -357,7 +359,7 @@ TEST(TbdBench, ListsEveryKindAndEveryNameParses) {
                            "Activation/resnet50.layer1.0.conv1.relu/fwd/batch:8",
                            "Linear/transformer.output_proj/fwdbwd/batch:32",
                            "MultiHeadAttention/transformer.decoder.0.cross_attn/bwd/batch:1",
-                           "LSTM/seq2seq.decoder/fwd/batch:64", "GRU/deepspeech2.rnn.l0/fwd/batch:1"}) {
+                           "Adam/transformer/step"}) {
     EXPECT_TRUE(unique.count(must)) << must;
   }
 }
@@ -388,7 +390,26 @@ TEST(TbdBench, FiltersSelectWhatTheySay) {
 
   std::vector<std::string> neg = list("--benchmark_filter=-batch: --tbd_batches=1");
   EXPECT_EQ(neg, (std::vector<std::string>{"SGD/resnet50/step", "Adam/resnet50/step",
-                                          "RMSprop/resnet50/step"}));
+                                          "RMSprop/resnet50/step", "SGD/transformer/step",
+                                          "Adam/transformer/step", "RMSprop/transformer/step"}));
+}
+
+// The layer benchmarks are the models' own layers: the test model's graph (conv1, conv2, a
+// mean loss) gives exactly those, named by the model, plus the optimizers over its parameters;
+// a model built with parameters (len) puts them on its layers' names too.
+TEST(TbdBench, LayerBenchmarksComeFromTheModelGraphs) {
+  std::vector<std::string> t = list("--tbd_test_models --benchmark_filter=testconvnet --tbd_batches=2");
+  EXPECT_EQ(t, (std::vector<std::string>{
+                   "Conv2d/testconvnet.conv1/fwd/batch:2", "Conv2d/testconvnet.conv1/bwd/batch:2",
+                   "Conv2d/testconvnet.conv1/fwdbwd/batch:2", "Conv2d/testconvnet.conv2/fwd/batch:2",
+                   "Conv2d/testconvnet.conv2/bwd/batch:2", "Conv2d/testconvnet.conv2/fwdbwd/batch:2",
+                   "TestMeanLoss/testconvnet.loss/fwd/batch:2",
+                   "TestMeanLoss/testconvnet.loss/bwd/batch:2",
+                   "TestMeanLoss/testconvnet.loss/fwdbwd/batch:2", "SGD/testconvnet/step",
+                   "Adam/testconvnet/step", "RMSprop/testconvnet/step"}));
+  std::vector<std::string> fc1 =
+      list("--tbd_seq_len=32 --benchmark_filter=transformer.encoder.0.ffn.fc1/fwd/ --tbd_batches=8");
+  EXPECT_EQ(fc1, (std::vector<std::string>{"Linear/transformer.encoder.0.ffn.fc1/fwd/batch:8/len:32"}));
 }
 
 TEST(TbdBench, BatchesAndQuickShapeTheAxis) {
@@ -586,6 +607,19 @@ TEST(TbdBench, MetricTableDescribesEveryRowKey) {
   }
 }
 
+// The breakdown rows carry the name of the row they break down, model parameters included
+// (they once said "Transformer/train/batch:1" under a row named ".../batch:1/len:4").
+TEST(TbdBench, BreakdownRowsCarryTheRowsName) {
+  json j = run_json("'--benchmark_filter=^Transformer/train/batch:1/' --tbd_batches=1 "
+                    "--tbd_seq_len=4 --tbd_breakdown");
+  ASSERT_NE(find_row(j, "Transformer/train/batch:1/len:4"), nullptr) << j.dump(1);
+  ASSERT_TRUE(j.contains("tbd_breakdown"));
+  ASSERT_FALSE(j["tbd_breakdown"].empty());
+  for (const json& row : j["tbd_breakdown"]) {
+    EXPECT_EQ(row["benchmark"], "Transformer/train/batch:1/len:4") << row.dump();
+  }
+}
+
 TEST(TbdBench, ModelFixtureTimesTrainingSteps) {
   json j = run_json("--tbd_test_models '--benchmark_filter=^TestConvNet/' --tbd_batches=2");
   const json* b = find_row(j, "TestConvNet/train/batch:2");
@@ -618,7 +652,7 @@ TEST(TbdBench, AFailingConfigIsAnErrorRowAndTheRunGoesOn) {
   // 4 MiB: layer1.0.conv1 fits at batch 1 (1.6 MiB) but not at batch 8, and the optimizer's
   // 25.6 M parameters (100 MB) do not fit at all.
   Result r;
-  json j = run_json("'--benchmark_filter=^Conv2d/resnet50.layer1.0.conv1/fwd/|^SGD/' "
+  json j = run_json("'--benchmark_filter=^Conv2d/resnet50.layer1.0.conv1/fwd/|^SGD/resnet50/' "
                     "--tbd_batches=1,8 --tbd_memory_limit=0.004", &r);
   ASSERT_EQ(j["benchmarks"].size(), 3u) << r.out;
   const json* ok = find_row(j, "Conv2d/resnet50.layer1.0.conv1/fwd/batch:1");
