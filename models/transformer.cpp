@@ -124,7 +124,7 @@ std::unique_ptr<Model> build_transformer(Backend& be, const TransformerOptions& 
     d = b.ffn_block(n + ".ffn", d);
   }
   d = b.norm("decoder.norm", d);
-  d = g.add1("decoder.flatten", ReshapeConfig{{N * s.tgt_len, s.d_model}}, {d});
+  d = g.add1("decoder.flatten", ReshapeConfig{{-1, s.d_model}}, {d});  // (N*T, D)
   LinearConfig proj;
   proj.out_features = s.vocab;
   proj.bias = false;
