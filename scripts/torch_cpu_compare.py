@@ -101,11 +101,17 @@ def main():
     ap.add_argument("--seq-len", type=int, default=32)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--denormals", choices=("flush", "keep"), default="flush",
+                    help="as tbd_bench --tbd_denormals (default flush: FTZ+DAZ)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
+    # The same denormal handling as tbd_bench (backends/cpu/denormals.h), or the comparison
+    # measures microcode assists rather than the frameworks.
+    flushed = torch.set_flush_denormal(a.denormals == "flush")
     out = {"torch_version": torch.__version__, "threads": a.threads,
-           "mkldnn": torch.backends.mkldnn.is_available()}
+           "mkldnn": torch.backends.mkldnn.is_available(),
+           "denormals": ("flushed to zero" if flushed and a.denormals == "flush" else "kept")}
 
     net, source = bottleneck_resnet50()
     net.train()

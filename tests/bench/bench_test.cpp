@@ -439,6 +439,7 @@ TEST(TbdBench, BadFlagsFailWithTheirMessage) {
                         Case{"--tbd_memory_limit=lots", {"--tbd_memory_limit", "GiB"}},
                         Case{"--tbd_threads=-2", {"--tbd_threads", "positive integer"}},
                         Case{"--tbd_quick=maybe", {"--tbd_quick", "true|false"}},
+                        Case{"--tbd_denormals=sometimes", {"--tbd_denormals", "flush|keep"}},
                         Case{"--tbd_backend", {"--tbd_backend", "needs a value"}},
                         Case{"--tbd_fast", {"unknown flag --tbd_fast", "--tbd_backend"}},
                         Case{"--benchmark_nonsense=1", {"--benchmark_nonsense"}}}) {
@@ -605,6 +606,16 @@ TEST(TbdBench, MetricTableDescribesEveryRowKey) {
       EXPECT_TRUE(row.contains("bandwidth_utilization"));
     }
   }
+}
+
+// Denormals are flushed on every CPU thread unless --tbd_denormals=keep; the context says which.
+TEST(TbdBench, DenormalsAreFlushedUnlessKept) {
+  json a = run_json("'--benchmark_filter=^Gemm/square1024/fwd/'");
+  EXPECT_EQ(a["context"]["denormals"].get<std::string>().rfind("flushed to zero (FTZ+DAZ on ", 0),
+            0u)
+      << a["context"]["denormals"];
+  json b = run_json("'--benchmark_filter=^Gemm/square1024/fwd/' --tbd_denormals=keep");
+  EXPECT_EQ(b["context"]["denormals"], "kept (IEEE)");
 }
 
 // The breakdown rows carry the name of the row they break down, model parameters included
