@@ -8,7 +8,11 @@
 namespace tbd {
 
 Layer::Layer(Backend& be, std::string name, std::vector<TensorDesc> inputs, const Contract& c)
-    : be_(be), name_(std::move(name)), inputs_(std::move(inputs)), outputs_(c.outputs) {
+    : be_(be),
+      name_(std::move(name)),
+      inputs_(std::move(inputs)),
+      outputs_(c.outputs),
+      output_grads_(c.output_grads) {
   params_.reserve(c.params.size());
   for (const ParamSpec& s : c.params) {
     Param p;
@@ -57,18 +61,23 @@ ParamArena bind_params(Backend& be, const std::vector<Param*>& params) {
   for (Param* p : params) {
     if (p->value.numel() % 16 != 0) order.push_back(p);
   }
-  int64_t total = 0;
-  for (const Param* p : order) total += p->value.numel();
+  int64_t total = 0, values = 0;
+  for (const Param* p : order) {
+    total += p->value.numel();
+    if (!p->value_from) values += p->value.numel();
+  }
   if (total == 0) return a;
-  a.values = be.empty(Shape{total}, MemCategory::kWeights);
+  if (values > 0) a.values = be.empty(Shape{values}, MemCategory::kWeights);
   a.grads = be.empty(Shape{total}, MemCategory::kWeightGrads);
   be.fill(a.grads, 0.f);
-  std::size_t off = 0;
+  std::size_t off = 0, voff = 0;
   for (Param* p : order) {
     const TensorDesc d{p->value.shape()};
-    p->value = a.values.slice(off, d);
     p->grad = a.grads.slice(off, d);
     off += d.bytes();
+    if (p->value_from) continue;
+    p->value = a.values.slice(voff, d);
+    voff += d.bytes();
   }
   return a;
 }

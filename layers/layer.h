@@ -108,6 +108,10 @@ struct Contract {
   std::vector<ParamSpec> params;
   Flops flops;
   Bytes bytes;
+  // Per output: whether a gradient flows back through it (empty: every f32 output does).
+  // False for outputs that are not differentiable functions of the inputs: a detached copy,
+  // region proposals after NMS, sampled targets. Non-f32 outputs never carry a gradient.
+  std::vector<bool> output_grads = {};
 };
 
 template <class Config>
@@ -125,6 +129,9 @@ struct Param {
   // tied parameter is skipped by Graph::params() (the optimizer and the count see it once).
   bool tied = false;
   Param* tied_to = nullptr;  // the parameter it aliases (bound when the graph is finalized)
+  // Set by Graph::share_value: the value is another parameter's (A3C's workers read the
+  // global weights), the gradient is this parameter's own.
+  Param* value_from = nullptr;
 };
 
 // Parameters live in arenas: the values and the gradients of a set of parameters are views
@@ -141,7 +148,8 @@ struct ParamArena {
 // Binds every parameter of `params` (none bound or tied yet) to views of a new arena, packed
 // without padding so the accounting stays exact (weights = 4 bytes x parameters); parameters
 // whose size is a multiple of 16 floats come first, so every large tensor starts 64-byte
-// aligned. Zeroes the gradients.
+// aligned. Zeroes the gradients. A parameter whose value is shared (value_from) gets only a
+// gradient here; its value is bound to the source's by its graph.
 ParamArena bind_params(Backend& be, const std::vector<Param*>& params);
 
 // Fills p.value by its Init rule from a stream seeded by (seed, p.name): the same parameter
@@ -161,6 +169,10 @@ class Layer {
   const std::string& name() const { return name_; }
   const std::vector<TensorDesc>& input_descs() const { return inputs_; }
   const std::vector<TensorDesc>& output_descs() const { return outputs_; }
+  // Whether output i carries a gradient back (Contract::output_grads).
+  bool output_grad(std::size_t i) const {
+    return outputs_[i].dtype == DType::kF32 && (i >= output_grads_.size() || output_grads_[i]);
+  }
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }
   const Flops& flops() const { return flops_; }
@@ -171,6 +183,12 @@ class Layer {
   // Training mode by default; eval mode changes batchnorm (running stats) and dropout (off).
   virtual void set_training(bool training) { training_ = training; }
   bool training() const { return training_; }
+
+  // Whether backward() computes the parameter gradients (the default). Off for frozen layers,
+  // and for the other player's layers in one player's step of a GAN: backward then computes
+  // only the data gradients dx and leaves Param::grad untouched.
+  void set_param_grads(bool on) { param_grads_ = on; }
+  bool param_grads() const { return param_grads_; }
 
   // y: outputs (allocated by the caller with output_descs()), x: inputs.
   virtual void forward(MutTensorRefs y, TensorRefs x) = 0;
@@ -199,7 +217,9 @@ class Layer {
   std::vector<TensorDesc> inputs_;
   std::vector<TensorDesc> outputs_;
   std::vector<Param> params_;
+  std::vector<bool> output_grads_;
   bool training_ = true;
+  bool param_grads_ = true;
 
  private:
   Flops flops_;

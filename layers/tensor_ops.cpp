@@ -223,4 +223,17 @@ Contract contract(const std::string& name, const TransposeConfig& cfg,
   return copy_contract(in, {transpose_output_shape(name, cfg, in[0])});
 }
 
+template <>
+Contract contract(const std::string& name, const DetachConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  (void)cfg;
+  check_input_count(DetachConfig::kKind, name, in, 1);
+  check_positive(DetachConfig::kKind, name, "x", in[0].shape);
+  Contract c{{in[0]}, {}, Flops{}, Bytes{}};
+  c.bytes = copy_bytes(in, c.outputs);
+  c.bytes.bwd_data = 0;  // nothing flows back
+  c.output_grads = {false};
+  return c;
+}
+
 }  // namespace tbd

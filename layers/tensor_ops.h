@@ -6,6 +6,8 @@
 // Split:     one input; outputs of `sizes` along `axis` (sum(sizes) == dim).  Row-major.
 // Reshape:   same element count; one dim may be -1.  Row-major (a copy: layers own outputs).
 // Transpose: y = permute(x, perm), e.g. perm {1, 0, 2} swaps the first two dims.  Row-major.
+// Detach:    y = x (any layout), and no gradient flows back through y (a GAN's critic step
+//            reads the generator's images as data; detection's proposals). A copy.
 // Axes may be negative (counted from the end). Concat, Split, Reshape and Transpose move
 // elements of any dtype (labels, indices); gradients flow for f32. None has weights.
 // Bytes (a lower bound, layers/layer.h; element size from the dtype):
@@ -49,6 +51,11 @@ struct TransposeConfig {
   std::vector<int> perm;
 };
 
+struct DetachConfig {
+  static constexpr const char* kKind = "Detach";
+  static constexpr bool kAcceptsBlocked = true;
+};
+
 // x0, x1 equal in shape, layout and dtype (f32); returns y's desc.
 TensorDesc add_output_desc(const std::string& name, const std::vector<TensorDesc>& x);
 Flops add_flops(const Shape& x);
@@ -88,5 +95,9 @@ Contract contract(const std::string& name, const ReshapeConfig& cfg, const std::
 // Contract: one input; y row-major; a copy.
 template <>
 Contract contract(const std::string& name, const TransposeConfig& cfg, const std::vector<TensorDesc>& in);
+
+// Contract: one input x; y like x; y carries no gradient (output_grads {false}); a copy.
+template <>
+Contract contract(const std::string& name, const DetachConfig& cfg, const std::vector<TensorDesc>& in);
 
 }  // namespace tbd

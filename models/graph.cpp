@@ -76,7 +76,7 @@ std::vector<TensorId> Graph::add_node(std::unique_ptr<Layer> layer, std::vector<
     t.name = outs.size() == 1 ? layer->name() : layer->name() + ":" + std::to_string(i);
     t.desc = outs[i];
     t.producer = static_cast<int>(nodes_.size());
-    t.requires_grad = req;
+    t.requires_grad = req && layer->output_grad(i);
     tensors_.push_back(std::move(t));
     n.outputs.push_back(static_cast<TensorId>(tensors_.size() - 1));
   }
@@ -96,6 +96,28 @@ void Graph::tie(Param& dst, Param& src) {
   dst.tied_to = &src;  // bound in finalize(), once src has storage
 }
 
+void Graph::share_value(Param& dst, Param& src) {
+  TBD_CHECK(!finalized_, "Graph::share_value '", dst.name, "' after finalize()");
+  TBD_CHECK(dst.value.shape() == src.value.shape(), "Graph::share_value: '", dst.name, "' ",
+            dst.value.shape().to_string(), " and '", src.name, "' ",
+            src.value.shape().to_string(), " differ in shape");
+  TBD_CHECK(!dst.tied && !dst.value_from, "Graph::share_value: '", dst.name,
+            "' is already tied or shared");
+  dst.value_from = &src;  // bound in finalize(), once src has storage
+}
+
+int Graph::set_param_grads(const std::string& prefix, bool on) {
+  int n = 0;
+  for (auto& node : nodes_) {
+    if (node.layer->params().empty() || node.layer->name().rfind(prefix, 0) != 0) continue;
+    node.layer->set_param_grads(on);
+    ++n;
+  }
+  TBD_CHECK(n > 0 || prefix.empty(), "Graph::set_param_grads: no layer with parameters is named '",
+            prefix, "...'");
+  return n;
+}
+
 void Graph::set_loss(TensorId id) {
   TBD_CHECK(desc(id).shape.numel() == 1, "Graph::set_loss: '", tensor_name(id),
             "' must be a scalar, got ", desc(id).shape.to_string());
@@ -106,11 +128,21 @@ void Graph::finalize() {
   TBD_CHECK(!finalized_, "Graph::finalize called twice");
   TBD_CHECK(loss_ >= 0, "Graph::finalize: no loss set (call set_loss)");
   arena_ = bind_params(be_, params());
+  // Ties and shared values point at parameters of this graph (bound just now) or of a graph
+  // finalized before this one (a model's other graph: the critic a generator step runs).
   for (auto& n : nodes_) {
     for (Param& p : n.layer->params()) {
-      if (!p.tied) continue;
-      p.value = p.tied_to->value;
-      p.grad = p.tied_to->grad;
+      if (p.tied) {
+        TBD_CHECK(p.tied_to->value.defined(), "Graph::finalize: '", p.name, "' is tied to '",
+                  p.tied_to->name, "', which has no storage yet (finalize its graph first)");
+        p.value = p.tied_to->value;
+        p.grad = p.tied_to->grad;
+      } else if (p.value_from) {
+        TBD_CHECK(p.value_from->value.defined(), "Graph::finalize: '", p.name,
+                  "' shares the value of '", p.value_from->name,
+                  "', which has no storage yet (finalize its graph first)");
+        p.value = p.value_from->value;
+      }
     }
   }
   for (auto& t : tensors_) {
@@ -170,6 +202,7 @@ void Graph::finalize() {
       GradSlot& s = p.slots[k];
       if (p.run_backward && t.requires_grad && s.target == nullptr) s.target = &t.grad;
       p.dx.push_back(p.run_backward && t.requires_grad ? s.target : nullptr);
+      p.any_dx = p.any_dx || p.dx.back() != nullptr;
     }
     for (TensorId o : n.outputs) {
       p.y.push_back(&tensors_[o].value);
@@ -197,6 +230,9 @@ void Graph::forward_node(std::size_t i) {
 void Graph::backward_node(std::size_t i) {
   NodePlan& p = plans_[i];
   if (!p.run_backward) return;
+  // Nothing to compute: no input gradient wanted and the parameters frozen for this backward.
+  const Layer& l = *nodes_[i].layer;
+  if (!p.any_dx && (l.params().empty() || !l.param_grads())) return;
   nodes_[i].layer->backward(p.dx, p.dy, p.x, p.y);
   for (GradSlot& s : p.slots) {
     if (s.accumulate_into) be_.accumulate(*s.accumulate_into, *s.target);
@@ -237,7 +273,9 @@ std::vector<Param*> Graph::params() {
 
 int64_t Graph::num_params() {
   int64_t n = 0;
-  for (Param* p : params()) n += p->value.numel();
+  for (Param* p : params()) {
+    if (!p->value_from) n += p->value.numel();  // a shared value is counted by its owner
+  }
   return n;
 }
 

@@ -85,8 +85,17 @@ class Graph {
   TensorId to_layout(TensorId id, Layout layout);
 
   // Makes `dst` share `src`'s value and gradient (same shape); gradients of both uses add up.
-  // Bound at finalize(): dst is a view of src's storage in the arena.
+  // Bound at finalize(): dst is a view of src's storage in the arena. src may belong to a
+  // graph finalized before this one (a generator step that runs the critic's weights).
   void tie(Param& dst, Param& src);
+  // Makes `dst` read `src`'s value but keep a gradient of its own (A3C: a worker's copy of the
+  // global weights, whose gradients the worker applies to the global ones). dst is in params()
+  // (it has a gradient) but not in num_params() (its value is src's).
+  void share_value(Param& dst, Param& src);
+  // Turns the parameter gradients of the layers whose name starts with `prefix` off (or on):
+  // backward then computes only their data gradients (frozen layers; the other player's layers
+  // in a GAN step), and skips layers with nothing left to compute. Returns how many layers.
+  int set_param_grads(const std::string& prefix, bool on);
 
   // The scalar the backward pass starts from (dloss = 1).
   void set_loss(TensorId id);
@@ -141,6 +150,7 @@ class Graph {
   };
   struct NodePlan {
     bool run_backward = false;
+    bool any_dx = false;  // some input gradient is wanted
     std::vector<const Tensor*> x, y, dy;
     std::vector<Tensor*> yw, dx;
     std::vector<GradSlot> slots;

@@ -9,14 +9,19 @@ namespace tbd {
 
 TensorId Model::data_input(const std::string& name, Shape shape, DType dtype, double lo,
                            double hi) {
-  TensorId id = graph_.input(name, std::move(shape), dtype);
-  data_.push_back(Data{id, lo, hi, {}});
+  return data_input(graph_, name, std::move(shape), dtype, lo, hi);
+}
+
+TensorId Model::data_input(Graph& g, const std::string& name, Shape shape, DType dtype,
+                           double lo, double hi) {
+  TensorId id = g.input(name, std::move(shape), dtype);
+  data_.push_back(Data{&g, id, lo, hi, {}});
   return id;
 }
 
 bool Model::data_range(TensorId id, double* lo, double* hi) const {
   for (const Data& d : data_) {
-    if (d.id != id) continue;
+    if (d.id != id || d.graph != &graph_) continue;
     *lo = d.lo;
     *hi = d.hi;
     return true;
@@ -27,10 +32,15 @@ bool Model::data_range(TensorId id, double* lo, double* hi) const {
 void Model::finalize(
     const std::function<std::unique_ptr<Optimizer>(std::vector<Param*>)>& make_opt) {
   graph_.finalize();
-  optimizer_ = make_opt(graph_.params());
+  optimizers_.push_back(make_opt(graph_.params()));
+  fill_data();
+}
+
+void Model::fill_data() {
   for (Data& d : data_) {
-    const Tensor& t = graph_.tensor(d.id);
-    Rng rng(seed_for(seed_, "data:" + graph_.tensor_name(d.id)));
+    if (d.filled || !d.graph->finalized()) continue;
+    const Tensor& t = d.graph->tensor(d.id);
+    Rng rng(seed_for(seed_, "data:" + d.graph->tensor_name(d.id)));
     if (t.dtype() == DType::kI32) {
       fill_randint(be_, t, rng, static_cast<int64_t>(d.lo), static_cast<int64_t>(d.hi));
     } else {
@@ -38,27 +48,31 @@ void Model::finalize(
     }
     d.host.resize(t.bytes());
     be_.copy_to_host(d.host.data(), t);
+    d.filled = true;
   }
 }
 
+void Model::copy_inputs_from_host() {
+  if (!h2d_per_step_) return;
+  for (Data& d : data_) be_.copy_from_host(d.graph->tensor(d.id), d.host.data());
+}
+
 void Model::train_step() {
-  if (h2d_per_step_) {
-    for (Data& d : data_) be_.copy_from_host(graph_.tensor(d.id), d.host.data());
-  }
+  copy_inputs_from_host();
   graph_.zero_grad();
   graph_.forward();
   graph_.backward();
-  optimizer_->step();
+  optimizers_.at(0)->step();
 }
 
 double Model::step_flops() const {
   double f = graph_.flops().total();
-  return f + (optimizer_ ? optimizer_->flops() : 0.0);
+  return f + (optimizers_.empty() ? 0.0 : optimizers_[0]->flops());
 }
 
 double Model::step_bytes() const {
   double b = graph_.bytes().total() + graph_.zero_grad_bytes();
-  return b + (optimizer_ ? optimizer_->bytes() : 0.0);
+  return b + (optimizers_.empty() ? 0.0 : optimizers_[0]->bytes());
 }
 
 }  // namespace tbd

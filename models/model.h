@@ -1,10 +1,17 @@
-// models/model.h: a trainable model = graph + optimizer + synthetic data.
+// models/model.h: a trainable model = graph(s) + optimizer(s) + synthetic data.
 //
-// train_step() is one full training step: zero the gradients, forward (loss included),
-// backward in reverse order, optimizer update. Synthetic inputs are generated once at build,
-// on the device; with `h2d_per_step` they are instead copied from host memory every step, for
-// people who want the input path in the number. Models register a builder in the model
-// registry (models/registry.h) so the benchmark binary finds them by name.
+// A model owns its training step. The default train_step() is one full step of the main
+// graph: zero the gradients, forward (loss included), backward in reverse order, optimizer
+// update (llm.c's four calls). A model that trains otherwise overrides it: a GAN keeps a critic
+// graph and a generator graph (the generator's graph runs the critic's layers with their
+// weights tied to the critic's and their parameter gradients off, Graph::set_param_grads) with
+// an optimizer each, and runs n_critic critic steps per generator step. Using one set of
+// weights several times in a step (a critic applied to real, fake and interpolated images) is
+// several nodes whose parameters are tied: each node keeps its own saved state, their gradients
+// add up. Synthetic inputs are generated once at build, on the device; with `h2d_per_step` they
+// are instead copied from host memory every step, for people who want the input path in the
+// number. Models register a builder in the model registry (models/registry.h) so the benchmark
+// binary finds them by name.
 #pragma once
 
 #include <functional>
@@ -25,23 +32,42 @@ class Model {
   virtual ~Model() = default;
 
   const std::string& name() const { return name_; }
-  Graph& graph() { return graph_; }
+  Graph& graph() { return graph_; }  // the main graph
   Backend& backend() { return be_; }
-  Optimizer& optimizer() { return *optimizer_; }
-  void set_optimizer(std::unique_ptr<Optimizer> opt) { optimizer_ = std::move(opt); }
+  Optimizer& optimizer(std::size_t i = 0) { return *optimizers_.at(i); }
+  std::size_t num_optimizers() const { return optimizers_.size(); }
+  Optimizer& add_optimizer(std::unique_ptr<Optimizer> opt) {
+    optimizers_.push_back(std::move(opt));
+    return *optimizers_.back();
+  }
+  // Another graph of the model (built and finalized by the model; the main graph first when
+  // one ties to the other's parameters).
+  Graph& add_graph() {
+    graphs_.push_back(std::make_unique<Graph>(be_, seed_ + graphs_.size() + 1));
+    return *graphs_.back();
+  }
+  Graph& graph(std::size_t i) { return i == 0 ? graph_ : *graphs_.at(i - 1); }
+  std::size_t num_graphs() const { return 1 + graphs_.size(); }
 
-  // Declares a graph input that holds synthetic data: uniform floats in [lo, hi) or, for
-  // i32 inputs, integers in [lo, hi).
+  // Declares an input of the main graph (or of `g`) that holds synthetic data: uniform floats
+  // in [lo, hi) or, for i32 inputs, integers in [lo, hi).
   TensorId data_input(const std::string& name, Shape shape, DType dtype, double lo, double hi);
+  TensorId data_input(Graph& g, const std::string& name, Shape shape, DType dtype, double lo,
+                      double hi);
   // The value range of a data input (layer benchmarks feed a layer what the model feeds it);
   // false for other tensors.
   bool data_range(TensorId id, double* lo, double* hi) const;
 
-  // Finalizes the graph, creates the optimizer (via make_opt) and fills the data. Call once.
+  // Finalizes the main graph, creates its optimizer (via make_opt) and fills the data of
+  // every finalized graph. Call once (a model with more graphs finalizes those itself, then
+  // calls fill_data()).
   void finalize(const std::function<std::unique_ptr<Optimizer>(std::vector<Param*>)>& make_opt);
+  // Generates the synthetic inputs of every finalized graph (once; finalize() calls it).
+  void fill_data();
 
   void set_h2d_per_step(bool on) { h2d_per_step_ = on; }
-  void train_step();
+  // One training step (see the top); copies the inputs from the host first with h2d_per_step.
+  virtual void train_step();
   float loss() { return graph_.loss_value(); }
 
   // Samples (images, sentences) per step, and other item counts per step ("tokens").
@@ -50,24 +76,32 @@ class Model {
   const std::map<std::string, double>& extra_items_per_step() const { return extra_items_; }
   void set_extra_items(const std::string& what, double per_step) { extra_items_[what] = per_step; }
 
-  // Analytic FLOPs of one training step (layers + optimizer).
-  double step_flops() const;
+  // Analytic FLOPs of one training step (layers + optimizer), for the default step; a model
+  // with its own step counts its own.
+  virtual double step_flops() const;
   // Analytic bytes of one training step, a lower bound (layers/layer.h): every layer's
   // fwd + bwd_data + bwd_weights (summed as the FLOPs are), zero_grad's writes of every
   // gradient, and the optimizer step. The --tbd_h2d_per_step input copy is not counted.
-  double step_bytes() const;
+  virtual double step_bytes() const;
+
+ protected:
+  // The --tbd_h2d_per_step copy of every data input (train_step overrides call it first).
+  void copy_inputs_from_host();
 
  private:
   struct Data {
+    Graph* graph;
     TensorId id;
     double lo, hi;
     std::vector<char> host;  // staged host copy (h2d_per_step)
+    bool filled = false;
   };
   Backend& be_;
   std::string name_;
   Graph graph_;
   uint64_t seed_;
-  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<std::unique_ptr<Optimizer>> optimizers_;
+  std::vector<std::unique_ptr<Graph>> graphs_;  // graphs beyond the main one
   std::vector<Data> data_;
   bool h2d_per_step_ = false;
   int64_t samples_per_step_ = 1;

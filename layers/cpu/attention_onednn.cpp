@@ -240,9 +240,10 @@ class MultiHeadAttentionOneDnn final : public Layer {
     const bool bias = cfg_.bias;
     const void* pd = dropout_used_ ? w_.raw() : p_.raw();
 
+    const bool pg = param_grads();
     // Output projection: dWo += dy^T O, dbo += colsum(dy), dO = dy Wo.
-    mm_dw_q_.run(cpu_, g, o_.raw(), grad(3));
-    if (bias) accumulate_column_sums(grad(7), dy[0]->f32(), mq, D);
+    if (pg) mm_dw_q_.run(cpu_, g, o_.raw(), grad(3));
+    if (pg && bias) accumulate_column_sums(grad(7), dy[0]->f32(), mq, D);
     mm_dx_q_.run(cpu_, g, param(3), d_o_.raw());
     // Attention: dV = Pd^T dO; dPd = dO V^T (into W, Pd no longer needed); dS; dQ = dS K
     // (into dO's buffer, dO no longer needed); dK = dS^T Q.
@@ -253,10 +254,12 @@ class MultiHeadAttentionOneDnn final : public Layer {
     mm_pt_x_.run(cpu_, w_.raw(), q_.raw(), d_k_.raw());
     const void* d_q = d_o_.raw();
     // Input projections' weight gradients.
-    mm_dw_q_.run(cpu_, d_q, q_in.raw(), grad(0));
-    mm_dw_kv_.run(cpu_, d_k_.raw(), kv_in.raw(), grad(1));
-    mm_dw_kv_.run(cpu_, d_v_.raw(), kv_in.raw(), grad(2));
-    if (bias) {
+    if (pg) {
+      mm_dw_q_.run(cpu_, d_q, q_in.raw(), grad(0));
+      mm_dw_kv_.run(cpu_, d_k_.raw(), kv_in.raw(), grad(1));
+      mm_dw_kv_.run(cpu_, d_v_.raw(), kv_in.raw(), grad(2));
+    }
+    if (pg && bias) {
       accumulate_column_sums(grad(4), d_o_.f32(), mq, D);
       accumulate_column_sums(grad(5), d_k_.f32(), mk, D);
       accumulate_column_sums(grad(6), d_v_.f32(), mk, D);

@@ -104,7 +104,7 @@ class BatchNorm2dOneDnn final : public BatchNorm2dLayer {
     if (dx[0] == nullptr) {
       // No input gradient wanted (x is data): oneDNN would need a full-size diff_src buffer,
       // so the two per-channel reductions are done here instead.
-      param_grads_only(*dy[0], *x[0], mean, var);
+      if (param_grads()) param_grads_only(*dy[0], *x[0], mean, var);
       return;
     }
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem_of(cpu_, *x[0])},
@@ -120,6 +120,7 @@ class BatchNorm2dOneDnn final : public BatchNorm2dLayer {
     const auto& pd = training_ ? bwd_train_pd_ : bwd_eval_pd_;
     add_scratch(args, pd.scratchpad_desc());
     execute(cpu_, training_ ? bwd_train_ : bwd_eval_, args, "BatchNorm2d backward");
+    if (!param_grads()) return;  // oneDNN computed them into scratch; they are not added
     be_.accumulate(params_[0].grad, dscale_);
     be_.accumulate(params_[1].grad, dshift_);
   }

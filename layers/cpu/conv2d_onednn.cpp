@@ -224,6 +224,7 @@ class Conv2dOneDnn final : public Layer {
       add_scratch(args, bwd_data_pd_.scratchpad_desc());
       execute(cpu_, bwd_data_, args, "Conv2d backward data");
     }
+    if (!param_grads()) return;
     // wgrad into scratch, then += into the row-major gradient.
     memory dw_blk(bwd_w_pd_.diff_weights_desc(), e, dw_scratch_.raw());
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem_of(cpu_, *x[0])},

@@ -63,6 +63,7 @@ class EmbeddingCpu final : public Layer {
 
   // dx[0]: always null (ids are integers)  dy: (..., dim)  x[0] = ids
   void backward(MutTensorRefs /*dx*/, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    if (!param_grads()) return;  // ids take no gradient: nothing else to do
     const int32_t* ids = x[0]->data<int32_t>();
     const float* g = dy[0]->f32();
     float* dw = params_[0].grad.f32();

@@ -86,7 +86,7 @@ class LayerNormOneDnn final : public Layer {
   // dx: (..., D)  dy: (..., D)  x: (..., D)
   void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (dx[0] == nullptr) {
-      param_grads_only(dy[0]->f32(), x[0]->f32());
+      if (param_grads()) param_grads_only(dy[0]->f32(), x[0]->f32());
       return;
     }
     std::unordered_map<int, memory> args{
@@ -101,6 +101,7 @@ class LayerNormOneDnn final : public Layer {
         {DNNL_ARG_DIFF_SHIFT, mem(param_md_, dbeta_.raw())}};
     add_scratch(args, bwd_pd_.scratchpad_desc());
     execute(cpu_, bwd_, args, "LayerNorm backward");
+    if (!param_grads()) return;  // computed into scratch, not added
     be_.accumulate(params_[0].grad, dgamma_);
     be_.accumulate(params_[1].grad, dbeta_);
   }

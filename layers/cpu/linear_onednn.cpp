@@ -220,6 +220,7 @@ class LinearOneDnn final : public Layer {
       run(cpu_, dgrad_, dy[0]->raw(), params_[0].value.raw(), nullptr, dx[0]->raw(), scratch_,
           "Linear backward data");
     }
+    if (!param_grads()) return;
     run(cpu_, wgrad_, dy[0]->raw(), x[0]->raw(), nullptr, params_[0].grad.raw(), scratch_,
         "Linear weight gradient");
     if (cfg_.bias) {
@@ -364,7 +365,7 @@ class GemmOneDnn final : public Layer {
         }
       }
     }
-    if (cfg_.bias) {
+    if (cfg_.bias && param_grads()) {
       run(cpu_, bgrad_, ones_.raw(), g, nullptr, params_[0].grad.raw(), scratch_,
           "Gemm bias gradient");
     }

@@ -191,9 +191,10 @@ class RnnLayerPrims {
   }
 
   // The forward's src and dst, diff_dst (T, N, H*D) in, diff_src (T, N, I) out (assigned);
-  // parameter gradients accumulate.
+  // parameter gradients accumulate unless `param_grads` is off (oneDNN computes them into its
+  // own buffers anyway; they are then not added).
   void backward(void* src, void* dst, void* diff_dst, void* diff_src, const CellStates* st,
-                const Tensor& scratch) {
+                const Tensor& scratch, bool param_grads) {
     auto& e = cpu_.engine();
     std::memset(diff_bias_.raw(), 0, diff_bias_.bytes());
     for (WeightSlot* w : {&wl_, &wi_}) std::memset(w->diff.raw(), 0, w->diff.bytes());
@@ -212,6 +213,7 @@ class RnnLayerPrims {
     add_states(args, st, /*backward=*/true);
     add_scratch(args, bwd_pd_.scratchpad_desc(), scratch);
     execute(cpu_, bwd_, args, s_.cell == Cell::kLstm ? "LSTM backward" : "GRU backward");
+    if (!param_grads) return;
     accumulate_weight_grad(wl_);
     accumulate_weight_grad(wi_);
     accumulate_bias_grad();
@@ -477,7 +479,7 @@ class RnnSequenceOneDnn final : public Layer {
       void* dst = l + 1 == L ? y[0]->raw() : hidden_[l].raw();
       void* diff_dst = l + 1 == L ? dy[0]->raw() : dh_[(l + 1) % 2].raw();
       void* diff_src = l > 0 ? dh_[l % 2].raw() : dx[0] != nullptr ? dx[0]->raw() : dh_[0].raw();
-      layers_[l]->backward(src, dst, diff_dst, diff_src, nullptr, scratch_);
+      layers_[l]->backward(src, dst, diff_dst, diff_src, nullptr, scratch_, param_grads());
     }
   }
 
@@ -534,7 +536,7 @@ class LstmCellOneDnn final : public Layer {
     st.dc0 = dx[2] != nullptr ? dx[2]->raw() : dc_unused_.raw();
     st.dc1 = dy[1]->raw();
     void* dxp = dx[0] != nullptr ? dx[0]->raw() : dx_unused_.raw();
-    prims_->backward(x[0]->raw(), y[0]->raw(), dy[0]->raw(), dxp, &st, scratch_);
+    prims_->backward(x[0]->raw(), y[0]->raw(), dy[0]->raw(), dxp, &st, scratch_, param_grads());
   }
 
  private:

@@ -213,6 +213,23 @@ class SplitCpu final : public Layer {
   AxisCut cut_;
 };
 
+// ---- Detach: a copy, no gradient ----
+
+class DetachCpu final : public Layer {
+ public:
+  DetachCpu(Backend& be, const std::string& name, const DetachConfig& cfg,
+            const std::vector<TensorDesc>& in)
+      : Layer(be, name, in, contract(name, cfg, in)) {}
+  const char* kind() const override { return DetachConfig::kKind; }
+  std::string describe() const override { return "x " + inputs_[0].to_string(); }
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    copy_tensor(*y[0], *x[0]);
+  }
+  // y carries no gradient: the graph never asks for one (Contract::output_grads).
+  void backward(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
+};
+
 // ---- Reshape ----
 
 class ReshapeCpu final : public Layer {
@@ -328,6 +345,7 @@ TBD_REGISTER_LAYER(ConcatConfig, DeviceKind::kCpu, ConcatCpu);
 TBD_REGISTER_LAYER(SplitConfig, DeviceKind::kCpu, SplitCpu);
 TBD_REGISTER_LAYER(ReshapeConfig, DeviceKind::kCpu, ReshapeCpu);
 TBD_REGISTER_LAYER(TransposeConfig, DeviceKind::kCpu, TransposeOneDnn);
+TBD_REGISTER_LAYER(DetachConfig, DeviceKind::kCpu, DetachCpu);
 
 }  // namespace
 }  // namespace tbd::cpu

@@ -322,8 +322,10 @@ class MultiHeadAttentionCublas final : public Layer {
     const int64_t Mq = N_ * Tq_, Mk = N_ * Tk_, B = N_ * H_;
 
     // Output projection: dWo += dY^T O, dbo += colsum(dY), dO = dY Wo.
-    gemm_rm(cb_, true, false, D_, D_, Mq, 1.0f, g, D_, 0, o_.f32(), D_, 0, 1.0f, dw(kWo), D_, 0);
-    bias_grad(kBo, g, Mq);
+    if (param_grads()) {
+      gemm_rm(cb_, true, false, D_, D_, Mq, 1.0f, g, D_, 0, o_.f32(), D_, 0, 1.0f, dw(kWo), D_, 0);
+      bias_grad(kBo, g, Mq);
+    }
     gemm_rm(cb_, false, false, Mq, D_, D_, 1.0f, g, D_, 0, w(kWo), D_, 0, 0.0f, tmp_.f32(), D_, 0);
     split_heads_kernel<<<blocks_for(Mq * D_), kThreads, 0, cb_.stream()>>>(
         oh_.f32(), tmp_.f32(), nullptr, N_, Tq_, H_, dh_);  // oh_ now holds dO per head
@@ -379,8 +381,10 @@ class MultiHeadAttentionCublas final : public Layer {
     merge_heads_kernel<<<blocks_for(M * D_), kThreads, 0, cb_.stream()>>>(tmp_.f32(), d_heads.f32(),
                                                                           N_, T, H_, dh_);
     TBD_CUDA_CHECK_LAST();
-    gemm_rm(cb_, true, false, D_, D_, M, 1.0f, tmp_.f32(), D_, 0, x, D_, 0, 1.0f, dw(wi), D_, 0);
-    bias_grad(bi, tmp_.f32(), M);
+    if (param_grads()) {
+      gemm_rm(cb_, true, false, D_, D_, M, 1.0f, tmp_.f32(), D_, 0, x, D_, 0, 1.0f, dw(wi), D_, 0);
+      bias_grad(bi, tmp_.f32(), M);
+    }
     if (dx) {
       gemm_rm(cb_, false, false, M, D_, D_, 1.0f, tmp_.f32(), D_, 0, w(wi), D_, 0,
               accumulate ? 1.0f : 0.0f, dx, D_, 0);

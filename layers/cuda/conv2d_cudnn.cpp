@@ -153,6 +153,7 @@ class Conv2dCudnn final : public Layer {
           static_cast<cudnnConvolutionBwdDataAlgo_t>(plan_.bwd_data.algo), cu_.workspace(),
           plan_.bwd_data.workspace, &kZero, x_desc_, dx[0]->raw()));
     }
+    if (!param_grads()) return;
     // wgrad and the bias gradient accumulate (beta = 1)
     TBD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
         h, &kOne, x_desc_, x[0]->raw(), y_desc_, dy[0]->raw(), conv_bwd_filter_,

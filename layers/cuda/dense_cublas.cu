@@ -126,6 +126,7 @@ class LinearCublas final : public Layer {
       gemm_rm(cu_, compute_, false, false, m_, din_, dout_, 1.f, dy[0]->f32(), 0, w, 0, 0.f,
               dx[0]->f32(), 0, 1);
     }
+    if (!param_grads()) return;
     // dW += dy^T x
     gemm_rm(cu_, compute_, true, false, dout_, din_, m_, 1.f, dy[0]->f32(), 0, x[0]->f32(), 0, 1.f,
             params_[0].grad.f32(), 0, 1);
@@ -266,7 +267,7 @@ class GemmCublas final : public Layer {
         }
       }
     }
-    if (cfg_.bias) {
+    if (cfg_.bias && param_grads()) {
       col_sum_accumulate(cu_, g, B_ * M_, N_, ones_.f32(), params_[0].grad.f32());
     }
   }
@@ -347,6 +348,7 @@ class EmbeddingCuda final : public Layer {
 
   // ids get no gradient; dW accumulates.
   void backward(MutTensorRefs /*dx*/, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    if (!param_grads()) return;  // ids take no gradient: nothing else to do
     const int64_t total = m_ * cfg_.dim;
     embedding_bwd_kernel<<<grid_for(total), kBlock, 0, cu_.stream()>>>(
         x[0]->data<int32_t>(), dy[0]->f32(), params_[0].grad.f32(), total, cfg_.dim,

@@ -45,7 +45,7 @@ __global__ void bn_backward_own_kernel(const float* __restrict__ x, const float*
   }
   s_dyx = block_sum(s_dyx, shared);
   s_dy = block_sum(s_dy, shared);
-  if (threadIdx.x == 0) {
+  if (threadIdx.x == 0 && dgamma) {  // null: parameter gradients off (Layer::param_grads)
     dgamma[c] += static_cast<float>(s_dyx);
     dbeta[c] += static_cast<float>(s_dy);
   }
@@ -117,20 +117,24 @@ class BatchNorm2dCudnn final : public BatchNorm2dLayer {
 
   // dx, dy, x: (N, C, H, W)
   void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    const bool pg = param_grads();
     if (training_ && dx[0] != nullptr) {
+      // Parameter gradients: alpha 1, beta 1 (accumulate); alpha 0 leaves them as they are.
       TBD_CUDNN_CHECK(cudnnBatchNormalizationBackward(
-          cu_.cudnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne, &kOne, x_desc_, x[0]->raw(),
+          cu_.cudnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, pg ? &kOne : &kZero, &kOne, x_desc_,
+          x[0]->raw(),
           x_desc_, dy[0]->raw(), x_desc_, dx[0]->raw(), bn_desc_, params_[0].value.raw(),
           params_[0].grad.raw(), params_[1].grad.raw(), cfg_.eps, save_mean_.raw(),
           save_invstd_.raw()));
       return;
     }
     const bool eval = !training_;
+    if (!pg && !(eval && dx[0])) return;
     bn_backward_own_kernel<<<static_cast<unsigned>(C_), kBlock, 0, cu_.stream()>>>(
         x[0]->f32(), dy[0]->f32(), eval ? running_mean_.f32() : save_mean_.f32(),
         eval ? running_var_.f32() : save_invstd_.f32(), eval, static_cast<float>(cfg_.eps),
-        params_[0].value.f32(), eval && dx[0] ? dx[0]->f32() : nullptr, params_[0].grad.f32(),
-        params_[1].grad.f32(), N_, C_, HW_);
+        params_[0].value.f32(), eval && dx[0] ? dx[0]->f32() : nullptr,
+        pg ? params_[0].grad.f32() : nullptr, pg ? params_[1].grad.f32() : nullptr, N_, C_, HW_);
     TBD_CUDA_CHECK_LAST();
   }
 
@@ -293,6 +297,7 @@ class LayerNormCuda final : public Layer {
           M_, D);
       TBD_CUDA_CHECK_LAST();
     }
+    if (!param_grads()) return;
     float* part_g = partial_.f32();
     float* part_b = part_g + static_cast<int64_t>(chunks_) * D_;
     dim3 grid(static_cast<unsigned>((D_ + kColTile - 1) / kColTile),

@@ -175,6 +175,7 @@ class RnnCudnn : public Layer {
         dy[0]->raw(), x_desc_.get(), dx0, h_desc_.get(), hx, nullptr, dhx, h_desc_.get(), cx, dcy,
         dcx, weight_space_.bytes(), weight_space_.raw(), workspace_bytes_, workspace_.raw(),
         reserve_bytes_, reserve_.raw()));
+    if (!param_grads()) return;
     TBD_CUDA_CHECK(cudaMemsetAsync(dweight_space_.raw(), 0, dweight_space_.bytes(), cb_.stream()));
     TBD_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(
         cb_.cudnn(), rnn_.get(), CUDNN_WGRAD_MODE_ADD, seq_lengths_.data<int32_t>(), x_desc_.get(),

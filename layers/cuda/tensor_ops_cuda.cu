@@ -220,6 +220,28 @@ class ReshapeCuda final : public Layer {
 
 TBD_REGISTER_LAYER(ReshapeConfig, DeviceKind::kCuda, ReshapeCuda);
 
+// ---- Detach: a copy, no gradient ----
+
+class DetachCuda final : public Layer {
+ public:
+  DetachCuda(Backend& be, const std::string& name, const DetachConfig& cfg,
+             const std::vector<TensorDesc>& in)
+      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {}
+  const char* kind() const override { return DetachConfig::kKind; }
+  std::string describe() const override { return "x " + inputs_[0].to_string(); }
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    copy_d2d(cu_, y[0]->raw(), x[0]->raw(), x[0]->bytes());
+  }
+  // y carries no gradient: the graph never asks for one (Contract::output_grads).
+  void backward(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
+
+ private:
+  CudaBackend& cu_;
+};
+
+TBD_REGISTER_LAYER(DetachConfig, DeviceKind::kCuda, DetachCuda);
+
 // ---- Transpose ----
 
 constexpr int kMaxRank = 12;  // transpose_output_shape allows up to 12 dims

@@ -1,6 +1,7 @@
 // tests/models/composite_test.cpp: a small conv-bn-relu-pool-linear-xent model trains:
 // overfits one fixed batch, reruns bit-identically, allocates nothing in steady state, and
-// its weights category is exactly 4 bytes per parameter.
+// its weights category is exactly 4 bytes per parameter; a model with its own step (two graphs,
+// two optimizers, a frozen tied critic) trains both players.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "layers/pool2d.h"
 #include "layers/tensor_ops.h"
 #include "models/model.h"
+#include "tests/support/check.h"
 
 namespace tbd {
 namespace {
@@ -104,6 +106,87 @@ TEST(SmallCnn, MisfedLayerErrorNamesLayerArgumentAndDims) {
   }
   EXPECT_THROW(g.input("bad", Shape{4, 0}), Error);
   EXPECT_THROW(g.input("neg", Shape{-1, 3}), Error);
+}
+
+// A model that owns its training step, shaped like a GAN: a critic graph, and a generator graph
+// whose critic layer is tied to the critic's (finalized first) with its parameter gradients off;
+// an optimizer each; the step alternates them.
+class TwoPlayer final : public Model {
+ public:
+  explicit TwoPlayer(Backend& be) : Model(be, "TwoPlayer", 1) {
+    LinearConfig critic;
+    critic.out_features = 1;
+    Graph& c = graph();
+    TensorId real = data_input("real", Shape{8, 4}, DType::kF32, 0.5, 1);
+    TensorId c_target = data_input("critic_target", Shape{8, 1}, DType::kF32, 1, 1.0001);
+    c.set_loss(c.add1("loss", MseLossConfig{}, {c.add1("critic", critic, {real}), c_target}));
+
+    Graph& g = add_graph();
+    LinearConfig gen;
+    gen.out_features = 4;
+    TensorId z = data_input(g, "z", Shape{8, 3}, DType::kF32, -1, 1);
+    TensorId g_target = data_input(g, "generator_target", Shape{8, 1}, DType::kF32, 2, 2.0001);
+    TensorId fake = g.add1("generator", gen, {z});
+    TensorId score = g.add1("critic", critic, {fake});
+    g.tie(g.nodes().back().layer->params()[0], c.nodes()[0].layer->params()[0]);
+    g.tie(g.nodes().back().layer->params()[1], c.nodes()[0].layer->params()[1]);
+    g.set_loss(g.add1("loss", MseLossConfig{}, {score, g_target}));
+    g.set_param_grads("critic", false);  // the generator's step does not train the critic
+
+    SgdConfig sgd;
+    sgd.lr = 0.05;
+    sgd.momentum = 0;
+    c.finalize();  // first: the generator graph ties to its parameters
+    g.finalize();
+    add_optimizer(make_optimizer(be, sgd, c.params()));
+    add_optimizer(make_optimizer(be, sgd, g.params()));
+    fill_data();
+  }
+
+  void train_step() override {
+    copy_inputs_from_host();
+    for (std::size_t i = 0; i < 2; ++i) {
+      graph(i).zero_grad();
+      graph(i).forward();
+      graph(i).backward();
+      optimizer(i).step();
+    }
+  }
+};
+
+using test::Vec;
+using test::to_host;
+
+TEST(OwnTrainingStep, TwoGraphsTwoOptimizersFrozenTiedCritic) {
+  auto be = make_cpu_backend();
+  TwoPlayer m(*be);
+  ASSERT_EQ(m.num_graphs(), 2u);
+  ASSERT_EQ(m.num_optimizers(), 2u);
+  EXPECT_EQ(m.graph(1).params().size(), 2u);  // the generator's own; the critic's are tied
+  Param& cw = *m.graph(0).params()[0];
+  EXPECT_EQ(m.graph(1).nodes()[1].layer->params()[0].value.raw(), cw.value.raw());
+  double c0 = 0, g0 = 0;
+  for (int step = 0; step < 60; ++step) {
+    m.graph(0).zero_grad();
+    m.graph(0).forward();
+    m.graph(0).backward();
+    m.optimizer(0).step();
+    Vec critic_grad = to_host(*be, cw.grad);
+    Vec critic_w = to_host(*be, cw.value);
+    m.graph(1).zero_grad();
+    m.graph(1).forward();
+    m.graph(1).backward();
+    // The generator's backward went through the critic's weights but left them and their
+    // gradients as they were.
+    ASSERT_EQ(to_host(*be, cw.grad), critic_grad);
+    m.optimizer(1).step();
+    ASSERT_EQ(to_host(*be, cw.value), critic_w);
+    if (step == 0) c0 = m.graph(0).loss_value(), g0 = m.graph(1).loss_value();
+  }
+  EXPECT_LT(m.graph(0).loss_value(), 0.2 * c0);
+  EXPECT_LT(m.graph(1).loss_value(), 0.5 * g0);
+  m.train_step();  // the model's own step runs both
+  EXPECT_TRUE(std::isfinite(m.graph(1).loss_value()));
 }
 
 }  // namespace

@@ -91,6 +91,127 @@ TEST(Graph, TiedParametersShareValueAndGradient) {
   EXPECT_EQ(g.params().size(), 1u);
 }
 
+// fc_a -> Detach -> fc_b -> MSE: no gradient reaches fc_a; fc_b trains.
+TEST(Graph, DetachStopsTheGradient) {
+  auto be = make_cpu_backend();
+  Graph g(*be, 3);
+  TensorId x = g.input("x", Shape{4, 3});
+  TensorId t = g.input("t", Shape{4, 2});
+  LinearConfig a;
+  a.out_features = 5;
+  TensorId h = g.add1("fc_a", a, {x});
+  TensorId d = g.add1("detach", DetachConfig{}, {h});
+  LinearConfig b;
+  b.out_features = 2;
+  TensorId y = g.add1("fc_b", b, {d});
+  g.set_loss(g.add1("mse", MseLossConfig{}, {y, t}));
+  EXPECT_TRUE(g.requires_grad(h));
+  EXPECT_FALSE(g.requires_grad(d));
+  g.finalize();
+  from_host(*be, g.tensor(x), random_vec(12, 1));
+  from_host(*be, g.tensor(t), random_vec(8, 2));
+  g.zero_grad();
+  g.forward();
+  g.backward();
+  EXPECT_EQ(to_host(*be, g.tensor(d)), to_host(*be, g.tensor(h)));
+  for (Param* p : g.params()) {
+    Vec grad = to_host(*be, p->grad);
+    double norm = 0;
+    for (double v : grad) norm += v * v;
+    if (p->name.rfind("fc_a", 0) == 0) {
+      EXPECT_EQ(norm, 0.0) << p->name;
+    } else {
+      EXPECT_GT(norm, 0.0) << p->name;
+    }
+  }
+}
+
+// Frozen layers (Graph::set_param_grads) keep their gradients; the others train; a frozen layer
+// with nothing else to compute (its input is data) is skipped.
+TEST(Graph, FrozenLayersKeepTheirGradients) {
+  auto be = make_cpu_backend();
+  Graph g(*be, 4);
+  TensorId x = g.input("x", Shape{4, 3});
+  TensorId t = g.input("t", Shape{4, 2});
+  LinearConfig a;
+  a.out_features = 5;
+  TensorId h = g.add1("critic.fc1", a, {x});
+  h = g.add1("critic.relu", ActivationConfig{ActKind::kRelu}, {h});
+  LinearConfig b;
+  b.out_features = 2;
+  TensorId y = g.add1("head.fc", b, {h});
+  g.set_loss(g.add1("mse", MseLossConfig{}, {y, t}));
+  g.finalize();
+  from_host(*be, g.tensor(x), random_vec(12, 1));
+  from_host(*be, g.tensor(t), random_vec(8, 2));
+  EXPECT_EQ(g.set_param_grads("critic.", false), 1);
+  expect_error([&] { g.set_param_grads("nothing.", false); }, {"no layer", "nothing."});
+  auto norm_of = [&](const std::string& prefix) {
+    double n = 0;
+    for (Param* p : g.params()) {
+      if (p->name.rfind(prefix, 0) != 0) continue;
+      for (double v : to_host(*be, p->grad)) n += v * v;
+    }
+    return n;
+  };
+  g.zero_grad();
+  g.forward();
+  g.backward();
+  EXPECT_EQ(norm_of("critic."), 0.0);
+  EXPECT_GT(norm_of("head."), 0.0);
+  g.set_param_grads("critic.", true);
+  g.zero_grad();
+  g.forward();
+  g.backward();
+  EXPECT_GT(norm_of("critic."), 0.0);
+}
+
+// A parameter that shares another's value (a worker's view of the global weights) reads it,
+// keeps its own gradient, and is not counted twice.
+TEST(Graph, SharedValueKeepsItsOwnGradient) {
+  auto be = make_cpu_backend();
+  LinearConfig fc;
+  fc.out_features = 2;
+  Graph global(*be, 1);
+  TensorId gx = global.input("x", Shape{4, 3});
+  TensorId gt = global.input("t", Shape{4, 2});
+  global.set_loss(global.add1("mse", MseLossConfig{}, {global.add1("fc", fc, {gx}), gt}));
+  Graph worker(*be, 2);
+  TensorId wx = worker.input("x", Shape{4, 3});
+  TensorId wt = worker.input("t", Shape{4, 2});
+  TensorId wy = worker.add1("fc", fc, {wx});
+  worker.set_loss(worker.add1("mse", MseLossConfig{}, {wy, wt}));
+  Layer& gl = *global.nodes()[0].layer;
+  Layer& wl = *worker.nodes()[0].layer;
+  for (std::size_t k = 0; k < wl.params().size(); ++k) {
+    worker.share_value(wl.params()[k], gl.params()[k]);
+  }
+  // Sharing needs the source's storage: finalize the global graph first.
+  expect_error([&] { worker.finalize(); }, {"no storage yet", "finalize its graph first"});
+  global.finalize();
+  Graph w(*be, 2);
+  TensorId x = w.input("x", Shape{4, 3});
+  TensorId t = w.input("t", Shape{4, 2});
+  w.set_loss(w.add1("mse", MseLossConfig{}, {w.add1("fc", fc, {x}), t}));
+  Layer& l = *w.nodes()[0].layer;
+  for (std::size_t k = 0; k < l.params().size(); ++k) w.share_value(l.params()[k], gl.params()[k]);
+  w.finalize();
+  EXPECT_EQ(w.num_params(), 0);  // the values are the global graph's
+  EXPECT_EQ(w.params().size(), 2u);  // with gradients of their own
+  EXPECT_EQ(l.params()[0].value.raw(), gl.params()[0].value.raw());
+  EXPECT_NE(l.params()[0].grad.raw(), gl.params()[0].grad.raw());
+  from_host(*be, w.tensor(x), random_vec(12, 1));
+  from_host(*be, w.tensor(t), random_vec(8, 2));
+  w.zero_grad();
+  w.forward();
+  w.backward();
+  double own = 0, global_norm = 0;
+  for (double v : to_host(*be, l.params()[0].grad)) own += v * v;
+  for (double v : to_host(*be, gl.params()[0].grad)) global_norm += v * v;
+  EXPECT_GT(own, 0.0);
+  EXPECT_EQ(global_norm, 0.0);
+}
+
 // Every parameter's value and gradient is a view into the graph's two arenas: packed without
 // padding (weights = 4 x parameters), the sizes that are multiples of 16 floats first and
 // 64-byte aligned, and zero_grad is one fill.

@@ -204,6 +204,34 @@ void check_layer(Backend& be, Layer& layer, const RefForward& fwd, const RefBack
     expect_close(layer.params()[k].name + " gradient (accumulated)",
                  to_host(be, layer.params()[k].grad), want, opt.bwd_weights_tol);
   }
+  // With parameter gradients off (a frozen layer, the other player's layers in a GAN step),
+  // backward leaves every Param::grad exactly as it was and still computes the input
+  // gradients: the reference's, whenever the forward repeats itself (layers with dropout
+  // draw a new mask per forward; for them only the parameter gradients are checked).
+  if (!layer.params().empty()) {
+    std::vector<Vec> before, y_before;
+    for (const Param& p : layer.params()) before.push_back(to_host(be, p.grad));
+    for (const Tensor& t : y) y_before.push_back(to_host(be, t));
+    for (std::size_t k = 0; k < x.size(); ++k) {
+      if (needs[k]) be.fill(dx[k], 1234.5f);
+    }
+    layer.set_param_grads(false);
+    layer.forward(yw, xp);
+    layer.backward(dxw, dyp, xp, yp);
+    be.synchronize();
+    layer.set_param_grads(true);
+    for (std::size_t k = 0; k < layer.params().size(); ++k) {
+      EXPECT_EQ(to_host(be, layer.params()[k].grad), before[k])
+          << layer.params()[k].name << ": changed by a backward with parameter gradients off";
+    }
+    bool same_forward = true;
+    for (std::size_t k = 0; k < y.size(); ++k) same_forward &= to_host(be, y[k]) == y_before[k];
+    for (std::size_t k = 0; k < x.size() && same_forward; ++k) {
+      if (!needs[k]) continue;
+      expect_close(layer.name() + " backward dx" + std::to_string(k) + " (parameter gradients off)",
+                   to_host(be, dx[k]), g.dx.at(k), opt.bwd_data_tol);
+    }
+  }
   if (opt.run_fd) {
     check_reference_gradients(fwd, bwd, xh, ph, dyh, needs, opt.fd_samples);
   }
