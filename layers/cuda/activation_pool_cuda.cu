@@ -130,9 +130,12 @@ TBD_REGISTER_LAYER(ActivationConfig, DeviceKind::kCuda, ActivationCuda);
 
 // ---- Dropout ----
 
+// The step comes from device memory (advance_step_kernel), the mask from (key, step, i).
 __global__ void dropout_fwd_kernel(const float* __restrict__ x, float* __restrict__ y,
-                                   uint8_t* __restrict__ mask, int64_t n, uint64_t step_base,
-                                   uint32_t threshold, float scale) {
+                                   uint8_t* __restrict__ mask, int64_t n, uint64_t key,
+                                   const int32_t* __restrict__ counter, uint32_t threshold,
+                                   float scale) {
+  const uint64_t step_base = dropout_step_base(key, static_cast<uint64_t>(counter[1]));
   TBD_GRID_STRIDE(i, n) {
     const bool keep = dropout_keep(step_base, i, threshold);
     mask[i] = keep;
@@ -156,6 +159,9 @@ class DropoutCuda final : public Layer {
     scale_ = cfg.p < 1 ? static_cast<float>(1.0 / (1.0 - cfg.p)) : 0.f;  // p = 1: y = 0
     // One byte per element (the tensor dtypes have no u8).
     mask_ = be.empty(Shape{(n_ + 3) / 4}, MemCategory::kFeatureMaps);
+    // Training forwards so far, in device memory (advance_step_kernel): a new mask each.
+    counter_ = be.empty(TensorDesc{Shape{2}, DType::kI32}, MemCategory::kDynamic);
+    TBD_CUDA_CHECK(cudaMemsetAsync(counter_.raw(), 0, counter_.bytes(), cu_.stream()));
   }
 
   const char* kind() const override { return DropoutConfig::kKind; }
@@ -169,9 +175,11 @@ class DropoutCuda final : public Layer {
       be_.reorder(*y[0], *x[0]);  // a copy
       return;
     }
-    const uint64_t base = dropout_step_base(key_, step_++);
+    advance_step_kernel<<<1, 1, 0, cu_.stream()>>>(counter_.data<int32_t>());
+    TBD_CUDA_CHECK_LAST();
     dropout_fwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(
-        x[0]->f32(), y[0]->f32(), mask_.data<uint8_t>(), n_, base, threshold_, scale_);
+        x[0]->f32(), y[0]->f32(), mask_.data<uint8_t>(), n_, key_, counter_.data<int32_t>(),
+        threshold_, scale_);
     TBD_CUDA_CHECK_LAST();
   }
 
@@ -193,7 +201,7 @@ class DropoutCuda final : public Layer {
   uint64_t key_ = 0;
   uint32_t threshold_ = 0;
   float scale_ = 1.f;
-  uint64_t step_ = 0;  // forwards in training mode so far: a new mask each
+  Tensor counter_;  // i32 [next step, step of the last forward] (device memory)
   Tensor mask_;
 };
 

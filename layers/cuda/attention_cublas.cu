@@ -22,6 +22,7 @@
 #include <limits>
 
 #include "backends/cuda/cuda_backend.h"
+#include "layers/cuda/kernel_util.cuh"
 #include "layers/attention.h"
 
 namespace tbd::cuda {
@@ -100,23 +101,21 @@ __global__ void add_bias_kernel(float* y, const float* bias, int64_t M, int64_t 
   }
 }
 
-// splitmix64 of core/random.h, on the device.
-__device__ __forceinline__ uint64_t splitmix64_device(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 // attention_dropout_keep (layers/attention.h): element i of P is kept iff
-// splitmix64(base + i) >= threshold, base and threshold computed on the host per forward.
+// splitmix64(base + i) >= threshold with base = splitmix64(seed ^ splitmix64(step)). The step is
+// read from device memory (counter[1], advanced by advance_step_kernel per training forward),
+// so a captured CUDA graph draws a new mask on every replay; backward reads the same step.
 struct DropoutParams {
   bool active;
-  uint64_t base, threshold;
+  uint64_t seed, threshold;
   float inv_keep;  // 1 / (1 - p)
+  const int32_t* counter;
 };
-__device__ __forceinline__ bool dropout_keep(const DropoutParams& d, uint64_t i) {
-  return splitmix64_device(d.base + i) >= d.threshold;
+__device__ __forceinline__ uint64_t dropout_base(const DropoutParams& d) {
+  return splitmix64(d.seed ^ splitmix64(static_cast<uint64_t>(d.counter[1])));
+}
+__device__ __forceinline__ bool dropout_keep(uint64_t base, const DropoutParams& d, uint64_t i) {
+  return splitmix64(base + i) >= d.threshold;
 }
 
 // Block-wide sum or max over kThreads threads (warp shuffles, then one warp over 8 partials).
@@ -162,6 +161,7 @@ __device__ __forceinline__ int key_limit(int64_t row, int Tq, int Tk, int heads,
 __global__ void __launch_bounds__(kThreads)
     softmax_forward_kernel(float* s, float* pd, int Tq, int Tk, int heads, bool causal,
                            const int32_t* lengths, int* bad_length, DropoutParams drop) {
+  const uint64_t base = drop.active ? dropout_base(drop) : 0;
   __shared__ float shared[32];
   const int64_t row = blockIdx.x;
   float* x = s + row * Tk;
@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(kThreads)
     const float p = j < limit ? expf(x[j] - mx) * inv : 0.0f;
     x[j] = p;
     if (drop.active) {
-      const bool keep = dropout_keep(drop, static_cast<uint64_t>(row) * Tk + j);
+      const bool keep = dropout_keep(base, drop, static_cast<uint64_t>(row) * Tk + j);
       pd[row * Tk + j] = keep ? p * drop.inv_keep : 0.0f;
     }
   }
@@ -187,6 +187,7 @@ __global__ void __launch_bounds__(kThreads)
 // dP = g * keep / (1 - p_drop) and dS = P * (dP - sum_j dP_j P_j).
 __global__ void __launch_bounds__(kThreads)
     softmax_backward_kernel(float* g, const float* p, int Tk, DropoutParams drop) {
+  const uint64_t base = drop.active ? dropout_base(drop) : 0;
   __shared__ float shared[32];
   const int64_t row = blockIdx.x;
   float* gr = g + row * Tk;
@@ -194,7 +195,7 @@ __global__ void __launch_bounds__(kThreads)
   auto dp = [&](int j) {
     float v = gr[j];
     if (drop.active) {
-      v = dropout_keep(drop, static_cast<uint64_t>(row) * Tk + j) ? v * drop.inv_keep : 0.0f;
+      v = dropout_keep(base, drop, static_cast<uint64_t>(row) * Tk + j) ? v * drop.inv_keep : 0.0f;
     }
     return v;
   };
@@ -233,6 +234,8 @@ class MultiHeadAttentionCublas final : public Layer {
       ones_ = be.empty(Shape{Mmax}, MemCategory::kWorkspace);
       be.fill(ones_, 1.0f);
     }
+    step_counter_ = be.empty(Shape{2}, MemCategory::kDynamic, Layout::kRowMajor, DType::kI32);
+    TBD_CUDA_CHECK(cudaMemsetAsync(step_counter_.raw(), 0, step_counter_.bytes(), cb_.stream()));
     if (cfg.padding_mask) {
       bad_length_ = be.empty(Shape{1}, MemCategory::kDynamic, Layout::kRowMajor, DType::kI32);
       TBD_CUDA_CHECK(cudaMemsetAsync(bad_length_.raw(), 0, sizeof(int), cb_.stream()));
@@ -279,9 +282,11 @@ class MultiHeadAttentionCublas final : public Layer {
     gemm_rm(cb_, false, true, Tq_, Tk_, dh_, scale, qh_.f32(), dh_, Tq_ * dh_, kh_.f32(), dh_,
             Tk_ * dh_, 0.0f, p_.f32(), Tk_, Tq_ * Tk_, B);
     // The mask of this forward (layers/attention.h): step counts training forwards from 0.
-    drop_ = DropoutParams{training_ && cfg_.dropout > 0, 0, 0, 1.0f};
+    drop_ = DropoutParams{training_ && cfg_.dropout > 0, 0, 0, 1.0f, step_counter_.data<int32_t>()};
     if (drop_.active) {
-      drop_.base = attention_dropout_base(cfg_.seed, step_++);
+      advance_step_kernel<<<1, 1, 0, cb_.stream()>>>(step_counter_.data<int32_t>());
+      TBD_CUDA_CHECK_LAST();
+      drop_.seed = cfg_.seed;
       drop_.threshold = attention_dropout_threshold(cfg_.dropout);
       drop_.inv_keep = static_cast<float>(1.0 / (1.0 - cfg_.dropout));
     }
@@ -404,7 +409,7 @@ class MultiHeadAttentionCublas final : public Layer {
   int64_t N_ = 0, Tq_ = 0, Tk_ = 0, D_ = 0, H_ = 0, dh_ = 0;
   Tensor tmp_, qh_, kh_, vh_, p_, pd_, o_, oh_, dp_, dkh_, dvh_, ones_;
   AttentionDims dims_{};
-  uint64_t step_ = 0;               // training forwards with dropout so far (the mask counter)
+  Tensor step_counter_;  // i32 [next step, step of the last forward]: the mask counter (device)
   DropoutParams drop_{};            // the mask of the last forward, for its backward
   Tensor bad_length_;               // i32 flag: some kv_lengths[n] outside [1, Tk] (sticky)
   int* bad_length_host_ = nullptr;  // pinned copy of it

@@ -37,6 +37,15 @@ __device__ T block_sum(T v, T* shared) {
   return warp_sum(v);
 }
 
+// Step counters live in device memory (an i32 pair: [0] the next step, [1] the step the last
+// call used) and are advanced by this one-thread kernel, so that a captured CUDA graph advances
+// them on every replay instead of replaying a host value frozen at capture (PyTorch's
+// capturable Adam). Kernels read the step they use from [1].
+__global__ inline void advance_step_kernel(int32_t* counter) {
+  counter[1] = counter[0];
+  counter[0] += 1;
+}
+
 template <class T>
 __device__ T block_max(T v, T* shared) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

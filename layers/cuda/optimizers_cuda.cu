@@ -30,9 +30,13 @@ struct TensorTable {
 struct SgdArgs {
   float lr, momentum;
 };
+// The step t is read from device memory (counter[1], advanced by advance_step_kernel before
+// each step), so a captured CUDA graph applies t = 1, 2, 3, ... on its replays (PyTorch's
+// capturable Adam); each thread computes the bias corrections 1 / (1 - beta^t) once.
 struct AdamArgs {
-  float lr, beta1, beta2, eps, inv_c1, inv_c2;  // inv_c = 1 / (1 - beta^t)
+  float lr, beta1, beta2, eps;
   bool decoupled;
+  const int32_t* counter;
 };
 struct RmspropArgs {
   float lr, alpha, eps, momentum;
@@ -58,6 +62,9 @@ __global__ void sgd_kernel(TensorTable tab, SgdArgs a) {
 }
 
 __global__ void adam_kernel(TensorTable tab, AdamArgs a) {
+  const double step = static_cast<double>(a.counter[1]);
+  const float inv_c1 = static_cast<float>(1.0 / (1.0 - pow(static_cast<double>(a.beta1), step)));
+  const float inv_c2 = static_cast<float>(1.0 / (1.0 - pow(static_cast<double>(a.beta2), step)));
   TBD_TENSOR_LOOP(t, i) {
     float* w = tab.w[t];
     float g = tab.g[t][i];
@@ -70,7 +77,7 @@ __global__ void adam_kernel(TensorTable tab, AdamArgs a) {
     float* v = tab.s2[t];
     m[i] = a.beta1 * m[i] + (1.f - a.beta1) * g;
     v[i] = a.beta2 * v[i] + (1.f - a.beta2) * g * g;
-    w[i] -= a.lr * (m[i] * a.inv_c1) / (sqrtf(v[i] * a.inv_c2) + a.eps);
+    w[i] -= a.lr * (m[i] * inv_c1) / (sqrtf(v[i] * inv_c2) + a.eps);
   }
 }
 
@@ -165,17 +172,19 @@ class AdamCuda final : public CudaOptimizerBase {
       : CudaOptimizerBase(be, AdamConfig::kKind, std::move(params), cfg.weight_decay, 2),
         cfg_(cfg) {
     set_work(adam_flops(cfg, params_), adam_bytes(cfg, params_));
+    // Steps taken, in device memory: [next step, step being applied] (t counts from 1). Eight
+    // bytes, kept out of optimizer_state so that it stays 4 bytes x elements x states exactly.
+    counter_ = be.empty(Shape{2}, MemCategory::kDynamic, Layout::kRowMajor, DType::kI32);
+    const int32_t start[2] = {1, 0};
+    be.copy_from_host(counter_, start);
   }
   const char* kind() const override { return cfg_.decoupled ? "AdamW" : AdamConfig::kKind; }
   void step() override {
-    ++t_;
-    const AdamArgs a{static_cast<float>(cfg_.lr),
-                     static_cast<float>(cfg_.beta1),
-                     static_cast<float>(cfg_.beta2),
-                     static_cast<float>(cfg_.eps),
-                     static_cast<float>(1.0 / (1.0 - std::pow(cfg_.beta1, t_))),
-                     static_cast<float>(1.0 / (1.0 - std::pow(cfg_.beta2, t_))),
-                     cfg_.decoupled};
+    advance_step_kernel<<<1, 1, 0, cu_.stream()>>>(counter_.data<int32_t>());
+    TBD_CUDA_CHECK_LAST();
+    const AdamArgs a{static_cast<float>(cfg_.lr),  static_cast<float>(cfg_.beta1),
+                     static_cast<float>(cfg_.beta2), static_cast<float>(cfg_.eps),
+                     cfg_.decoupled,                 counter_.data<int32_t>()};
     for_each_group([&](const TensorTable& tab, dim3 grid) {
       adam_kernel<<<grid, kBlock, 0, cu_.stream()>>>(tab, a);
     });
@@ -183,7 +192,7 @@ class AdamCuda final : public CudaOptimizerBase {
 
  private:
   AdamConfig cfg_;
-  int64_t t_ = 0;  // steps taken, for the bias corrections
+  Tensor counter_;  // i32 [next step, step being applied], device memory
 };
 
 class RmspropCuda final : public CudaOptimizerBase {
