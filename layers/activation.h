@@ -17,7 +17,6 @@ const char* to_string(ActKind k);
 
 struct ActivationConfig {
   static constexpr const char* kKind = "Activation";
-  static constexpr bool kAcceptsBlocked = true;
   ActKind act = ActKind::kRelu;
   double alpha = 0.01;  // leaky relu slope
 };

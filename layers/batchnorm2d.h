@@ -23,7 +23,6 @@ namespace tbd {
 
 struct BatchNorm2dConfig {
   static constexpr const char* kKind = "BatchNorm2d";
-  static constexpr bool kAcceptsBlocked = true;
   double eps = 1e-5;
   double momentum = 0.1;
 };

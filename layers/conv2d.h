@@ -19,10 +19,6 @@ namespace tbd {
 
 struct Conv2dConfig {
   static constexpr const char* kKind = "Conv2d";
-  // x may be nChw16c (what the previous conv/bn/relu leaves): without this the graph reorders
-  // every conv input to nchw, where oneDNN 2.6 has only its reference kernels (ref:any, ~100x
-  // slower) for C > 3.
-  static constexpr bool kAcceptsBlocked = true;
   int64_t out_channels = 0;  // K
   int64_t kernel_h = 1, kernel_w = 1;
   int64_t stride_h = 1, stride_w = 1;

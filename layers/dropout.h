@@ -23,7 +23,6 @@ namespace tbd {
 
 struct DropoutConfig {
   static constexpr const char* kKind = "Dropout";
-  static constexpr bool kAcceptsBlocked = true;
   double p = 0.1;
   uint64_t seed = 0;
 };

@@ -244,22 +244,53 @@ void check_input_count(const char* kind, const std::string& name,
 // "Linear 'fc': input x must be f32, got (2, 3) i32 row_major".
 void check_f32(const char* kind, const std::string& name, const char* arg, const TensorDesc& d);
 
-// ---- registry: one factory per (layer kind, backend kind) ----
+// ---- registry: one implementation per (layer kind, backend kind) ----
 
 template <class Config>
 using LayerFactory = std::function<std::unique_ptr<Layer>(
     Backend&, const std::string& name, const Config&, const std::vector<TensorDesc>& inputs)>;
 
+// Which layout an implementation wants each input in, given the inputs as they arrive: a fact
+// of the implementation, not of the kind (oneDNN's convolutions want nChw16c, cuDNN's here take
+// row-major). The graph inserts a Reorder wherever an input differs. An implementation states
+// it as `static std::vector<Layout> input_layouts(const Config&, const std::vector<TensorDesc>&)`;
+// without one, every input is wanted row-major.
 template <class Config>
-std::map<DeviceKind, LayerFactory<Config>>& layer_registry() {
-  static std::map<DeviceKind, LayerFactory<Config>> r;
+using InputLayouts =
+    std::function<std::vector<Layout>(const Config&, const std::vector<TensorDesc>& inputs)>;
+
+template <class Config>
+struct LayerEntry {
+  LayerFactory<Config> make;
+  InputLayouts<Config> input_layouts;
+};
+
+template <class Config>
+std::map<DeviceKind, LayerEntry<Config>>& layer_registry() {
+  static std::map<DeviceKind, LayerEntry<Config>> r;
   return r;
 }
 
 template <class Config>
-bool register_layer(DeviceKind device, LayerFactory<Config> f) {
-  layer_registry<Config>()[device] = std::move(f);
+bool register_layer(DeviceKind device, LayerFactory<Config> f, InputLayouts<Config> layouts) {
+  layer_registry<Config>()[device] = LayerEntry<Config>{std::move(f), std::move(layouts)};
   return true;
+}
+
+template <class Config>
+const LayerEntry<Config>& layer_entry(DeviceKind device, const std::string& name) {
+  auto& r = layer_registry<Config>();
+  auto it = r.find(device);
+  TBD_CHECK(it != r.end(), Config::kKind, " '", name, "': no implementation on backend ",
+            to_string(device));
+  return it->second;
+}
+
+// The layouts the implementation on `device` wants for these inputs.
+template <class Config>
+std::vector<Layout> wanted_layouts(DeviceKind device, const std::string& name, const Config& cfg,
+                                   const std::vector<TensorDesc>& inputs) {
+  return layer_entry<Config>(device, name).input_layouts(cfg, inputs);
 }
 
 // Builds a layer of Config's kind on `be` with its parameters unbound (a Graph binds them into
@@ -267,11 +298,7 @@ bool register_layer(DeviceKind device, LayerFactory<Config> f) {
 template <class Config>
 std::unique_ptr<Layer> construct_layer(Backend& be, const std::string& name, const Config& cfg,
                                        const std::vector<TensorDesc>& inputs) {
-  auto& r = layer_registry<Config>();
-  auto it = r.find(be.kind());
-  TBD_CHECK(it != r.end(), Config::kKind, " '", name, "': no implementation on backend ",
-            to_string(be.kind()));
-  return it->second(be, name, cfg, inputs);
+  return layer_entry<Config>(be.kind(), name).make(be, name, cfg, inputs);
 }
 
 // A standalone layer: constructed, with its parameters bound to an arena of its own
@@ -288,14 +315,33 @@ std::unique_ptr<Layer> make_layer(Backend& be, const std::string& name, const Co
 
 #define TBD_LAYER_CONCAT_(a, b) a##b
 #define TBD_LAYER_CONCAT(a, b) TBD_LAYER_CONCAT_(a, b)
+// For implementations that take their inputs in whatever layout they come (elementwise ops).
+inline std::vector<Layout> layouts_as_given(const std::vector<TensorDesc>& in) {
+  std::vector<Layout> v;
+  for (const TensorDesc& d : in) v.push_back(d.layout);
+  return v;
+}
+
+template <class Impl, class Config>
+std::vector<Layout> impl_input_layouts(const Config& cfg, const std::vector<TensorDesc>& in) {
+  if constexpr (requires { Impl::input_layouts(cfg, in); }) {
+    return Impl::input_layouts(cfg, in);
+  } else {
+    return std::vector<Layout>(in.size(), Layout::kRowMajor);
+  }
+}
+
 // TBD_REGISTER_LAYER(Conv2dConfig, DeviceKind::kCpu, Conv2dOneDnn): the class must have a
-// constructor (Backend&, const std::string&, const Config&, const std::vector<TensorDesc>&).
+// constructor (Backend&, const std::string&, const Config&, const std::vector<TensorDesc>&),
+// and may have a static input_layouts (see InputLayouts).
 #define TBD_REGISTER_LAYER(Config, device, Impl)                                              \
   static const bool TBD_LAYER_CONCAT(tbd_registered_, __LINE__) =                             \
-      ::tbd::register_layer<Config>(device, [](::tbd::Backend& be, const std::string& name,   \
-                                               const Config& cfg,                            \
-                                               const std::vector<::tbd::TensorDesc>& in) {  \
-        return std::unique_ptr<::tbd::Layer>(new Impl(be, name, cfg, in));                   \
-      })
+      ::tbd::register_layer<Config>(                                                          \
+          device,                                                                             \
+          [](::tbd::Backend& be, const std::string& name, const Config& cfg,                 \
+             const std::vector<::tbd::TensorDesc>& in) {                                      \
+            return std::unique_ptr<::tbd::Layer>(new Impl(be, name, cfg, in));               \
+          },                                                                                  \
+          &::tbd::impl_input_layouts<Impl, Config>)
 
 }  // namespace tbd

@@ -20,7 +20,6 @@ enum class PoolKind { kMax, kAvg };
 
 struct Pool2dConfig {
   static constexpr const char* kKind = "Pool2d";
-  static constexpr bool kAcceptsBlocked = true;
   PoolKind pool = PoolKind::kMax;
   int64_t kernel_h = 2, kernel_w = 2;
   int64_t stride_h = 2, stride_w = 2;
@@ -39,7 +38,6 @@ struct Pool2dConfig {
 
 struct GlobalAvgPool2dConfig {
   static constexpr const char* kKind = "GlobalAvgPool2d";
-  static constexpr bool kAcceptsBlocked = true;
 };
 
 const char* to_string(PoolKind k);  // "max", "avg"

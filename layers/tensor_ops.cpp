@@ -68,17 +68,25 @@ Bytes copy_bytes(const std::vector<TensorDesc>& x, const std::vector<TensorDesc>
   return Bytes{moved, grads ? moved : 0.0, 0};
 }
 
+bool channel_blocks_ok(const std::vector<TensorDesc>& x, int axis) {
+  for (const TensorDesc& d : x) {
+    if (d.layout != Layout::kNChw16c || d.shape.rank() != 4 || d.shape[1] % 16 != 0) return false;
+  }
+  return !x.empty() && axis == 1;
+}
+
 Shape concat_output_shape(const std::string& name, const ConcatConfig& cfg,
                           const std::vector<TensorDesc>& x) {
   const char* k = ConcatConfig::kKind;
   TBD_LAYER_CHECK(!x.empty(), k, name, "needs at least one input");
+  const int rank = x[0].shape.rank();
+  const int axis = normalize_axis(k, name, cfg.axis, rank);
+  const bool blocked = channel_blocks_ok(x, axis);
   for (std::size_t i = 0; i < x.size(); ++i) {
     std::string arg = detail::concat("x", i);
     check_input(k, name, arg.c_str(), x[i]);
-    check_row_major(k, name, arg.c_str(), x[i]);
+    if (!blocked) check_row_major(k, name, arg.c_str(), x[i]);
   }
-  const int rank = x[0].shape.rank();
-  const int axis = normalize_axis(k, name, cfg.axis, rank);
   std::vector<int64_t> dims = x[0].shape.dims();
   dims[axis] = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
@@ -96,8 +104,11 @@ std::vector<Shape> split_output_shapes(const std::string& name, const SplitConfi
                                        const TensorDesc& x) {
   const char* k = SplitConfig::kKind;
   check_input(k, name, "x", x);
-  check_row_major(k, name, "x", x);
   const int axis = normalize_axis(k, name, cfg.axis, x.shape.rank());
+  const bool blocked =
+      channel_blocks_ok({x}, axis) &&
+      std::all_of(cfg.sizes.begin(), cfg.sizes.end(), [](int64_t s) { return s % 16 == 0; });
+  if (!blocked) check_row_major(k, name, "x", x);
   TBD_LAYER_CHECK(!cfg.sizes.empty(), k, name, "needs at least one output size");
   int64_t sum = 0;
   std::string sizes;
@@ -199,14 +210,18 @@ Contract copy_contract(const std::vector<TensorDesc>& in, const std::vector<Shap
 template <>
 Contract contract(const std::string& name, const ConcatConfig& cfg,
                   const std::vector<TensorDesc>& in) {
-  return copy_contract(in, {concat_output_shape(name, cfg, in)});
+  Contract c = copy_contract(in, {concat_output_shape(name, cfg, in)});
+  c.outputs[0].layout = in[0].layout;  // nChw16c only along channels in blocks of 16
+  return c;
 }
 
 template <>
 Contract contract(const std::string& name, const SplitConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   check_input_count(SplitConfig::kKind, name, in, 1);
-  return copy_contract(in, split_output_shapes(name, cfg, in[0]));
+  Contract c = copy_contract(in, split_output_shapes(name, cfg, in[0]));
+  for (TensorDesc& d : c.outputs) d.layout = in[0].layout;
+  return c;
 }
 
 template <>

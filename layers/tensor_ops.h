@@ -2,8 +2,12 @@
 //
 // Add:       x0, x1: same shape and layout (any layout)  y: like x0.  y = x0 + x1.
 //            FLOPs fwd N, bwd_data 0 (gradient passes through to both).
-// Concat:    inputs equal except along `axis`; y concatenates them.  Row-major.
-// Split:     one input; outputs of `sizes` along `axis` (sum(sizes) == dim).  Row-major.
+// Concat:    inputs equal except along `axis`; y concatenates them.  Row-major, or nChw16c
+//            along channels when every input is nChw16c with C % 16 == 0 (an Inception
+//            module's branches): per image, each input is then one contiguous run of bytes, as
+//            in nchw, so the same copies concatenate either layout.
+// Split:     one input; outputs of `sizes` along `axis` (sum(sizes) == dim).  Row-major, or
+//            nChw16c along channels with every size a multiple of 16 (as Concat).
 // Reshape:   same element count; one dim may be -1.  Row-major (a copy: layers own outputs).
 // Transpose: y = permute(x, perm), e.g. perm {1, 0, 2} swaps the first two dims.  Row-major.
 // Detach:    y = x (any layout), and no gradient flows back through y (a GAN's critic step
@@ -27,7 +31,6 @@ namespace tbd {
 
 struct AddConfig {
   static constexpr const char* kKind = "Add";
-  static constexpr bool kAcceptsBlocked = true;
 };
 
 struct ConcatConfig {
@@ -53,7 +56,6 @@ struct TransposeConfig {
 
 struct DetachConfig {
   static constexpr const char* kKind = "Detach";
-  static constexpr bool kAcceptsBlocked = true;
 };
 
 // x0, x1 equal in shape, layout and dtype (f32); returns y's desc.
@@ -62,7 +64,11 @@ Flops add_flops(const Shape& x);
 Bytes add_bytes(const Shape& x);
 // The copy kinds' bytes from their input and output descriptors (see above).
 Bytes copy_bytes(const std::vector<TensorDesc>& x, const std::vector<TensorDesc>& y);
-// At least one input, all row-major, same rank and dtype, equal except along axis.
+// True when x (nChw16c, rank 4, C % 16 == 0 each) can be cut or joined along `axis` (channels)
+// without leaving the blocked layout.
+bool channel_blocks_ok(const std::vector<TensorDesc>& x, int axis);
+// At least one input, same rank and dtype, equal except along axis; row-major, or nChw16c
+// along channels (channel_blocks_ok).
 Shape concat_output_shape(const std::string& name, const ConcatConfig& cfg,
                           const std::vector<TensorDesc>& x);
 // sizes all positive and summing to x's extent along axis.

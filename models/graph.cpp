@@ -17,6 +17,10 @@ class ReorderLayer final : public Layer {
   ReorderLayer(Backend& be, const std::string& name, const ReorderConfig& cfg,
                const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract(name, cfg, in)) {}
+  // Takes its input as it comes (that is its job).
+  static std::vector<Layout> input_layouts(const ReorderConfig&, const std::vector<TensorDesc>& in) {
+    return {in.empty() ? Layout::kRowMajor : in[0].layout};
+  }
   const char* kind() const override { return ReorderConfig::kKind; }
   void forward(MutTensorRefs y, TensorRefs x) override { be_.reorder(*y[0], *x[0]); }
   void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {

@@ -4,9 +4,10 @@
 // input descriptors (shape checks, parameters, primitives), and finalize() allocates every
 // activation, gradient and scratch buffer and initialises the parameters from the seed. After
 // that, forward()/backward()/zero_grad() run the nodes in order / reverse order and never
-// allocate. Layouts: a layer whose Config declares `kAcceptsBlocked = true` takes oneDNN's
-// blocked activations as they are; for the others the graph inserts a Reorder node to
-// row-major, so blocked data flows through conv-bn-relu-pool chains untouched.
+// allocate. Layouts: each backend implementation says which layout it wants every input in
+// (InputLayouts, layers/layer.h) and the graph inserts a Reorder node where an input differs, so
+// oneDNN's blocked activations flow through conv-bn-relu-pool-add-concat chains untouched and
+// are reordered only where a layer needs row-major data.
 #pragma once
 
 #include <deque>
@@ -25,7 +26,6 @@ using TensorId = int;
 // a copy's (copy_bytes, layers/tensor_ops.h).
 struct ReorderConfig {
   static constexpr const char* kKind = "Reorder";
-  static constexpr bool kAcceptsBlocked = true;
   Layout layout = Layout::kRowMajor;
 };
 // Contract: one input; the output is the input in cfg.layout; a copy.
@@ -59,15 +59,16 @@ class Graph {
   template <class Config>
   std::vector<TensorId> add(const std::string& name, const Config& cfg,
                             std::vector<TensorId> inputs) {
-    constexpr bool blocked_ok = requires { Config::kAcceptsBlocked; } && [] {
-      if constexpr (requires { Config::kAcceptsBlocked; }) return Config::kAcceptsBlocked;
-      return false;
-    }();
-    if constexpr (!blocked_ok) {
-      for (TensorId& id : inputs) id = to_layout(id, Layout::kRowMajor);
-    }
     std::vector<TensorDesc> descs;
     for (TensorId id : inputs) descs.push_back(desc(id));
+    // Each input in the layout the backend's implementation wants (a Reorder where it differs).
+    const std::vector<Layout> want = wanted_layouts<Config>(be_.kind(), name, cfg, descs);
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      if (k < want.size() && want[k] != descs[k].layout) {
+        inputs[k] = to_layout(inputs[k], want[k]);
+        descs[k] = desc(inputs[k]);
+      }
+    }
     Recipe recipe = [name, cfg](Backend& be, const std::vector<TensorDesc>& in) {
       return make_layer<Config>(be, name, cfg, in);
     };

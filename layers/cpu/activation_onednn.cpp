@@ -58,6 +58,10 @@ class ActivationOneDnn final : public Layer {
   }
 
   const char* kind() const override { return ActivationConfig::kKind; }
+  // Elementwise over the buffer (or per channel): any layout, as it comes.
+  static std::vector<Layout> input_layouts(const ActivationConfig&, const std::vector<TensorDesc>& in) {
+    return layouts_as_given(in);
+  }
   std::string describe() const override {
     return detail::concat(to_string(cfg_.act), " x ", inputs_[0].shape.to_string());
   }

@@ -72,6 +72,10 @@ class BatchNorm2dOneDnn final : public BatchNorm2dLayer {
   }
 
   const char* kind() const override { return BatchNorm2dConfig::kKind; }
+  // Elementwise over the buffer (or per channel): any layout, as it comes.
+  static std::vector<Layout> input_layouts(const BatchNorm2dConfig&, const std::vector<TensorDesc>& in) {
+    return layouts_as_given(in);
+  }
   std::string describe() const override {
     return detail::concat("x ", inputs_[0].shape.to_string(), " ", to_string(inputs_[0].layout));
   }

@@ -146,6 +146,12 @@ class Conv2dOneDnn final : public Layer {
   }
 
   const char* kind() const override { return Conv2dConfig::kKind; }
+  // x in nChw16c whenever C allows: on plain nchw oneDNN 2.6 has only its reference kernels
+  // (ref:any, about 100x slower) for C > 3, so a row-major x is better reordered first.
+  static std::vector<Layout> input_layouts(const Conv2dConfig&, const std::vector<TensorDesc>& in) {
+    const bool blockable = !in.empty() && in[0].shape.rank() == 4 && in[0].shape[1] % 16 == 0;
+    return {blockable ? Layout::kNChw16c : Layout::kRowMajor};
+  }
 
   std::string describe() const override {
     const Shape& x = inputs_[0].shape;

@@ -106,6 +106,10 @@ class Pool2dOneDnn final : public Layer {
   }
 
   const char* kind() const override { return Pool2dConfig::kKind; }
+  // oneDNN pools nChw16c and nchw alike: as it comes.
+  static std::vector<Layout> input_layouts(const Pool2dConfig&, const std::vector<TensorDesc>& in) {
+    return layouts_as_given(in);
+  }
   std::string describe() const override {
     return detail::concat(to_string(cfg_.pool), " x ", inputs_[0].shape.to_string(), " ",
                           cfg_.kernel_h, "x", cfg_.kernel_w, " s", cfg_.stride_h, " p",
@@ -140,6 +144,10 @@ class GlobalAvgPool2dOneDnn final : public Layer {
   }
 
   const char* kind() const override { return GlobalAvgPool2dConfig::kKind; }
+  static std::vector<Layout> input_layouts(const GlobalAvgPool2dConfig&,
+                                           const std::vector<TensorDesc>& in) {
+    return layouts_as_given(in);
+  }
   std::string describe() const override { return "x " + inputs_[0].shape.to_string(); }
 
   void forward(MutTensorRefs y, TensorRefs x) override {

@@ -73,6 +73,12 @@ class AddOneDnn final : public Layer {
   }
 
   const char* kind() const override { return AddConfig::kKind; }
+  // Both inputs in one layout (the binary add runs over the dense buffers): as they come when
+  // they agree, else both row-major.
+  static std::vector<Layout> input_layouts(const AddConfig&, const std::vector<TensorDesc>& in) {
+    const bool same = in.size() == 2 && in[0].layout == in[1].layout;
+    return same ? layouts_as_given(in) : std::vector<Layout>(in.size(), Layout::kRowMajor);
+  }
   std::string describe() const override { return "x " + inputs_[0].to_string(); }
 
   void forward(MutTensorRefs y, TensorRefs x) override {
@@ -157,6 +163,19 @@ class ConcatCpu final : public Layer {
   }
 
   const char* kind() const override { return ConcatConfig::kKind; }
+  // Along channels with every C % 16 == 0, blocked inputs stay blocked (one reorder fewer per
+  // branch and the next convolution keeps its fast kernels); otherwise row-major.
+  static std::vector<Layout> input_layouts(const ConcatConfig& cfg,
+                                           const std::vector<TensorDesc>& in) {
+    bool any_blocked = false, channels_ok = !in.empty();
+    for (const TensorDesc& d : in) {
+      any_blocked |= d.layout == Layout::kNChw16c;
+      channels_ok &= d.shape.rank() == 4 && d.shape[1] % 16 == 0;
+    }
+    const int axis = in.empty() ? 0 : (cfg.axis < 0 ? cfg.axis + in[0].shape.rank() : cfg.axis);
+    const Layout l = any_blocked && channels_ok && axis == 1 ? Layout::kNChw16c : Layout::kRowMajor;
+    return std::vector<Layout>(in.size(), l);
+  }
   std::string describe() const override {
     return detail::concat(inputs_.size(), " inputs -> ", outputs_[0].shape.to_string(),
                           " axis ", axis_);
@@ -189,6 +208,15 @@ class SplitCpu final : public Layer {
   }
 
   const char* kind() const override { return SplitConfig::kKind; }
+  // Along channels with every size a multiple of 16, a blocked input stays blocked.
+  static std::vector<Layout> input_layouts(const SplitConfig& cfg,
+                                           const std::vector<TensorDesc>& in) {
+    if (in.size() == 1 && channel_blocks_ok(in, cfg.axis < 0 ? cfg.axis + 4 : cfg.axis) &&
+        std::all_of(cfg.sizes.begin(), cfg.sizes.end(), [](int64_t s) { return s % 16 == 0; })) {
+      return {Layout::kNChw16c};
+    }
+    return std::vector<Layout>(in.size(), Layout::kRowMajor);
+  }
   std::string describe() const override {
     return detail::concat("x ", inputs_[0].shape.to_string(), " -> ", outputs_.size(),
                           " outputs axis ", axis_);
@@ -221,6 +249,9 @@ class DetachCpu final : public Layer {
             const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract(name, cfg, in)) {}
   const char* kind() const override { return DetachConfig::kKind; }
+  static std::vector<Layout> input_layouts(const DetachConfig&, const std::vector<TensorDesc>& in) {
+    return layouts_as_given(in);
+  }
   std::string describe() const override { return "x " + inputs_[0].to_string(); }
   void forward(MutTensorRefs y, TensorRefs x) override {
     check_arity(x.size(), 1, "forward inputs");

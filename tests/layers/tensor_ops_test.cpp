@@ -114,6 +114,7 @@ struct ConcatCase {
   std::string name;
   std::vector<Shape> x;
   int axis;
+  Layout layout = Layout::kRowMajor;  // nChw16c: channels in blocks of 16 (an Inception concat)
 };
 
 class ConcatTest : public ::testing::TestWithParam<ConcatCase> {};
@@ -122,10 +123,11 @@ TEST_P(ConcatTest, MatchesFloat64Reference) {
   auto be = make_cpu_backend();
   const ConcatCase& tc = GetParam();
   std::vector<TensorDesc> in;
-  for (const Shape& s : tc.x) in.push_back(TensorDesc{s});
+  for (const Shape& s : tc.x) in.push_back(TensorDesc{s, DType::kF32, tc.layout});
   ConcatConfig cfg;
   cfg.axis = tc.axis;
   auto layer = make_layer(*be, "cat", cfg, in);
+  EXPECT_EQ(layer->output_descs()[0].layout, tc.layout);
   const Shape ys = layer->output_descs()[0].shape;
   const int axis = tc.axis < 0 ? tc.axis + ys.rank() : tc.axis;
   std::vector<int64_t> sizes;
@@ -151,7 +153,11 @@ INSTANTIATE_TEST_SUITE_P(
                       ConcatCase{"batch_axis0", {Shape{1, 3, 2}, Shape{3, 3, 2}}, 0},
                       ConcatCase{"last_axis_negative", {Shape{3, 2, 5}, Shape{3, 2, 7}}, -1},
                       ConcatCase{"single_input", {Shape{4, 3}}, 1},
-                      ConcatCase{"nchw_channels", {Shape{2, 3, 3, 5}, Shape{2, 4, 3, 5}}, 1}),
+                      ConcatCase{"nchw_channels", {Shape{2, 3, 3, 5}, Shape{2, 4, 3, 5}}, 1},
+                      ConcatCase{"blocked_channels",
+                                 {Shape{2, 16, 3, 5}, Shape{2, 32, 3, 5}, Shape{2, 16, 3, 5}},
+                                 1,
+                                 Layout::kNChw16c}),
     [](const auto& info) { return info.param.name; });
 
 struct SplitCase {
@@ -159,6 +165,7 @@ struct SplitCase {
   Shape x;
   int axis;
   std::vector<int64_t> sizes;
+  Layout layout = Layout::kRowMajor;
 };
 
 class SplitTest : public ::testing::TestWithParam<SplitCase> {};
@@ -169,7 +176,8 @@ TEST_P(SplitTest, MatchesFloat64Reference) {
   SplitConfig cfg;
   cfg.axis = tc.axis;
   cfg.sizes = tc.sizes;
-  auto layer = make_layer(*be, "split", cfg, {TensorDesc{tc.x}});
+  auto layer = make_layer(*be, "split", cfg, {TensorDesc{tc.x, DType::kF32, tc.layout}});
+  for (const TensorDesc& d : layer->output_descs()) EXPECT_EQ(d.layout, tc.layout);
   const int axis = tc.axis < 0 ? tc.axis + tc.x.rank() : tc.axis;
   ASSERT_EQ(layer->output_descs().size(), tc.sizes.size());
   EXPECT_EQ(layer->output_descs()[0].shape[axis], tc.sizes[0]);
@@ -187,7 +195,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(SplitCase{"axis1_three", Shape{2, 6, 5}, 1, {2, 3, 1}},
                       SplitCase{"axis0_batch", Shape{4, 3}, 0, {1, 3}},
                       SplitCase{"last_axis_qkv", Shape{2, 3, 12}, -1, {4, 4, 4}},
-                      SplitCase{"batch1_one_piece", Shape{1, 7}, 1, {7}}),
+                      SplitCase{"batch1_one_piece", Shape{1, 7}, 1, {7}},
+                      SplitCase{"blocked_channels", Shape{2, 48, 3, 4}, 1, {16, 32},
+                                Layout::kNChw16c}),
     [](const auto& info) { return info.param.name; });
 
 // An output nobody consumes has no gradient (null dy): it counts as zeros.
@@ -365,6 +375,8 @@ TEST(TensorOpsErrors, ConcatRejectsMismatches) {
   expect_layer_error(c, {TensorDesc{Shape{2, 3, 4}}, TensorDesc{Shape{2, 3, 5}}},
                      {"x1", "(2, 3, 5)", "axis 1"});
   expect_layer_error(c, {TensorDesc{Shape{2, 3}}, TensorDesc{Shape{2, 3, 1}}}, {"x1"});  // rank
+  // nChw16c only along channels (axis 1) in blocks of 16.
+  c.axis = 0;
   expect_layer_error(c, {TensorDesc{Shape{2, 16, 2, 2}, DType::kF32, Layout::kNChw16c}},
                      {"row-major"});
   c.axis = 3;

@@ -212,6 +212,52 @@ TEST(Graph, SharedValueKeepsItsOwnGradient) {
   EXPECT_EQ(global_norm, 0.0);
 }
 
+// The graph asks each implementation which layouts it wants (InputLayouts): on the CPU, two
+// convolution branches concatenated along channels stay in oneDNN's nChw16c into the next
+// convolution, with no Reorder; a branch of 8 channels cannot, and the graph reorders.
+TEST(Graph, BlockedDataFlowsThroughAConcatOfBranches) {
+  auto count_reorders = [](Graph& g) {
+    int n = 0;
+    for (auto& node : g.nodes()) n += std::string(node.layer->kind()) == "Reorder";
+    return n;
+  };
+  for (int64_t kb : {32, 8}) {
+    auto be = make_cpu_backend();
+    Graph g(*be, 1);
+    TensorId x = g.input("x", Shape{2, 3, 8, 8});
+    TensorId labels = g.input("labels", Shape{2}, DType::kI32);
+    TensorId a = g.add1("branch_a", Conv2dConfig::square(16, 1), {x});
+    TensorId b = g.add1("branch_b", Conv2dConfig::square(kb, 3, 1, 1), {x});
+    ConcatConfig cat;
+    cat.axis = 1;
+    TensorId h = g.add1("concat", cat, {a, b});
+    h = g.add1("conv", Conv2dConfig::square(16, 3, 1, 1), {h});
+    h = g.add1("pool", GlobalAvgPool2dConfig{}, {h});
+    LinearConfig fc;
+    fc.out_features = 4;
+    h = g.add1("fc", fc, {h});
+    g.set_loss(g.add1("loss", SoftmaxCrossEntropyConfig{}, {h, labels}));
+    TensorId cat_out = -1;
+    for (auto& node : g.nodes()) {
+      if (node.layer->name() == "concat") cat_out = node.outputs[0];
+    }
+    if (kb == 32) {
+      EXPECT_EQ(count_reorders(g), 0) << "blocked branches";
+      EXPECT_EQ(g.desc(cat_out).layout, Layout::kNChw16c);
+    } else {
+      // branch_b (8 channels) is row-major; branch_a is reordered to row-major for the concat,
+      // whose 24 channels cannot be blocked by 16 either.
+      EXPECT_EQ(count_reorders(g), 1) << "an 8-channel branch";
+      EXPECT_EQ(g.desc(cat_out).layout, Layout::kRowMajor);
+    }
+    g.finalize();
+    g.zero_grad();
+    g.forward();
+    g.backward();
+    EXPECT_TRUE(std::isfinite(g.loss_value()));
+  }
+}
+
 // Every parameter's value and gradient is a view into the graph's two arenas: packed without
 // padding (weights = 4 x parameters), the sizes that are multiples of 16 floats first and
 // 64-byte aligned, and zero_grad is one fill.
