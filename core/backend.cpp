@@ -1,4 +1,4 @@
-// core/backend.cpp: backend selection.
+// core/backend.cpp: what every backend shares (timers, checked allocation).
 #include "core/backend.h"
 
 #include <chrono>
@@ -40,33 +40,6 @@ Tensor Backend::empty(const TensorDesc& desc, MemCategory category) {
               desc.shape.to_string());
   }
   return Tensor(desc, kind(), allocator_.allocate(desc.bytes(), category));
-}
-
-#ifndef TBD_WITH_CUDA
-bool cuda_compiled() { return false; }
-bool cuda_usable(std::string* why_not) {
-  if (why_not) *why_not = "this build has no CUDA backend (configured with TBD_CUDA=OFF)";
-  return false;
-}
-std::unique_ptr<Backend> make_cuda_backend_or_throw() {
-  TBD_FAIL("--tbd_backend=cuda: this build has no CUDA backend (configured with TBD_CUDA=OFF)");
-}
-#else
-std::unique_ptr<Backend> make_cuda_backend_or_throw();  // backends/cuda/cuda_backend.cu
-#endif
-
-std::unique_ptr<Backend> make_backend(BackendChoice choice, std::string* notice) {
-  switch (choice) {
-    case BackendChoice::kCpu: return make_cpu_backend();
-    case BackendChoice::kCuda: return make_cuda_backend_or_throw();
-    case BackendChoice::kAuto: {
-      std::string why;
-      if (cuda_usable(&why)) return make_cuda_backend_or_throw();
-      if (notice) *notice = "tbd: no usable CUDA device (" + why + "); running on the CPU backend";
-      return make_cpu_backend();
-    }
-  }
-  return make_cpu_backend();
 }
 
 }  // namespace tbd

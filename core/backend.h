@@ -73,14 +73,4 @@ class Backend {
   int64_t timer_start_ns_ = 0;
 };
 
-enum class BackendChoice { kAuto, kCpu, kCuda };
-
-// kAuto: CUDA when a device is usable, else CPU; `notice` (if given) receives a one-line
-// explanation of the fallback. kCuda without a usable device throws with the CUDA error text.
-std::unique_ptr<Backend> make_backend(BackendChoice choice, std::string* notice = nullptr);
-std::unique_ptr<Backend> make_cpu_backend();
-// Whether this build has the CUDA backend, and if so whether a device is usable (why not).
-bool cuda_compiled();
-bool cuda_usable(std::string* why_not);
-
 }  // namespace tbd

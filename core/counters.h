@@ -45,7 +45,5 @@ class CounterSession {
   virtual std::string peak_bandwidth_method() const = 0;
 };
 
-// nullptr for backends without counters (CPU) or when the CUDA build has none; `why` says so.
-std::unique_ptr<CounterSession> make_counter_session(Backend& be, std::string* why);
 
 }  // namespace tbd

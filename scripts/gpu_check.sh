@@ -55,7 +55,7 @@ else
   status=1
 fi
 have_bundle=0
-if [[ -f "$BUNDLE/MANIFEST" && -f "$BUNDLE/lib/libtbd.so" ]]; then
+if [[ -f "$BUNDLE/MANIFEST" && -f "$BUNDLE/lib/libtbd_core.so" ]]; then
   have_bundle=1
   say "bundle $BUNDLE: $(head -1 "$BUNDLE/MANIFEST")"
   ls "$BUNDLE"/bin/*cuda*_test >/dev/null 2>&1 || say "note: the bundle has no CUDA test binaries"

@@ -9,7 +9,7 @@
 # oneDNN, no apt and no network. So the bundle carries:
 #   bin/    tbd_bench (if built) and the CUDA test binaries (tests/*cuda*_test; ALL_TESTS=1 packs
 #           every test binary, which may not fit)
-#   lib/    libtbd.so and every library they load that is neither glibc nor a CUDA library:
+#   lib/    libtbd_*.so and every library they load that is neither glibc nor a CUDA library:
 #           libbenchmark.so.1debian, libdnnl.so.2, libgomp.so.1, libOpenCL.so.1, libstdc++.so.6,
 #           libgcc_s.so.1, ... (found with ldd here)
 #   MANIFEST  what was packed, sizes, the build's git commit and the CUDA libraries expected
@@ -27,7 +27,9 @@ LIMIT_BYTES=$((64 * 1024 * 1024))
 
 die() { echo "pack_gpu_bundle: $*" >&2; exit 1; }
 
-[[ -f "$BUILD_DIR/libtbd.so" ]] || die "no $BUILD_DIR/libtbd.so: build first (cmake --preset release && cmake --build build/release)"
+# The engine's libraries, one per layer of the tree (core, backends, layers, models).
+engine_libs=("$BUILD_DIR"/libtbd_*.so)
+[[ -f "${engine_libs[0]}" ]] || die "no $BUILD_DIR/libtbd_*.so: build first (cmake --preset release && cmake --build build/release)"
 grep -q "TBD_CUDA:BOOL=ON" "$BUILD_DIR/CMakeCache.txt" 2>/dev/null ||
   die "$BUILD_DIR was configured without CUDA (TBD_CUDA=OFF): nothing to run on a GPU"
 
@@ -43,13 +45,13 @@ for t in "$BUILD_DIR"/tests/$test_glob; do [[ -x "$t" ]] && binaries+=("$t"); do
 [[ -x "$BUILD_DIR/tbd_bench" ]] || echo "pack_gpu_bundle: note: no tbd_bench in $BUILD_DIR (tests only)" >&2
 
 for b in "${binaries[@]}"; do cp -p "$b" "$BUNDLE_DIR/bin/"; done
-cp -p "$BUILD_DIR/libtbd.so" "$BUNDLE_DIR/lib/"
+cp -p "${engine_libs[@]}" "$BUNDLE_DIR/lib/"
 
 # Libraries the GPU machine provides itself (glibc and the dynamic loader) or through PyTorch's
 # pip wheels (CUDA): never packed.
-skip_re='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libutil\.so|libresolv\.so|libcudart|libcublas|libcublasLt|libcudnn|libcupti|libnvperf|libcuda\.so|libnvrtc|libnvJitLink|libtbd\.so)'
+skip_re='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libutil\.so|libresolv\.so|libcudart|libcublas|libcublasLt|libcudnn|libcupti|libnvperf|libcuda\.so|libnvrtc|libnvJitLink|libtbd_)'
 declare -A packed=()
-for b in "${binaries[@]}" "$BUILD_DIR/libtbd.so"; do
+for b in "${binaries[@]}" "${engine_libs[@]}"; do
   while read -r name _ path _; do
     [[ -n "${path:-}" && -f "$path" ]] || continue
     [[ "$name" =~ $skip_re ]] && continue

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "backends/backends.h"
 #include "backends/cpu/onednn.h"
 
 namespace tbd {

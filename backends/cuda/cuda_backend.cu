@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "backends/backends.h"
 #include "backends/cuda/cuda_backend.h"
 
 namespace tbd {

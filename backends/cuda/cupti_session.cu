@@ -35,8 +35,9 @@
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/cuda_test_hooks.h"
+#include "backends/cuda/cupti.h"
 #include "core/counters.h"
+#include "backends/backends.h"
 
 namespace tbd {
 namespace cuda {

@@ -45,9 +45,10 @@ struct Result {
   std::string out;  // stdout and stderr together
 };
 
-// Runs tbd_bench with `args` (a shell-quoted string) and captures its output.
-Result run_bench(const std::string& args) {
-  std::string cmd = std::string(TBD_BENCH_BINARY) + " " + args + " 2>&1";
+// Runs tbd_bench (the tests' variant, with the test model; `binary` for another) with `args`
+// (a shell-quoted string) and captures its output.
+Result run_bench(const std::string& args, const char* binary = TBD_BENCH_BINARY) {
+  std::string cmd = std::string(binary) + " " + args + " 2>&1";
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -392,6 +393,18 @@ TEST(TbdBench, FiltersSelectWhatTheySay) {
   EXPECT_EQ(neg, (std::vector<std::string>{"SGD/resnet50/step", "Adam/resnet50/step",
                                           "RMSprop/resnet50/step", "SGD/transformer/step",
                                           "Adam/transformer/step", "RMSprop/transformer/step"}));
+}
+
+// The test model is test-only code: the product binary does not have it and says so.
+TEST(TbdBench, TheProductHasNoTestModel) {
+  Result r = run_bench("--tbd_backend=cpu --tbd_test_models --benchmark_list_tests",
+                       TBD_BENCH_PRODUCT);
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("--tbd_test_models: this binary has no test model"), std::string::npos)
+      << r.out;
+  Result ok = run_bench("--tbd_backend=cpu --benchmark_list_tests --benchmark_filter=TestConvNet",
+                        TBD_BENCH_PRODUCT);
+  EXPECT_EQ(ok.out.find("TestConvNet/"), std::string::npos) << ok.out;
 }
 
 // The layer benchmarks are the models' own layers: the test model's graph (conv1, conv2, a

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "core/backend.h"
+#include "backends/backends.h"
 #include "core/error.h"
 
 namespace tbd {

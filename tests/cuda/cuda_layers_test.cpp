@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "backends/backends.h"
 #include "core/error.h"
 #include "core/random.h"
 #include "layers/activation.h"

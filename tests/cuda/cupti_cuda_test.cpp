@@ -10,10 +10,12 @@
 #include <cmath>
 
 #include "core/counters.h"
+#include "backends/backends.h"
 #include "layers/linear.h"
 #include "tests/support/check.h"
 #ifdef TBD_WITH_CUDA
-#include "backends/cuda/cuda_test_hooks.h"
+#include "backends/cuda/cupti.h"
+#include "tests/cuda/known_ffma.h"
 #endif
 
 namespace tbd::test {
@@ -29,7 +31,7 @@ TEST(CuptiSession, AbsentOnTheCpuBackendWithAReason) {
 Backend& cuda_backend(bool tf32) {
   static std::unique_ptr<Backend> be = make_backend(BackendChoice::kCuda);
 #ifdef TBD_WITH_CUDA
-  cuda::set_tf32_math(*be, tf32);
+  be->set_math_mode(tf32 ? MathMode::kTf32 : MathMode::kFp32);
 #else
   (void)tf32;
 #endif

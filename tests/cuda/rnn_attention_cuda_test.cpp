@@ -14,9 +14,6 @@
 #include "layers/attention.h"
 #include "layers/rnn.h"
 #include "tests/support/check.h"
-#ifdef TBD_WITH_CUDA
-#include "backends/cuda/cuda_test_hooks.h"
-#endif
 
 namespace tbd::test {
 namespace {
@@ -25,7 +22,7 @@ namespace {
 Backend& cuda_backend(bool tf32) {
   static std::unique_ptr<Backend> be = make_backend(BackendChoice::kCuda);
 #ifdef TBD_WITH_CUDA
-  cuda::set_tf32_math(*be, tf32);
+  be->set_math_mode(tf32 ? MathMode::kTf32 : MathMode::kFp32);
 #else
   (void)tf32;
 #endif

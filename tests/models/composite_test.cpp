@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "backends/backends.h"
 #include "layers/activation.h"
 #include "layers/batchnorm2d.h"
 #include "layers/conv2d.h"

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "backends/backends.h"
 #include "layers/activation.h"
 #include "layers/conv2d.h"
 #include "layers/embedding.h"

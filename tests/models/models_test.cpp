@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "backends/backends.h"
 #include "models/breakdown.h"
 #include "models/registry.h"
 #include "models/resnet50.h"

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "backends/backends.h"
 #include "layers/layer.h"
 #include "tests/support/tolerances.h"
 

@@ -1,7 +1,6 @@
-// backends/cuda/cuda_test_hooks.cu: a kernel with a known FFMA count, and the math-mode switch
-// (see cuda_test_hooks.h).
+// tests/cuda/known_ffma.cu: a kernel with a known FFMA count (see known_ffma.h).
 #include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/cuda_test_hooks.h"
+#include "tests/cuda/known_ffma.h"
 
 namespace tbd::cuda {
 namespace {
@@ -32,10 +31,6 @@ double run_known_ffma_kernel(Backend& be, int64_t n) {
   TBD_CUDA_CHECK_LAST();
   be.synchronize();
   return 2.0 * static_cast<double>(n) * static_cast<double>(kKnownFfmaPerThread);
-}
-
-void set_tf32_math(Backend& be, bool tf32) {
-  as_cuda(be).set_math_mode(tf32 ? MathMode::kTf32 : MathMode::kFp32);
 }
 
 }  // namespace tbd::cuda
