@@ -112,6 +112,10 @@ struct Contract {
   // False for outputs that are not differentiable functions of the inputs: a detached copy,
   // region proposals after NMS, sampled targets. Non-f32 outputs never carry a gradient.
   std::vector<bool> output_grads = {};
+  // Per input: whether the kind's output depends differentiably on it (empty: every f32 input
+  // does). False for inputs the output is piecewise constant in (ActivationDgrad's x) or only
+  // indexes with (RoI boxes): backward gets a null dx for them and the graph sends nothing.
+  std::vector<bool> input_grads = {};
 };
 
 template <class Config>
@@ -173,6 +177,10 @@ class Layer {
   bool output_grad(std::size_t i) const {
     return outputs_[i].dtype == DType::kF32 && (i >= output_grads_.size() || output_grads_[i]);
   }
+  // Whether a gradient flows into input i (Contract::input_grads).
+  bool input_grad(std::size_t i) const {
+    return inputs_[i].dtype == DType::kF32 && (i >= input_grads_.size() || input_grads_[i]);
+  }
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }
   const Flops& flops() const { return flops_; }
@@ -218,6 +226,7 @@ class Layer {
   std::vector<TensorDesc> outputs_;
   std::vector<Param> params_;
   std::vector<bool> output_grads_;
+  std::vector<bool> input_grads_;
   bool training_ = true;
   bool param_grads_ = true;
 

@@ -19,6 +19,11 @@
 //   FLOPs fwd 3*E, bwd_data 3*E.
 //   Bytes (FP32): fwd 4*(2E + 1) (read pred, target; write the loss), bwd_data 4*(1 + 4E)
 //   (read dy, pred, target; write both gradients), bwd_weights 0.
+// GradientPenalty: g (N, ...) f32 row-major  y: (1) = weight * mean_n (||g_n||_2 - target)^2,
+//   g_n the n-th sample's slice (WGAN-GP: g = d critic / d x, weight 10, target 1). Gradient:
+//   dg_n = dy * weight * 2 (||g_n|| - target) / N * g_n / ||g_n|| (0 where ||g_n|| = 0).
+//   FLOPs fwd 2*E + 4*N, bwd_data 2*E + 6*N. Bytes fwd 4*(E + 1), bwd_data 4*(1 + 2E) (read dy
+//   and g, write dg; the norms are recomputed).
 // Both reduce in a fixed order (per-row or per-block partial sums, then one serial sum), so
 // the loss is bit-identical from run to run whatever the thread schedule.
 #pragma once
@@ -35,6 +40,12 @@ struct SoftmaxCrossEntropyConfig {
 
 struct MseLossConfig {
   static constexpr const char* kKind = "MseLoss";
+};
+
+struct GradientPenaltyConfig {
+  static constexpr const char* kKind = "GradientPenalty";
+  double weight = 10.0;  // lambda
+  double target = 1.0;   // the norm the penalty pulls toward
 };
 
 // Check the inputs (throw naming the layer, the argument and the dims); return (1).
@@ -55,5 +66,10 @@ Contract contract(const std::string& name, const SoftmaxCrossEntropyConfig& cfg,
 // Contract: inputs pred and target (same shape, f32); y (1) f32; no parameters.
 template <>
 Contract contract(const std::string& name, const MseLossConfig& cfg, const std::vector<TensorDesc>& in);
+
+// Contract: input g (N, ...) f32 row-major, rank >= 2; y (1) f32; no parameters.
+template <>
+Contract contract(const std::string& name, const GradientPenaltyConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 }  // namespace tbd
