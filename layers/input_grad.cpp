@@ -14,8 +14,8 @@ void check_row_major_f32(const char* kind, const std::string& name, const char* 
 }  // namespace
 
 // LinearDgrad, M = rows of dy, O = out, I = in:
-//   FLOPs fwd 2*M*O*I (dx = dy W), bwd_data 2*M*O*I (v W^T), bwd_weights 2*M*O*I (dy^T v).
-//   Bytes fwd 4*(M*O + O*I + M*I); bwd_data 4*(M*I + O*I + M*O); bwd_weights
+//   FLOPs fprop 2*M*O*I (dx = dy W), dgrad 2*M*O*I (v W^T), wgrad 2*M*O*I (dy^T v).
+//   Bytes fprop 4*(M*O + O*I + M*I); dgrad 4*(M*I + O*I + M*O); wgrad
 //   4*(M*O + M*I + 2*O*I).
 template <>
 Contract contract(const std::string& name, const LinearDgradConfig& cfg,
@@ -41,7 +41,7 @@ Contract contract(const std::string& name, const LinearDgradConfig& cfg,
 }
 
 // Conv2dDgrad: the forward conv's figures with x = dx (N, C, H, W), y = dy, no bias: its dgrad
-// becomes fwd, its fprop bwd_data, its wgrad stays.
+// becomes fprop, its fprop dgrad, its wgrad stays.
 template <>
 Contract contract(const std::string& name, const Conv2dDgradConfig& cfg,
                   const std::vector<TensorDesc>& in) {
@@ -65,12 +65,12 @@ Contract contract(const std::string& name, const Conv2dDgradConfig& cfg,
                   {{"weight", Shape{K, C / G, conv.kernel_h, conv.kernel_w}, Init::kHeNormal,
                     (C / G) * conv.kernel_h * conv.kernel_w,
                     (K / G) * conv.kernel_h * conv.kernel_w, true}},
-                  Flops{f.bwd_data, f.fwd, f.bwd_weights},
-                  Bytes{b.bwd_data, b.fwd, b.bwd_weights}};
+                  Flops{f.dgrad, f.fprop, f.wgrad},
+                  Bytes{b.dgrad, b.fprop, b.wgrad}};
 }
 
-// ActivationDgrad, E elements: FLOPs fwd and bwd_data E (ReLU: a select) or 2E (leaky: a
-// compare and a multiply); bytes fwd 4*3E (read dy, x; write dx), bwd_data 4*3E (read v, x;
+// ActivationDgrad, E elements: FLOPs fprop and dgrad E (ReLU: a select) or 2E (leaky: a
+// compare and a multiply); bytes fprop 4*3E (read dy, x; write dx), dgrad 4*3E (read v, x;
 // write d(dy)).
 template <>
 Contract contract(const std::string& name, const ActivationDgradConfig& cfg,
@@ -97,7 +97,7 @@ Shape pool2d_dgrad_input_shape(const Pool2dDgradConfig& cfg, const Shape& dy) {
   return Shape{dy[0], dy[1], cfg.in_h, cfg.in_w};
 }
 
-// Pool2dDgrad (average): the forward pooling's figures with fwd and bwd_data swapped.
+// Pool2dDgrad (average): the forward pooling's figures with fprop and dgrad swapped.
 template <>
 Contract contract(const std::string& name, const Pool2dDgradConfig& cfg,
                   const std::vector<TensorDesc>& in) {
@@ -116,13 +116,13 @@ Contract contract(const std::string& name, const Pool2dDgradConfig& cfg,
                   ys.to_string(), ")");
   const Flops f = pool2d_flops(cfg.pool, xs, ys);
   const Bytes b = pool2d_bytes(cfg.pool, xs, ys);
-  return Contract{{TensorDesc{xs}}, {}, Flops{f.bwd_data, f.fwd, 0}, Bytes{b.bwd_data, b.fwd, 0}};
+  return Contract{{TensorDesc{xs}}, {}, Flops{f.dgrad, f.fprop, 0}, Bytes{b.dgrad, b.fprop, 0}};
 }
 
-// LayerNormDgrad, E = M*D: FLOPs fwd 10E (g, xh, two row means, dx), bwd_data 30E (P(v), the
-// row means of v*g, v*xh, and the five-term d(x)), bwd_weights 2E (dg * dy summed over rows).
-// Bytes fwd 4*(3E + D) (read dy, x, gamma; write dx), bwd_data 4*(5E + D) (read v, dy, x,
-// gamma; write d(dy) and d(x)), bwd_weights 4*(3E + 2D) (read v, dy, x; read and write
+// LayerNormDgrad, E = M*D: FLOPs fprop 10E (g, xh, two row means, dx), dgrad 30E (P(v), the
+// row means of v*g, v*xh, and the five-term d(x)), wgrad 2E (dg * dy summed over rows).
+// Bytes fprop 4*(3E + D) (read dy, x, gamma; write dx), dgrad 4*(5E + D) (read v, dy, x,
+// gamma; write d(dy) and d(x)), wgrad 4*(3E + 2D) (read v, dy, x; read and write
 // d(gamma)). The row statistics are recomputed from x (2 more passes over E floats in cache).
 template <>
 Contract contract(const std::string& name, const LayerNormDgradConfig& cfg,

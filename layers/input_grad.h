@@ -27,7 +27,7 @@
 //                 - P(g) mean(v xh) - P(v) mean(g xh)].
 //
 // FLOPs and bytes (a lower bound, layers/layer.h): the forward kind's dgrad figures become
-// fwd, its fprop figures (without bias) bwd_data, and wgrad keeps its figures; the formulas are
+// fprop, its fprop figures (without bias) dgrad, and wgrad keeps its figures; the formulas are
 // in layers/input_grad.cpp beside each contract.
 #pragma once
 

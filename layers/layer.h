@@ -38,15 +38,15 @@ namespace tbd {
 // FLOPs and bytes (below) from being added to each other.
 template <class Tag>
 struct PhaseWork {
-  double fwd = 0;
-  double bwd_data = 0;
-  double bwd_weights = 0;
-  double bwd() const { return bwd_data + bwd_weights; }
-  double total() const { return fwd + bwd_data + bwd_weights; }
+  double fprop = 0;
+  double dgrad = 0;
+  double wgrad = 0;
+  double bwd() const { return dgrad + wgrad; }
+  double total() const { return fprop + dgrad + wgrad; }
   PhaseWork& operator+=(const PhaseWork& o) {
-    fwd += o.fwd;
-    bwd_data += o.bwd_data;
-    bwd_weights += o.bwd_weights;
+    fprop += o.fprop;
+    dgrad += o.dgrad;
+    wgrad += o.wgrad;
     return *this;
   }
 };
@@ -62,11 +62,11 @@ using Flops = PhaseWork<struct FlopTag>;
 //     exactly once: no re-reads for tiling, no write-allocate, no library scratch
 //     (workspaces, blocked weight copies) and no temporaries that an ideal fused kernel keeps
 //     on chip;
-//   * fwd reads the inputs and parameters and writes the outputs (and whatever the kind saves
+//   * fprop reads the inputs and parameters and writes the outputs (and whatever the kind saves
 //     for backward: batch statistics, a dropout mask, gate activations);
-//   * bwd_data reads dy and the saved tensors its math needs (weights for conv and linear, x
+//   * dgrad reads dy and the saved tensors its math needs (weights for conv and linear, x
 //     or y for activations, statistics for norms, the mask for dropout) and writes dx;
-//   * bwd_weights reads what the parameter gradients need (x, dy) and reads AND writes each
+//   * wgrad reads what the parameter gradients need (x, dy) and reads AND writes each
 //     parameter gradient (they accumulate, +=; see the gradient policy above);
 //   * the phases are separate passes (as dgrad and wgrad are separate primitives), so a phase
 //     sum reads dy twice; a kind whose libraries fuse both gradients (the norms) says so.

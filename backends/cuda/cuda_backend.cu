@@ -1,7 +1,7 @@
 // backends/cuda/cuda_backend.cu: the CUDA backend (device detection, pooled device memory,
 // library handles, math mode, copies, fill and accumulate kernels).
 //
-// Detection follows shared/notes/cuda.md: cudaGetDeviceCount returns 35 (insufficient driver)
+// Detection follows docs/cuda.md: cudaGetDeviceCount returns 35 (insufficient driver)
 // without a driver and 100 without a device; anything but success with a device counts as "no
 // device", and its error text is what `--tbd_backend=cuda` reports. The binary never links the
 // driver stub, and no library call beyond version queries happens before a device was found.

@@ -163,7 +163,7 @@ class CudaBackend final : public Backend {
   void* workspace() const { return workspace_.raw(); }
   std::size_t workspace_bytes() const { return workspace_.defined() ? workspace_.bytes() : 0; }
 
-  // Peak FP32 FLOP/s = 2 x FP32 lanes/SM x SMs x clock (shared/notes/cuda.md), and its source.
+  // Peak FP32 FLOP/s = 2 x FP32 lanes/SM x SMs x clock (docs/cuda.md), and its source.
   double peak_fp32_flops() const;
   std::string peak_fp32_source() const;
   // Device memory bandwidth, measured (the roofline's memory roof): a device-to-device

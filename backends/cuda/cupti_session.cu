@@ -7,7 +7,7 @@
 //      FP32 FLOPs = 2 * ffma + fadd + fmul  (smsp__sass_thread_inst_executed_op_*_pred_on.sum)
 //      TF32 tensor work = sm__ops_path_tensor_src_tf32_dst_fp32.sum x kTf32FlopPerTensorOp.
 //    The legacy profiler API is deprecated in CUDA 13 and the event/metric API is gone, so this
-//    is the only route to executed-FLOP counts (shared/notes/cuda.md).
+//    is the only route to executed-FLOP counts (docs/cuda.md).
 //  * measure_timeline: the Activity API. CONCURRENT_KERNEL records (KIND_KERNEL would serialize
 //    the kernels) give the kernel intervals; their union over the wall time between two
 //    cuptiGetTimestamp() readings is the GPU busy time. push_tag()/pop_tag() bracket launches with
@@ -15,7 +15,7 @@
 //    RUNTIME and DRIVER API records, which are enabled for that purpose) are joined with the
 //    kernels on correlationId to attribute kernel time to layers.
 // Profiled passes run instrumented code and are never timed by the caller. CUPTI is never called
-// without a usable device (it crashes without one, notes/cuda.md). When counters cannot be read
+// without a usable device (it crashes without one, docs/cuda.md). When counters cannot be read
 // (no permission, unsupported device or chip) the FLOP counters stay absent, why_missing says
 // why, and the reason is logged once per process.
 #include <cudaTypedefs.h>
@@ -75,7 +75,7 @@ const char* const kMetrics[] = {
     "sm__ops_path_tensor_src_tf32_dst_fp32.sum",
 };
 constexpr std::size_t kNumMetrics = sizeof(kMetrics) / sizeof(kMetrics[0]);
-// User replay re-runs the work once per pass; GH100 needs 2 for these metrics (notes/cuda.md).
+// User replay re-runs the work once per pass; GH100 needs 2 for these metrics (docs/cuda.md).
 constexpr int kMaxPasses = 16;
 
 // CUPTI parameter structs: zero-initialised with their structSize set (the ABI check).
@@ -94,7 +94,7 @@ std::atomic<bool> g_flops_logged{false};
 std::atomic<bool> g_timeline_logged{false};
 
 // The CUcontext CUPTI's range profiler needs. The binary must not link the driver stub
-// (notes/cuda.md), so cuCtxGetCurrent is reached through the runtime's entry-point query.
+// (docs/cuda.md), so cuCtxGetCurrent is reached through the runtime's entry-point query.
 CUcontext current_context(int device) {
   TBD_CUDA_CHECK(cudaSetDevice(device));
   TBD_CUDA_CHECK(cudaFree(nullptr));  // makes the primary context current on this thread

@@ -64,7 +64,7 @@ TEST(CudaBackendSelection, UnusableDeviceComesWithAReason) {
   std::string why;
   if (cuda_usable(&why)) GTEST_SKIP() << "a CUDA device is usable here";
   EXPECT_FALSE(why.empty());
-  // Without a driver the runtime reports error 35, elsewhere 100 (shared/notes/cuda.md); a
+  // Without a driver the runtime reports error 35, elsewhere 100 (docs/cuda.md); a
   // build without CUDA says so.
   if (cuda_compiled()) {
     EXPECT_NE(why.find("CUDA"), std::string::npos) << why;
@@ -157,12 +157,12 @@ void compare_layer(Backend& cpu, Backend& gpu, const Config& cfg, const std::vec
     EXPECT_EQ(lc->params()[k].init, lg->params()[k].init) << lg->params()[k].name;
     EXPECT_EQ(lc->params()[k].decay, lg->params()[k].decay) << lg->params()[k].name;
   }
-  EXPECT_DOUBLE_EQ(lc->flops().fwd, lg->flops().fwd);
-  EXPECT_DOUBLE_EQ(lc->flops().bwd_data, lg->flops().bwd_data);
-  EXPECT_DOUBLE_EQ(lc->flops().bwd_weights, lg->flops().bwd_weights);
-  EXPECT_DOUBLE_EQ(lc->bytes().fwd, lg->bytes().fwd);
-  EXPECT_DOUBLE_EQ(lc->bytes().bwd_data, lg->bytes().bwd_data);
-  EXPECT_DOUBLE_EQ(lc->bytes().bwd_weights, lg->bytes().bwd_weights);
+  EXPECT_DOUBLE_EQ(lc->flops().fprop, lg->flops().fprop);
+  EXPECT_DOUBLE_EQ(lc->flops().dgrad, lg->flops().dgrad);
+  EXPECT_DOUBLE_EQ(lc->flops().wgrad, lg->flops().wgrad);
+  EXPECT_DOUBLE_EQ(lc->bytes().fprop, lg->bytes().fprop);
+  EXPECT_DOUBLE_EQ(lc->bytes().dgrad, lg->bytes().dgrad);
+  EXPECT_DOUBLE_EQ(lc->bytes().wgrad, lg->bytes().wgrad);
 
   struct Side {
     Backend* be;
@@ -534,7 +534,7 @@ TEST_F(CudaTest, Conv2dRecordsItsAlgorithms) {
   auto l = make_layer<Conv2dConfig>(gpu(), "conv", Conv2dConfig::square(8, 3, 1, 1),
                                     {f32({2, 4, 8, 8})});
   const std::string d = l->describe();
-  EXPECT_NE(d.find("fwd="), std::string::npos) << d;
+  EXPECT_NE(d.find("fprop="), std::string::npos) << d;
   EXPECT_NE(d.find("dgrad="), std::string::npos) << d;
   EXPECT_NE(d.find("wgrad="), std::string::npos) << d;
   EXPECT_NE(d.find("ws "), std::string::npos) << d;

@@ -126,12 +126,12 @@ void compare_backends(const Config& cfg, const std::vector<TensorDesc>& in, bool
   ASSERT_EQ(cpu_layer->params().size(), gpu_layer->params().size());
   // The FLOP and byte formulas are shared (layers/<kind>.cpp): both backends report the same
   // counts.
-  EXPECT_DOUBLE_EQ(cpu_layer->flops().fwd, gpu_layer->flops().fwd);
-  EXPECT_DOUBLE_EQ(cpu_layer->flops().bwd_data, gpu_layer->flops().bwd_data);
-  EXPECT_DOUBLE_EQ(cpu_layer->flops().bwd_weights, gpu_layer->flops().bwd_weights);
-  EXPECT_DOUBLE_EQ(cpu_layer->bytes().fwd, gpu_layer->bytes().fwd);
-  EXPECT_DOUBLE_EQ(cpu_layer->bytes().bwd_data, gpu_layer->bytes().bwd_data);
-  EXPECT_DOUBLE_EQ(cpu_layer->bytes().bwd_weights, gpu_layer->bytes().bwd_weights);
+  EXPECT_DOUBLE_EQ(cpu_layer->flops().fprop, gpu_layer->flops().fprop);
+  EXPECT_DOUBLE_EQ(cpu_layer->flops().dgrad, gpu_layer->flops().dgrad);
+  EXPECT_DOUBLE_EQ(cpu_layer->flops().wgrad, gpu_layer->flops().wgrad);
+  EXPECT_DOUBLE_EQ(cpu_layer->bytes().fprop, gpu_layer->bytes().fprop);
+  EXPECT_DOUBLE_EQ(cpu_layer->bytes().dgrad, gpu_layer->bytes().dgrad);
+  EXPECT_DOUBLE_EQ(cpu_layer->bytes().wgrad, gpu_layer->bytes().wgrad);
 
   Data d = make_data(*cpu_layer, int_inputs, 7);
   Results want = run(cpu_backend(), *cpu_layer, d);
