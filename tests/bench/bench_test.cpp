@@ -257,6 +257,21 @@ TEST(BenchNames, FormattersMatchTheGrammar) {
   EXPECT_EQ(model_bench_name("ResNet50", 96), "ResNet50/train/batch:96");
 }
 
+// What Google Benchmark is given: the base it registers, and the batch and model parameters as
+// named arguments, which it appends as /<name>:<value> (the binary's tests check the result).
+TEST(BenchNames, PartsSplitTheBaseFromGoogleBenchmarksArguments) {
+  BenchNameParts m = model_bench_parts("Transformer", 8, {{"len", 32}});
+  EXPECT_EQ(m.base, "Transformer/train");
+  EXPECT_EQ(m.args, (NameParams{{"batch", 8}, {"len", 32}}));
+  EXPECT_EQ(m.str(), "Transformer/train/batch:8/len:32");
+  BenchNameParts l = layer_bench_parts("Conv2d", "resnet50.layer2.0.conv2", "fwd", 32);
+  EXPECT_EQ(l.base, "Conv2d/resnet50.layer2.0.conv2/fwd");
+  EXPECT_EQ(l.args, (NameParams{{"batch", 32}}));
+  BenchNameParts o = optimizer_bench_parts("SGD", "resnet50");
+  EXPECT_EQ(o.base, "SGD/resnet50/step");
+  EXPECT_TRUE(o.args.empty());
+}
+
 // ---- the metric table and the bandwidth triad ----
 
 TEST(Metrics, EveryCounterHasOneEntryAndPatternsMatch) {
