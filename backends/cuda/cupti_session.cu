@@ -63,7 +63,8 @@ namespace {
 // The TF32 tensor metric counts tensor-pipe operations, not FLOPs. This factor converts it to
 // FLOPs (FMA = 2). It MUST be calibrated once on a GPU against a cuBLAS TF32 GEMM of known
 // 2*M*N*K FLOPs (tests/cuda/cupti_cuda_test.cpp, Tf32Calibration, prints the measured ratio);
-// until then it is 1.0 and every output that carries tensor_utilization says so (peak_source).
+// until then it is 1.0 and every output that carries tensor_utilization says so
+// (tf32_tensor_flop_method, the run's context).
 constexpr double kTf32FlopPerTensorOp = 1.0;
 constexpr bool kTf32Calibrated = false;
 
@@ -188,8 +189,7 @@ const CUpti_ActivityKind kTimelineKinds[] = {
 
 class CuptiSession final : public CounterSession {
  public:
-  explicit CuptiSession(CudaBackend& be) : be_(be), device_(be.device()) {
-    compute_peaks();
+  explicit CuptiSession(CudaBackend& be) : device_(be.device()) {
     try {
       init_range_profiler();
     } catch (const std::exception& e) {
@@ -291,52 +291,14 @@ class CuptiSession final : public CounterSession {
         cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last));
   }
 
-  double peak_fp32_flops() const override { return peak_fp32_; }
-  double peak_tf32_flops() const override { return peak_tf32_; }
-  std::string peak_source() const override { return peak_source_; }
-  double peak_bandwidth_bytes_per_s() const override { return peak_bandwidth_; }
-  std::string peak_bandwidth_method() const override { return peak_bandwidth_method_; }
-
- private:
-  void compute_peaks() {
-    peak_fp32_ = be_.peak_fp32_flops();
-    // Measured once per session (once per run): a failure leaves the memory roof unknown
-    // (roofline counters absent) rather than failing the run.
-    try {
-      CudaBackend::CopyBandwidth bw = be_.measure_copy_bandwidth();
-      peak_bandwidth_ = bw.bytes_per_s;
-      peak_bandwidth_method_ = bw.method;
-    } catch (const std::exception& e) {
-      peak_bandwidth_ = 0;
-      peak_bandwidth_method_ =
-          std::string("unknown: the copy bandwidth measurement failed: ") + e.what();
-    }
-    int sms = 0, clock_khz = 0, major = 0, minor = 0;
-    TBD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
-    TBD_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device_));
-    TBD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_));
-    TBD_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_));
-    // Dense TF32 tensor FLOPs per SM per clock, from the datasheets: H100 SXM 494.7 TFLOP/s =
-    // 132 SMs x 1.83 GHz x 2048; A100 156 TFLOP/s = 108 x 1.41 GHz x 1024; GA10x/AD10x 256.
-    double per_sm_clk = 0;
-    if (major == 9)
-      per_sm_clk = 2048;
-    else if (major == 8 && minor == 0)
-      per_sm_clk = 1024;
-    else if (major == 8)
-      per_sm_clk = 256;
-    peak_tf32_ = per_sm_clk * sms * clock_khz * 1e3;
-    peak_source_ = detail::concat(
-        "fp32: ", be_.peak_fp32_source(), "; tf32: ",
-        per_sm_clk > 0 ? detail::concat(per_sm_clk, " dense FLOP/clk/SM (datasheet, sm_", major,
-                                        minor, ") x ", sms, " SMs x ", clock_khz / 1000,
-                                        " MHz (cudaDevAttrClockRate, max boost)")
-                       : detail::concat("unknown for sm_", major, minor),
-        "; tf32_tensor_flop = sm__ops_path_tensor_src_tf32_dst_fp32.sum x ", kTf32FlopPerTensorOp,
+  std::string tf32_tensor_flop_method() const override {
+    return detail::concat(
+        "sm__ops_path_tensor_src_tf32_dst_fp32.sum x ", kTf32FlopPerTensorOp,
         kTf32Calibrated ? " (calibrated against a cuBLAS TF32 GEMM)"
                         : " (UNCALIBRATED: calibrate on a GPU against a cuBLAS TF32 GEMM)");
   }
 
+ private:
   void init_range_profiler() {
     CUcontext ctx = current_context(device_);
     auto init = TBD_CUPTI_PARAMS(CUpti_Profiler_Initialize_Params);
@@ -528,7 +490,6 @@ class CuptiSession final : public CounterSession {
     }
   }
 
-  CudaBackend& be_;
   int device_;
   std::string chip_;
   std::vector<uint8_t> counter_availability_;
@@ -537,10 +498,6 @@ class CuptiSession final : public CounterSession {
   bool profiler_initialized_ = false;
   std::size_t num_passes_ = 0;
   std::string flops_unavailable_;
-  double peak_fp32_ = 0, peak_tf32_ = 0;
-  std::string peak_source_;
-  double peak_bandwidth_ = 0;
-  std::string peak_bandwidth_method_;
 };
 
 }  // namespace
