@@ -1,4 +1,5 @@
-// layers/cuda/loss_cuda.cu: SoftmaxCrossEntropy and MseLoss on CUDA (own kernels).
+// layers/cuda/loss_cuda.cu: SoftmaxCrossEntropy, MseLoss and GradientPenalty on CUDA (own
+// kernels).
 //
 // Both losses reduce to one scalar in two fixed-shape passes (per-row or per-block partials,
 // then one block summing them in order), so the loss is bit-identical from run to run.
@@ -233,6 +234,80 @@ class MseLossCuda final : public Layer {
 };
 
 TBD_REGISTER_LAYER(MseLossConfig, DeviceKind::kCuda, MseLossCuda);
+
+// ---- GradientPenalty ----
+
+// norm[n] = ||g_n||_2 in double; a block per sample.
+__global__ void gp_norm_kernel(const float* __restrict__ g, int64_t D, double* __restrict__ norm) {
+  __shared__ double shared[32];
+  const float* gn = g + blockIdx.x * D;
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) s += static_cast<double>(gn[i]) * gn[i];
+  s = block_sum(s, shared);
+  if (threadIdx.x == 0) norm[blockIdx.x] = sqrt(s);
+}
+
+// y = weight * mean_n (norm[n] - target)^2, samples summed in a fixed order.
+__global__ void gp_loss_kernel(const double* __restrict__ norm, int64_t N, double weight,
+                               double target, float* __restrict__ y) {
+  __shared__ double shared[32];
+  double s = 0;
+  for (int64_t n = threadIdx.x; n < N; n += blockDim.x) s += (norm[n] - target) * (norm[n] - target);
+  s = block_sum(s, shared);
+  if (threadIdx.x == 0) y[0] = static_cast<float>(weight * s / static_cast<double>(N));
+}
+
+// dg_n = dy * weight * 2 (norm - target) / N * g_n / norm (0 where norm = 0).
+__global__ void gp_bwd_kernel(const float* __restrict__ g, const double* __restrict__ norm,
+                              const float* __restrict__ dy, float* __restrict__ dg, int64_t N,
+                              int64_t D, double weight, double target) {
+  const double scale = static_cast<double>(dy[0]) * weight * 2.0 / static_cast<double>(N);
+  TBD_GRID_STRIDE(i, N * D) {
+    const double nn = norm[i / D];
+    dg[i] = nn > 0 ? static_cast<float>(scale * (nn - target) / nn * g[i]) : 0.f;
+  }
+}
+
+class GradientPenaltyCuda final : public Layer {
+ public:
+  GradientPenaltyCuda(Backend& be, const std::string& name, const GradientPenaltyConfig& cfg,
+                      const std::vector<TensorDesc>& in)
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+    N_ = in[0].shape[0];
+    D_ = in[0].shape.numel() / N_;
+    norms_ = be.empty(Shape{2 * N_}, MemCategory::kWorkspace);  // N_ doubles
+  }
+  const char* kind() const override { return GradientPenaltyConfig::kKind; }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    auto* norm = static_cast<double*>(norms_.raw());
+    gp_norm_kernel<<<static_cast<unsigned>(N_), kBlock, 0, cu_.stream()>>>(x[0]->f32(), D_, norm);
+    TBD_CUDA_CHECK_LAST();
+    gp_loss_kernel<<<1, kBlock, 0, cu_.stream()>>>(norm, N_, cfg_.weight, cfg_.target,
+                                                   y[0]->f32());
+    TBD_CUDA_CHECK_LAST();
+  }
+
+  // The norms are recomputed (forward's are still there unless another call came between).
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    if (dx[0] == nullptr) return;
+    auto* norm = static_cast<double*>(norms_.raw());
+    gp_norm_kernel<<<static_cast<unsigned>(N_), kBlock, 0, cu_.stream()>>>(x[0]->f32(), D_, norm);
+    TBD_CUDA_CHECK_LAST();
+    gp_bwd_kernel<<<grid_for(N_ * D_), kBlock, 0, cu_.stream()>>>(
+        x[0]->f32(), norm, dy[0]->f32(), dx[0]->f32(), N_, D_, cfg_.weight, cfg_.target);
+    TBD_CUDA_CHECK_LAST();
+  }
+
+ private:
+  GradientPenaltyConfig cfg_;
+  CudaBackend& cu_;
+  int64_t N_ = 0, D_ = 0;
+  Tensor norms_;
+};
+
+TBD_REGISTER_LAYER(GradientPenaltyConfig, DeviceKind::kCuda, GradientPenaltyCuda);
 
 }  // namespace
 }  // namespace tbd::cuda
