@@ -8,8 +8,8 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/backend.h"

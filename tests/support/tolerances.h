@@ -102,6 +102,27 @@ constexpr Tol tolerance(Target t, Phase phase, OpClass c) {
   return cpu;
 }
 
+// The table's order, checked when it is edited: no target is stricter than the CPU, TF32 is
+// never stricter than strict FP32, and a weight gradient never stricter than its forward.
+constexpr bool tolerances_are_ordered() {
+  auto ge = [](Tol a, Tol b) { return a.atol >= b.atol && a.rtol >= b.rtol; };
+  const Phase phases[] = {Phase::kFwd, Phase::kDgrad, Phase::kWgrad, Phase::kUpdate};
+  const OpClass classes[] = {OpClass::kElementwise, OpClass::kPlain, OpClass::kReduction,
+                             OpClass::kTranscendental, OpClass::kRecurrent};
+  for (OpClass c : classes) {
+    for (Phase p : phases) {
+      const Tol cpu = tolerance(Target::kCpu, p, c);
+      const Tol fp32 = tolerance(Target::kCudaFp32, p, c);
+      if (!ge(fp32, cpu) || !ge(tolerance(Target::kCudaTf32, p, c), fp32)) return false;
+    }
+    for (Target t : kAllTargets) {
+      if (!ge(tolerance(t, Phase::kWgrad, c), tolerance(t, Phase::kFwd, c))) return false;
+    }
+  }
+  return true;
+}
+static_assert(tolerances_are_ordered(), "tests/support/tolerances.h: the table is out of order");
+
 // Named CPU entries for the tests that compare outside the harness (CPU-only behaviour).
 inline constexpr Tol kF32 = tolerance(Target::kCpu, Phase::kFwd, OpClass::kPlain);
 inline constexpr Tol kF32Reduction = tolerance(Target::kCpu, Phase::kWgrad, OpClass::kPlain);
