@@ -14,6 +14,16 @@ void Backend::set_math_mode(MathMode m) {
             to_string(kind()), " backend (strict fp32 only)");
 }
 
+PeakRate Backend::peak_flops(MathMode m) {
+  return {0, std::string("unknown: the ") + to_string(kind()) + " backend does not say its " +
+                 to_string(m) + " peak"};
+}
+
+PeakRate Backend::peak_bandwidth() {
+  return {0, std::string("unknown: the ") + to_string(kind()) + " backend does not say its "
+                                                                 "memory bandwidth"};
+}
+
 static int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())

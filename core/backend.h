@@ -23,6 +23,13 @@ namespace tbd {
 enum class MathMode { kFp32, kTf32 };
 const char* to_string(MathMode m);  // "fp32", "tf32"
 
+// A peak rate of the device (FLOP/s or bytes/s) and how it was obtained, one line for the run's
+// context. per_s == 0: unknown (then the utilizations that divide by it are absent).
+struct PeakRate {
+  double per_s = 0;
+  std::string method;
+};
+
 class Backend {
  public:
   explicit Backend(std::unique_ptr<RawAllocator> raw) : allocator_(std::move(raw)) {}
@@ -67,6 +74,13 @@ class Backend {
   virtual double stop_timer();
   // Evicts device caches (the GPU's L2) before a cold-cache iteration; no-op by default.
   virtual void flush_l2() {}
+  // The peak rates utilizations and the roofline divide by. peak_flops(m): the arithmetic peak
+  // of math mode m (0 with a reason for a mode the device lacks); peak_bandwidth(): device
+  // memory bandwidth. Measured or derived on the first call and kept (CPU: micro-kernels that
+  // take about a second with the threads in use then; CUDA: device properties and a copy), so
+  // call them once the thread count is set. Default: unknown.
+  virtual PeakRate peak_flops(MathMode m);
+  virtual PeakRate peak_bandwidth();
 
  private:
   TrackingAllocator allocator_;

@@ -35,14 +35,9 @@ class CounterSession {
   // Attribute kernels launched between push and pop to `tag` (a layer id).
   virtual void push_tag(int tag) = 0;
   virtual void pop_tag() = 0;
-  // Peak rates the utilizations are computed against, with their source.
-  virtual double peak_fp32_flops() const = 0;
-  virtual double peak_tf32_flops() const = 0;
-  virtual std::string peak_source() const = 0;
-  // Peak device memory bandwidth (bytes/s; 0: unknown), the roofline's memory roof, measured
-  // once per session (CUDA: a device-to-device copy), and how it was obtained.
-  virtual double peak_bandwidth_bytes_per_s() const = 0;
-  virtual std::string peak_bandwidth_method() const = 0;
+  // How tf32_tensor_flop is obtained from the counters (its calibration), for the run's
+  // context. The peaks the utilizations divide by are the backend's (Backend::peak_flops).
+  virtual std::string tf32_tensor_flop_method() const = 0;
 };
 
 

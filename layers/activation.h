@@ -2,10 +2,10 @@
 //
 //   x: any shape, any layout  y: like x
 // FLOPs (per element, counted as the usual formula): relu 1/1, leaky relu 2/2,
-// tanh 4/3, sigmoid 4/3, gelu (erf) 8/10 for fwd/bwd_data. No weights.
+// tanh 4/3, sigmoid 4/3, gelu (erf) 8/10 for fprop/dgrad. No weights.
 // Bytes (FP32; a lower bound, layers/layer.h), E = elements of x:
-//   fwd 4*2E (read x, write y); bwd_data 4*3E (read dy and one saved tensor: x for relu,
-//   leaky relu and gelu, y for tanh and sigmoid; write dx); bwd_weights 0.
+//   fprop 4*2E (read x, write y); dgrad 4*3E (read dy and one saved tensor: x for relu,
+//   leaky relu and gelu, y for tanh and sigmoid; write dx); wgrad 0.
 #pragma once
 
 #include "layers/layer.h"

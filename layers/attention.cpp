@@ -51,16 +51,16 @@ Flops attention_flops(const MultiHeadAttentionConfig& c, const AttentionDims& d,
   const double e_dh = e * d.dh;
   const double proj = 4 * mq * D * D + 4 * mk * D * D;
   Flops f;
-  f.fwd = proj + 4 * e_dh + 6 * e;
-  f.bwd_data = proj + 8 * e_dh + 5 * e + (c.cross ? mk * D : 2 * mq * D);
-  f.bwd_weights = proj + 4 * D * D;
+  f.fprop = proj + 4 * e_dh + 6 * e;
+  f.dgrad = proj + 8 * e_dh + 5 * e + (c.cross ? mk * D : 2 * mq * D);
+  f.wgrad = proj + 4 * D * D;
   if (dropout_active) {
-    f.fwd += 2 * e;
-    f.bwd_data += e;
+    f.fprop += 2 * e;
+    f.dgrad += e;
   }
   if (c.bias) {
-    f.fwd += 2 * (mq + mk) * D;
-    f.bwd_weights += 2 * (mq + mk) * D;
+    f.fprop += 2 * (mq + mk) * D;
+    f.wgrad += 2 * (mq + mk) * D;
   }
   return f;
 }
@@ -77,12 +77,12 @@ Bytes attention_bytes(const MultiHeadAttentionConfig& c, const AttentionDims& d,
   const double mask = dropout_active ? kMaskBytesPerScore * e : 0.0;
   Bytes b;
   // q_in, kv_in, parameters; y, Q, K, V, P, O.
-  b.fwd = bytes_of(q + kv_in + params + q + q + 2 * kv + e + q) + mask;
-  if (c.padding_mask) b.fwd += bytes_of(static_cast<double>(d.N), DType::kI32);
+  b.fprop = bytes_of(q + kv_in + params + q + q + 2 * kv + e + q) + mask;
+  if (c.padding_mask) b.fprop += bytes_of(static_cast<double>(d.N), DType::kI32);
   // dy, weights, Q, K, V, P; dq_in, dkv_in, dQ, dK, dV.
-  b.bwd_data = bytes_of(q + weights + q + 2 * kv + e + q + kv_in + q + 2 * kv) + mask;
+  b.dgrad = bytes_of(q + weights + q + 2 * kv + e + q + kv_in + q + 2 * kv) + mask;
   // dy, O, dQ, dK, dV, q_in, kv_in; read and write the parameter gradients.
-  b.bwd_weights = bytes_of(q + q + q + 2 * kv + q + kv_in + 2 * params);
+  b.wgrad = bytes_of(q + q + q + 2 * kv + q + kv_in + 2 * params);
   return b;
 }
 

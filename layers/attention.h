@@ -18,14 +18,14 @@
 // FLOPs (FMA = 2; Mq = N*Tq, Mk = N*Tk, E = N*h*Tq*Tk scores, E*dh = N*Tq*Tk*D). Exact for the
 // CPU implementation, with the softmax counted densely over all E scores (the GEMMs compute
 // masked scores too; the softmax skips them, which is not subtracted):
-//   fwd = 4*Mq*D*D (q, out proj) + 4*Mk*D*D (k, v) + 4*E*dh (QK^T, PV)
+//   fprop = 4*Mq*D*D (q, out proj) + 4*Mk*D*D (k, v) + 4*E*dh (QK^T, PV)
 //         + 6*E (softmax: max, scale-subtract FMA, exp, sum, normalise)
 //         [+ 2*E dropout: compare, scale] [+ 2*(Mq + Mk)*D bias adds]
-//   bwd_data = 4*Mq*D*D (dO = dy Wo, dq_in = dQ Wq) + 4*Mk*D*D (dK Wk, dV Wv)
+//   dgrad = 4*Mq*D*D (dO = dy Wo, dq_in = dQ Wq) + 4*Mk*D*D (dK Wk, dV Wv)
 //         + 8*E*dh (P^T dO, dO V^T, dS K, dS^T Q)
 //         + 5*E (softmax: dot FMA, subtract, times P, times scale) [+ E dropout]
 //         + input-gradient sums: self 2*Mq*D (three projections into one input), cross Mk*D
-//   bwd_weights = 4*Mq*D*D + 4*Mk*D*D (dWq, dWo, dWk, dWv) + 4*D*D (accumulate)
+//   wgrad = 4*Mq*D*D + 4*Mk*D*D (dWq, dWo, dWk, dWv) + 4*D*D (accumulate)
 //         [+ 2*(Mq + Mk)*D bias-gradient sums]
 //
 // Bytes (FP32, 4 per element; a lower bound, layers/layer.h). The kind saves Q, K, V (the
@@ -33,12 +33,12 @@
 // output projection) for backward, as both implementations do; a fused kernel that recomputes P
 // (flash attention) would move less. Wt = 4*D*D [+ 4*D biases]; [cross] terms only for cross
 // attention (self attention reads q_in once for all three projections):
-//   fwd = 4*(Mq*D q_in + [cross] Mk*D kv_in + Wt + Mq*D y + Mq*D Q + 2*Mk*D K, V + E P
+//   fprop = 4*(Mq*D q_in + [cross] Mk*D kv_in + Wt + Mq*D y + Mq*D Q + 2*Mk*D K, V + E P
 //            + Mq*D O) [+ 4*N kv_lengths] [+ E: the one-byte dropout mask]
-//   bwd_data = 4*(Mq*D dy + 4*D*D weights + Mq*D Q + 2*Mk*D K, V + E P + Mq*D dq_in
+//   dgrad = 4*(Mq*D dy + 4*D*D weights + Mq*D Q + 2*Mk*D K, V + E P + Mq*D dq_in
 //            + [cross] Mk*D dkv_in + (Mq + 2*Mk)*D dQ, dK, dV, kept for the weight gradients)
 //            [+ E: the dropout mask]
-//   bwd_weights = 4*(Mq*D dy + Mq*D O + (Mq + 2*Mk)*D dQ, dK, dV + Mq*D q_in + [cross] Mk*D
+//   wgrad = 4*(Mq*D dy + Mq*D O + (Mq + 2*Mk)*D dQ, dK, dV + Mq*D q_in + [cross] Mk*D
 //            kv_in + 2*Wt: read and write every parameter gradient)
 #pragma once
 

@@ -4,16 +4,16 @@
 // Training: batch statistics (biased variance for normalisation); running_mean/var updated
 // with `momentum` (unbiased variance, PyTorch convention). Eval: running statistics.
 // Running statistics are buffers, not parameters: category dynamic, not weights.
-// FLOPs: fwd 8*N*C*H*W (mean, var, normalise, scale+shift), bwd_data 10*N*C*H*W,
-//        bwd_weights 4*N*C*H*W (dgamma, dbeta reductions).
+// FLOPs: fprop 8*N*C*H*W (mean, var, normalise, scale+shift), dgrad 10*N*C*H*W,
+//        wgrad 4*N*C*H*W (dgamma, dbeta reductions).
 // Bytes (FP32, training mode; a lower bound, layers/layer.h), E = N*C*H*W:
-//   fwd         = 4*(2E + 8C)  read x, gamma, beta, running mean and var; write y, the saved
+//   fprop         = 4*(2E + 8C)  read x, gamma, beta, running mean and var; write y, the saved
 //                              batch mean and variance, running mean and var
-//   bwd_data    = 4*(3E + 3C)  read dy, x, saved mean and variance, gamma; write dx
-//   bwd_weights = 4*(2E + 6C)  read dy, x, saved mean and variance; read and write dgamma, dbeta
+//   dgrad    = 4*(3E + 3C)  read dy, x, saved mean and variance, gamma; write dx
+//   wgrad = 4*(2E + 6C)  read dy, x, saved mean and variance; read and write dgamma, dbeta
 // x is read once per phase; a streaming forward reads it twice (statistics, then normalise),
 // so 2E bounds a real kernel's 3E from below. The libraries compute dx, dgamma and dbeta in one
-// backward; its usual two passes (reductions, then dx) move the 5E that bwd_data + bwd_weights
+// backward; its usual two passes (reductions, then dx) move the 5E that dgrad + wgrad
 // count.
 #pragma once
 

@@ -3,14 +3,14 @@
 //   x: (N, C, H, W)  w: (K, C/groups, R, S)  b: (K)  y: (N, K, P, Q)
 //   P = (H + 2*pad_h - dilation_h*(R-1) - 1) / stride_h + 1, Q likewise.
 // FLOPs (FMA = 2):
-//   fwd         = 2*N*K*(C/groups)*R*S*P*Q  (+ N*K*P*Q with bias)
-//   bwd_data    = 2*N*K*(C/groups)*R*S*P*Q  (dgrad)
-//   bwd_weights = 2*N*K*(C/groups)*R*S*P*Q  (wgrad, + N*K*P*Q for the bias gradient)
+//   fprop         = 2*N*K*(C/groups)*R*S*P*Q  (+ N*K*P*Q with bias)
+//   dgrad    = 2*N*K*(C/groups)*R*S*P*Q  (dgrad)
+//   wgrad = 2*N*K*(C/groups)*R*S*P*Q  (wgrad, + N*K*P*Q for the bias gradient)
 // Bytes (FP32, 4 per element; a lower bound, the model in layers/layer.h), with
 // X = N*C*H*W, Y = N*K*P*Q, Wt = K*(C/groups)*R*S, B = K with bias else 0:
-//   fwd         = 4*(X + Wt + B + Y)        read x, w, b; write y
-//   bwd_data    = 4*(Y + Wt + X)            read dy, w; write dx
-//   bwd_weights = 4*(X + Y + 2*(Wt + B))    read x, dy; read and write dw, db (+=)
+//   fprop         = 4*(X + Wt + B + Y)        read x, w, b; write y
+//   dgrad    = 4*(Y + Wt + X)            read dy, w; write dx
+//   wgrad = 4*(X + Y + 2*(Wt + B))    read x, dy; read and write dw, db (+=)
 #pragma once
 
 #include "layers/layer.h"

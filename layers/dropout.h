@@ -8,9 +8,9 @@
 //   element). Eval: y = x. p = 1 drops everything (y = 0).
 //   Element i is the i-th element in memory order, so a blocked tensor's mask is a different
 //   (equally distributed) one than its row-major twin's.
-// FLOPs: fwd 2*E (compare, scale), bwd_data E.
-// Bytes (training; a lower bound, layers/layer.h): fwd 4*2E + E (read x, write y and the
-//   one-byte mask), bwd_data 4*2E + E (read dy and the mask, write dx), bwd_weights 0.
+// FLOPs: fprop 2*E (compare, scale), dgrad E.
+// Bytes (training; a lower bound, layers/layer.h): fprop 4*2E + E (read x, write y and the
+//   one-byte mask), dgrad 4*2E + E (read dy and the mask, write dx), wgrad 0.
 #pragma once
 
 #include <cstdint>

@@ -7,11 +7,11 @@
 //   An out-of-range id makes forward throw (one compare per row, next to the dim-wide copy);
 //   it is never clamped. The weight is initialised by cfg.init with fan_in = dim,
 //   fan_out = num_embeddings (PyTorch's convention for a (num_embeddings, dim) tensor).
-// FLOPs: fwd 0 (M*dim with scale != 1), bwd_weights M*dim (the scatter-add; 2*M*dim with
+// FLOPs: fprop 0 (M*dim with scale != 1), wgrad M*dim (the scatter-add; 2*M*dim with
 //   scale != 1), M = ids.numel().
 // Bytes (a lower bound, layers/layer.h; ids i32 and w f32, 4 bytes each):
-//   fwd 4*(M + 2*M*dim) (read ids and the M looked-up rows, write y); bwd_data 0 (ids take no
-//   gradient); bwd_weights 4*(M + 3*M*dim) (read ids and dy; read and write the M rows of dw).
+//   fprop 4*(M + 2*M*dim) (read ids and the M looked-up rows, write y); dgrad 0 (ids take no
+//   gradient); wgrad 4*(M + 3*M*dim) (read ids and dy; read and write the M rows of dw).
 //   One row per id: a repeated id reads (and updates) its row again, which a cache may absorb;
 //   rows of padding_idx are counted like any other. The table's other rows are not touched.
 #pragma once

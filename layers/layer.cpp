@@ -12,7 +12,8 @@ Layer::Layer(Backend& be, std::string name, std::vector<TensorDesc> inputs, cons
       name_(std::move(name)),
       inputs_(std::move(inputs)),
       outputs_(c.outputs),
-      output_grads_(c.output_grads) {
+      output_grads_(c.output_grads),
+      input_grads_(c.input_grads) {
   params_.reserve(c.params.size());
   for (const ParamSpec& s : c.params) {
     Param p;

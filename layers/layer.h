@@ -38,15 +38,15 @@ namespace tbd {
 // FLOPs and bytes (below) from being added to each other.
 template <class Tag>
 struct PhaseWork {
-  double fwd = 0;
-  double bwd_data = 0;
-  double bwd_weights = 0;
-  double bwd() const { return bwd_data + bwd_weights; }
-  double total() const { return fwd + bwd_data + bwd_weights; }
+  double fprop = 0;
+  double dgrad = 0;
+  double wgrad = 0;
+  double bwd() const { return dgrad + wgrad; }
+  double total() const { return fprop + dgrad + wgrad; }
   PhaseWork& operator+=(const PhaseWork& o) {
-    fwd += o.fwd;
-    bwd_data += o.bwd_data;
-    bwd_weights += o.bwd_weights;
+    fprop += o.fprop;
+    dgrad += o.dgrad;
+    wgrad += o.wgrad;
     return *this;
   }
 };
@@ -62,11 +62,11 @@ using Flops = PhaseWork<struct FlopTag>;
 //     exactly once: no re-reads for tiling, no write-allocate, no library scratch
 //     (workspaces, blocked weight copies) and no temporaries that an ideal fused kernel keeps
 //     on chip;
-//   * fwd reads the inputs and parameters and writes the outputs (and whatever the kind saves
+//   * fprop reads the inputs and parameters and writes the outputs (and whatever the kind saves
 //     for backward: batch statistics, a dropout mask, gate activations);
-//   * bwd_data reads dy and the saved tensors its math needs (weights for conv and linear, x
+//   * dgrad reads dy and the saved tensors its math needs (weights for conv and linear, x
 //     or y for activations, statistics for norms, the mask for dropout) and writes dx;
-//   * bwd_weights reads what the parameter gradients need (x, dy) and reads AND writes each
+//   * wgrad reads what the parameter gradients need (x, dy) and reads AND writes each
 //     parameter gradient (they accumulate, +=; see the gradient policy above);
 //   * the phases are separate passes (as dgrad and wgrad are separate primitives), so a phase
 //     sum reads dy twice; a kind whose libraries fuse both gradients (the norms) says so.
@@ -112,6 +112,10 @@ struct Contract {
   // False for outputs that are not differentiable functions of the inputs: a detached copy,
   // region proposals after NMS, sampled targets. Non-f32 outputs never carry a gradient.
   std::vector<bool> output_grads = {};
+  // Per input: whether the kind's output depends differentiably on it (empty: every f32 input
+  // does). False for inputs the output is piecewise constant in (ActivationDgrad's x) or only
+  // indexes with (RoI boxes): backward gets a null dx for them and the graph sends nothing.
+  std::vector<bool> input_grads = {};
 };
 
 template <class Config>
@@ -173,6 +177,10 @@ class Layer {
   bool output_grad(std::size_t i) const {
     return outputs_[i].dtype == DType::kF32 && (i >= output_grads_.size() || output_grads_[i]);
   }
+  // Whether a gradient flows into input i (Contract::input_grads).
+  bool input_grad(std::size_t i) const {
+    return inputs_[i].dtype == DType::kF32 && (i >= input_grads_.size() || input_grads_[i]);
+  }
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }
   const Flops& flops() const { return flops_; }
@@ -218,6 +226,7 @@ class Layer {
   std::vector<TensorDesc> outputs_;
   std::vector<Param> params_;
   std::vector<bool> output_grads_;
+  std::vector<bool> input_grads_;
   bool training_ = true;
   bool param_grads_ = true;
 

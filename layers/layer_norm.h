@@ -4,11 +4,11 @@
 //   y = (x - mean) / sqrt(var + eps) * gamma + beta, biased variance over D.
 //   Saved for backward (feature_maps): mean and variance per row, (M) each.
 //   gamma initialises to ones, beta to zeros; neither takes weight decay.
-// FLOPs: fwd 8*M*D, bwd_data 12*M*D, bwd_weights 4*M*D (M = product of leading dims).
+// FLOPs: fprop 8*M*D, dgrad 12*M*D, wgrad 4*M*D (M = product of leading dims).
 // Bytes (FP32; a lower bound, layers/layer.h), E = M*D:
-//   fwd         = 4*(2E + 2D + 2M)  read x, gamma, beta; write y, the saved mean and variance
-//   bwd_data    = 4*(3E + 2M + D)   read dy, x, saved mean and variance, gamma; write dx
-//   bwd_weights = 4*(2E + 2M + 4D)  read dy, x, saved mean and variance; read and write dgamma,
+//   fprop         = 4*(2E + 2D + 2M)  read x, gamma, beta; write y, the saved mean and variance
+//   dgrad    = 4*(3E + 2M + D)   read dy, x, saved mean and variance, gamma; write dx
+//   wgrad = 4*(2E + 2M + 4D)  read dy, x, saved mean and variance; read and write dgamma,
 //                                   dbeta
 // As for BatchNorm2d, implementations compute all three gradients in one backward; the phase
 // sum counts x and dy twice.

@@ -2,20 +2,20 @@
 //
 // Linear: x: (..., D_in) row-major, rank >= 2  w: (D_out, D_in)  b: (D_out)  y: (..., D_out)
 //   y = x w^T + b, M = product of the leading dims.
-//   FLOPs fwd 2*M*D_in*D_out (+M*D_out bias), bwd_data 2*M*D_in*D_out,
-//   bwd_weights 2*M*D_in*D_out (+M*D_out for the bias gradient).
+//   FLOPs fprop 2*M*D_in*D_out (+M*D_out bias), dgrad 2*M*D_in*D_out,
+//   wgrad 2*M*D_in*D_out (+M*D_out for the bias gradient).
 //   Bytes (FP32; a lower bound, layers/layer.h), X = M*D_in, Y = M*D_out, Wt = D_out*D_in,
-//   B = D_out with bias else 0: fwd 4*(X + Wt + B + Y) (read x, w, b; write y), bwd_data
-//   4*(Y + Wt + X) (read dy, w; write dx), bwd_weights 4*(X + Y + 2*(Wt + B)) (read x, dy;
+//   B = D_out with bias else 0: fprop 4*(X + Wt + B + Y) (read x, w, b; write y), dgrad
+//   4*(Y + Wt + X) (read dy, w; write dx), wgrad 4*(X + Y + 2*(Wt + B)) (read x, dy;
 //   read and write dw, db).
 // Gemm: a: (B..., M, K) or (B..., K, M) with trans_a; b: (B..., K, N) or (B..., N, K) with
 //   trans_b, or rank 2 (shared by every batch); y: (B..., M, N) = alpha * op(a) op(b) (+ bias
 //   (N) parameter when `bias`). Both inputs get gradients.
-//   FLOPs fwd 2*B*M*N*K (+B*M*N with bias), bwd_data 4*B*M*N*K (da and db),
-//   bwd_weights B*M*N (bias only; 0 without bias).
+//   FLOPs fprop 2*B*M*N*K (+B*M*N with bias), dgrad 4*B*M*N*K (da and db),
+//   wgrad B*M*N (bias only; 0 without bias).
 //   Bytes (FP32), A = B*M*K, Bm = K*N (b shared) or B*K*N, Y = B*M*N, Bias = N with bias else
-//   0: fwd 4*(A + Bm + Bias + Y) (read a, b, bias; write y); bwd_data 4*(Y + 2*A + 2*Bm) (read
-//   dy, a, b; write da, db); bwd_weights 4*(Y + 2*N) with bias (read dy; read and write the
+//   0: fprop 4*(A + Bm + Bias + Y) (read a, b, bias; write y); dgrad 4*(Y + 2*A + 2*Bm) (read
+//   dy, a, b; write da, db); wgrad 4*(Y + 2*N) with bias (read dy; read and write the
 //   bias gradient), 0 without.
 #pragma once
 

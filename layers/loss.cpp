@@ -80,4 +80,21 @@ Contract contract(const std::string& name, const MseLossConfig& cfg,
   return Contract{{TensorDesc{ys}}, {}, mse_loss_flops(in[0].shape), mse_loss_bytes(in[0].shape)};
 }
 
+template <>
+Contract contract(const std::string& name, const GradientPenaltyConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  const char* k = GradientPenaltyConfig::kKind;
+  check_input_count(k, name, in, 1, "inputs (g)");
+  check_f32(k, name, "g", in[0]);
+  const Shape& g = in[0].shape;
+  TBD_LAYER_CHECK(g.rank() >= 2 && in[0].layout == Layout::kRowMajor, k, name,
+                  "input g must be row-major with rank >= 2 (N, ...), got ", in[0].to_string());
+  check_positive(k, name, "g", g);
+  TBD_LAYER_CHECK(cfg.weight > 0 && cfg.target >= 0, k, name, "invalid config: weight=",
+                  cfg.weight, " target=", cfg.target);
+  const double e = static_cast<double>(g.numel()), n = static_cast<double>(g[0]);
+  return Contract{{TensorDesc{Shape{1}}}, {}, Flops{2 * e + 4 * n, 2 * e + 6 * n, 0},
+                  Bytes{bytes_of(e + 1), bytes_of(1 + 2 * e), 0}};
+}
+
 }  // namespace tbd

@@ -10,15 +10,20 @@
 //   The gradient flows only to logits (labels' dx is always null); the upstream gradient is
 //   dy[0], which the graph seeds with 1. Saved for backward (feature_maps): the per-row
 //   log-sum-exp and the count of rows in the mean, M + 1 floats.
-//   FLOPs fwd 4*M*V, bwd_data 3*M*V.
+//   FLOPs fprop 4*M*V, dgrad 3*M*V.
 //   Bytes (a lower bound, layers/layer.h; f32 and i32 labels, 4 bytes each), E = M*V:
-//   fwd 4*(E + M + M + 2) (read logits and labels; write the loss, the saved log-sum-exp and
-//   count), bwd_data 4*(2 + E + M + M + E) (read dy, the count, logits, log-sum-exp and labels;
-//   write dlogits), bwd_weights 0.
+//   fprop 4*(E + M + M + 2) (read logits and labels; write the loss, the saved log-sum-exp and
+//   count), dgrad 4*(2 + E + M + M + E) (read dy, the count, logits, log-sum-exp and labels;
+//   write dlogits), wgrad 0.
 // MseLoss: pred, target: same shape  y: (1) = mean((pred - target)^2); gradients to both.
-//   FLOPs fwd 3*E, bwd_data 3*E.
-//   Bytes (FP32): fwd 4*(2E + 1) (read pred, target; write the loss), bwd_data 4*(1 + 4E)
-//   (read dy, pred, target; write both gradients), bwd_weights 0.
+//   FLOPs fprop 3*E, dgrad 3*E.
+//   Bytes (FP32): fprop 4*(2E + 1) (read pred, target; write the loss), dgrad 4*(1 + 4E)
+//   (read dy, pred, target; write both gradients), wgrad 0.
+// GradientPenalty: g (N, ...) f32 row-major  y: (1) = weight * mean_n (||g_n||_2 - target)^2,
+//   g_n the n-th sample's slice (WGAN-GP: g = d critic / d x, weight 10, target 1). Gradient:
+//   dg_n = dy * weight * 2 (||g_n|| - target) / N * g_n / ||g_n|| (0 where ||g_n|| = 0).
+//   FLOPs fprop 2*E + 4*N, dgrad 2*E + 6*N. Bytes fprop 4*(E + 1), dgrad 4*(1 + 2E) (read dy
+//   and g, write dg; the norms are recomputed).
 // Both reduce in a fixed order (per-row or per-block partial sums, then one serial sum), so
 // the loss is bit-identical from run to run whatever the thread schedule.
 #pragma once
@@ -35,6 +40,12 @@ struct SoftmaxCrossEntropyConfig {
 
 struct MseLossConfig {
   static constexpr const char* kKind = "MseLoss";
+};
+
+struct GradientPenaltyConfig {
+  static constexpr const char* kKind = "GradientPenalty";
+  double weight = 10.0;  // lambda
+  double target = 1.0;   // the norm the penalty pulls toward
 };
 
 // Check the inputs (throw naming the layer, the argument and the dims); return (1).
@@ -55,5 +66,10 @@ Contract contract(const std::string& name, const SoftmaxCrossEntropyConfig& cfg,
 // Contract: inputs pred and target (same shape, f32); y (1) f32; no parameters.
 template <>
 Contract contract(const std::string& name, const MseLossConfig& cfg, const std::vector<TensorDesc>& in);
+
+// Contract: input g (N, ...) f32 row-major, rank >= 2; y (1) f32; no parameters.
+template <>
+Contract contract(const std::string& name, const GradientPenaltyConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 }  // namespace tbd

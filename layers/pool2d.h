@@ -3,11 +3,11 @@
 // Pool2d:           x: (N, C, H, W) any layout  y: (N, C, P, Q) same layout
 //   P = (H + 2*pad_h - kernel_h) / stride_h + 1 (floor), Q likewise.
 // GlobalAvgPool2d:  x: (N, C, H, W) any layout  y: (N, C) row-major (ready for Linear)
-// FLOPs: max fwd N*C*P*Q*R*S compares, bwd_data N*C*P*Q; avg fwd N*C*P*Q*(R*S+1),
-// bwd_data N*C*P*Q*(R*S+1); global avg: fwd N*C*H*W, bwd_data N*C*H*W.
+// FLOPs: max fprop N*C*P*Q*R*S compares, dgrad N*C*P*Q; avg fprop N*C*P*Q*(R*S+1),
+// dgrad N*C*P*Q*(R*S+1); global avg: fprop N*C*H*W, dgrad N*C*H*W.
 // Bytes (FP32; a lower bound, layers/layer.h), X = N*C*H*W, Y = N*C*P*Q (global: N*C):
-//   fwd 4*(X + Y) (read x, write y); bwd_weights 0;
-//   bwd_data: avg and global avg 4*(Y + X) (read dy, write dx); max 4*(Y + 2X) (read dy and x,
+//   fprop 4*(X + Y) (read x, write y); wgrad 0;
+//   dgrad: avg and global avg 4*(Y + X) (read dy, write dx); max 4*(Y + 2X) (read dy and x,
 //   where the maximum is found again, write dx: the model saves no argmax workspace, so the
 //   index workspace oneDNN and cuDNN keep is their own extra traffic).
 #pragma once

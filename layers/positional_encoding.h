@@ -2,9 +2,9 @@
 //
 //   x: (N, T, D) row-major  y: like x.  y[n,t,2i] = x + sin(t / 10000^(2i/D)),
 //   y[n,t,2i+1] = x + cos(t / 10000^(2i/D)). The table is a constant built at construction
-//   (category dynamic). dx = dy. FLOPs: fwd N*T*D, bwd_data 0.
-// Bytes (FP32; a lower bound, layers/layer.h), E = N*T*D: fwd 4*(2E + T*D) (read x and the
-//   table, write y), bwd_data 4*2E (read dy, write dx: a copy), bwd_weights 0.
+//   (category dynamic). dx = dy. FLOPs: fprop N*T*D, dgrad 0.
+// Bytes (FP32; a lower bound, layers/layer.h), E = N*T*D: fprop 4*(2E + T*D) (read x and the
+//   table, write y), dgrad 4*2E (read dy, write dx: a copy), wgrad 0.
 #pragma once
 
 #include "layers/layer.h"

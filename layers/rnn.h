@@ -10,8 +10,8 @@
 //   I_0 = I, I_l = H*dirs for l > 0. Names: "<layer>.l<l>.<fwd|bwd>.w_ih" etc.
 //   Parameter count: sum over l and d of G*H*(I_l + H) + B*H, with G = 4, B = 4 (LSTM) and
 //   G = 3, B = 6 (GRU: b_ih and b_hh).
-//   FLOPs per layer and direction: fwd 2*T*N*(I_l+H)*G*H + E*T*N*H (G = 4 or 3),
-//   bwd_data 2*T*N*(I_l+H)*G*H, bwd_weights 2*T*N*(I_l+H)*G*H. E counts the elementwise
+//   FLOPs per layer and direction: fprop 2*T*N*(I_l+H)*G*H + E*T*N*H (G = 4 or 3),
+//   dgrad 2*T*N*(I_l+H)*G*H, wgrad 2*T*N*(I_l+H)*G*H. E counts the elementwise
 //   work per hidden unit and step, one op per add, multiply and activation:
 //     LSTM E = 17: 8 adds (x part + h part + bias, 4 gates), 5 activations (3 sigmoid,
 //       tanh(g), tanh(c)), c = f*c + i*g (3), h = o*tanh(c) (1).
@@ -26,18 +26,18 @@
 //   TN = T*N, Pw = G*H*(I_l+H) weights, Pb = B*H biases and S values saved per position for
 //   backward (cuDNN's reserve space): LSTM S = 5H (4 gates and the cell state), GRU S = 4H (3
 //   gates and W_hn h + b_hn):
-//     fwd         = 4*(TN*I_l + Pw + Pb + TN*H + TN*S)   read x_l, parameters; write h, saved
-//     bwd_data    = 4*(TN*H + TN*S + Pw + TN*I_l + TN*G*H)
+//     fprop         = 4*(TN*I_l + Pw + Pb + TN*H + TN*S)   read x_l, parameters; write h, saved
+//     dgrad    = 4*(TN*H + TN*S + Pw + TN*I_l + TN*G*H)
 //                   read dh, saved, weights; write dx_l and the gate gradients (for wgrad)
-//     bwd_weights = 4*(TN*I_l + TN*H + TN*G*H + 2*(Pw + Pb))
+//     wgrad = 4*(TN*I_l + TN*H + TN*G*H + 2*(Pw + Pb))
 //                   read x_l, h, gate gradients; read and write the parameter gradients
 //   Weights are read once per phase, not once per time step (an ideal kernel keeps them on
 //   chip, as persistent RNN kernels do); layer l's h is layer l+1's x.
 //   LstmCell (x, h, c in; h', c' out; saved: the 4H gates):
-//     fwd         = 4*(N*I + 2*N*H + Pw + Pb + 2*N*H + 4*N*H)
-//     bwd_data    = 4*(2*N*H + 4*N*H + N*H + Pw + N*I + 2*N*H + 4*N*H)
+//     fprop         = 4*(N*I + 2*N*H + Pw + Pb + 2*N*H + 4*N*H)
+//     dgrad    = 4*(2*N*H + 4*N*H + N*H + Pw + N*I + 2*N*H + 4*N*H)
 //                   read dh', dc', gates, c, weights; write dx, dh, dc, gate gradients
-//     bwd_weights = 4*(N*I + N*H + 4*N*H + 2*(Pw + Pb))
+//     wgrad = 4*(N*I + N*H + 4*N*H + 2*(Pw + Pb))
 #pragma once
 
 #include "layers/layer.h"

@@ -246,7 +246,7 @@ Contract contract(const std::string& name, const DetachConfig& cfg,
   check_positive(DetachConfig::kKind, name, "x", in[0].shape);
   Contract c{{in[0]}, {}, Flops{}, Bytes{}};
   c.bytes = copy_bytes(in, c.outputs);
-  c.bytes.bwd_data = 0;  // nothing flows back
+  c.bytes.dgrad = 0;  // nothing flows back
   c.output_grads = {false};
   return c;
 }

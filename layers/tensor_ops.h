@@ -1,7 +1,7 @@
 // layers/tensor_ops.h: structural layers: residual add, concat, split, reshape, transpose.
 //
 // Add:       x0, x1: same shape and layout (any layout)  y: like x0.  y = x0 + x1.
-//            FLOPs fwd N, bwd_data 0 (gradient passes through to both).
+//            FLOPs fprop N, dgrad 0 (gradient passes through to both).
 // Concat:    inputs equal except along `axis`; y concatenates them.  Row-major, or nChw16c
 //            along channels when every input is nChw16c with C % 16 == 0 (an Inception
 //            module's branches): per image, each input is then one contiguous run of bytes, as
@@ -15,10 +15,10 @@
 // Axes may be negative (counted from the end). Concat, Split, Reshape and Transpose move
 // elements of any dtype (labels, indices); gradients flow for f32. None has weights.
 // Bytes (a lower bound, layers/layer.h; element size from the dtype):
-//   Add: fwd 4*3E (read x0, x1, write y), bwd_data 4*3E (read dy, write dx0 and dx1).
-//   Concat, Split, Reshape, Transpose (and the graph's Reorder): copies, no FLOPs. fwd reads
+//   Add: fprop 4*3E (read x0, x1, write y), dgrad 4*3E (read dy, write dx0 and dx1).
+//   Concat, Split, Reshape, Transpose (and the graph's Reorder): copies, no FLOPs. fprop reads
 //   every input and writes every output: bytes(x) + bytes(y), the same elements twice;
-//   bwd_data the same for the gradients (0 for non-f32 data, which takes no gradient).
+//   dgrad the same for the gradients (0 for non-f32 data, which takes no gradient).
 // The shape functions below check their inputs and throw naming the layer, the argument and
 // the dims; every backend calls them.
 #pragma once

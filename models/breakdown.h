@@ -1,4 +1,4 @@
-// models/breakdown.h: per-layer breakdown of one training step (F4's drill-down).
+// models/breakdown.h: per-layer breakdown of one training step (a step down to its layers).
 //
 // Runs the model's step node by node and times each layer's forward and backward (host clock
 // around each call after a device synchronize on CPU; on CUDA the kernel time attributed to

@@ -73,7 +73,9 @@ std::vector<TensorId> Graph::add_node(std::unique_ptr<Layer> layer, std::vector<
   n.inputs = std::move(inputs);
   n.recipe = std::move(recipe);
   bool req = !layer->params().empty();
-  for (TensorId id : n.inputs) req = req || tensors_.at(id).requires_grad;
+  for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+    req = req || (tensors_.at(n.inputs[k]).requires_grad && layer->input_grad(k));
+  }
   const auto& outs = layer->output_descs();
   for (std::size_t i = 0; i < outs.size(); ++i) {
     TensorInfo t;
@@ -174,7 +176,7 @@ void Graph::finalize() {
     std::map<std::string, int> used_here;
     for (std::size_t k = 0; k < n.inputs.size(); ++k) {
       TensorInfo& t = tensors_[n.inputs[k]];
-      if (!t.requires_grad) continue;
+      if (!t.requires_grad || !n.layer->input_grad(k)) continue;
       t.grad_live = true;
       if (writes[n.inputs[k]]++ > 0) {
         std::string key = t.desc.to_string();
@@ -204,8 +206,9 @@ void Graph::finalize() {
       TensorInfo& t = tensors_[n.inputs[k]];
       p.x.push_back(&t.value);
       GradSlot& s = p.slots[k];
-      if (p.run_backward && t.requires_grad && s.target == nullptr) s.target = &t.grad;
-      p.dx.push_back(p.run_backward && t.requires_grad ? s.target : nullptr);
+      const bool wanted = p.run_backward && t.requires_grad && n.layer->input_grad(k);
+      if (wanted && s.target == nullptr) s.target = &t.grad;
+      p.dx.push_back(wanted ? s.target : nullptr);
       p.any_dx = p.any_dx || p.dx.back() != nullptr;
     }
     for (TensorId o : n.outputs) {

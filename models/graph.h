@@ -10,6 +10,7 @@
 // are reordered only where a layer needs row-major data.
 #pragma once
 
+#include <any>
 #include <deque>
 #include <map>
 #include <memory>
@@ -44,6 +45,7 @@ class Graph {
     std::vector<TensorId> inputs;
     std::vector<TensorId> outputs;
     Recipe recipe;
+    std::any config;  // the kind's Config (empty for the graph's own Reorder nodes)
   };
 
   explicit Graph(Backend& be, uint64_t seed = 0) : be_(be), seed_(seed) {}
@@ -72,8 +74,10 @@ class Graph {
     Recipe recipe = [name, cfg](Backend& be, const std::vector<TensorDesc>& in) {
       return make_layer<Config>(be, name, cfg, in);
     };
-    return add_node(construct_layer<Config>(be_, name, cfg, descs), std::move(inputs),
-                    std::move(recipe));
+    auto out = add_node(construct_layer<Config>(be_, name, cfg, descs), std::move(inputs),
+                        std::move(recipe));
+    nodes_.back().config = cfg;
+    return out;
   }
   // The common single-output case.
   template <class Config>

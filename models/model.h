@@ -80,7 +80,7 @@ class Model {
   // with its own step counts its own.
   virtual double step_flops() const;
   // Analytic bytes of one training step, a lower bound (layers/layer.h): every layer's
-  // fwd + bwd_data + bwd_weights (summed as the FLOPs are), zero_grad's writes of every
+  // fwd + dgrad + wgrad (summed as the FLOPs are), zero_grad's writes of every
   // gradient, and the optimizer step. The --tbd_h2d_per_step input copy is not counted.
   virtual double step_bytes() const;
 

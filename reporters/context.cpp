@@ -1,10 +1,9 @@
-// reporters/context.cpp: git state and the run's context.
+// reporters/context.cpp: git state and the run's context as JSON strings and console lines.
 #include "reporters/context.h"
 
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
-#include <cstdlib>
 
 namespace tbd {
 namespace {
@@ -29,9 +28,10 @@ std::string quote(const std::string& s) {
   return q + "'";
 }
 
-std::string get(const std::map<std::string, std::string>& m, const std::string& k) {
-  auto it = m.find(k);
-  return it == m.end() ? "?" : it->second;
+std::string fmt_g(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.6g", v);
+  return buf;
 }
 
 }  // namespace
@@ -49,27 +49,69 @@ GitState git_state(const std::string& dir) {
   return g;
 }
 
-void add_context(const std::map<std::string, std::string>& ctx) {
-  for (const auto& [k, v] : ctx) benchmark::AddCustomContext(k, v);
+std::map<std::string, std::string> context_entries(const RunContext& c) {
+  std::map<std::string, std::string> m;
+  auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
+  m["backend"] = to_string(c.backend);
+  m["backend_flag"] = c.backend_flag;
+  m["device"] = c.device;
+  m["threads"] = std::to_string(c.threads);
+  m["math"] = to_string(c.math);
+  m["build_type"] = c.build_type;
+  m["timing"] = c.device_timer ? "device timer per iteration (manual time)"
+                               : "host steady clock per iteration";
+  m["rates_over"] = "measured work time (counters: items_per_second, flops, <x>_per_second)";
+  m["memory_limit_bytes"] = std::to_string(c.memory_limit_bytes);
+  m["quick"] = flag(c.quick);
+  m["cold_l2"] = flag(c.cold_l2);
+  m["breakdown"] = flag(c.breakdown);
+  m["h2d_per_step"] = flag(c.h2d_per_step);
+  m["denormals"] = c.denormals;
+  // OpenMP's waiting policy changes small-layer times a lot on a busy machine (spinning
+  // threads hold cores that descheduled peers need), so it is part of what was measured.
+  m["omp_wait_policy"] = c.omp_wait_policy;
+  for (const auto& [k, v] : c.backend_facts) m.emplace(k, v);  // library versions etc.
+  m["git_commit"] = c.git.commit;
+  m["git_dirty"] = c.git.dirty;
+  if (c.peaks_measured) {
+    m["gpu_counters"] = c.gpu_counters;
+    m["peak_fp32_flops"] = fmt_g(c.peak_fp32.per_s);
+    m["peak_fp32_method"] = c.peak_fp32.method;
+    if (c.backend != DeviceKind::kCpu) {
+      m["peak_tf32_flops"] = fmt_g(c.peak_tf32.per_s);
+      m["peak_tf32_method"] = c.peak_tf32.method;
+    }
+    if (!c.tf32_tensor_flop_method.empty()) {
+      m["tf32_tensor_flop_method"] = c.tf32_tensor_flop_method;
+    }
+    m["peak_bandwidth_bytes_per_s"] = fmt_g(c.bandwidth.per_s);
+    m["peak_bandwidth_method"] = c.bandwidth.method;
+    m["roofline_compute_roof"] = c.tf32_roof() ? "peak_tf32_flops" : "peak_fp32_flops";
+  }
+  return m;
 }
 
-std::vector<std::string> context_lines(const std::map<std::string, std::string>& c) {
+void add_context(const RunContext& c) {
+  for (const auto& [k, v] : context_entries(c)) benchmark::AddCustomContext(k, v);
+}
+
+std::vector<std::string> context_lines(const RunContext& c) {
   std::vector<std::string> v;
-  double peak = std::atof(get(c, "peak_fp32_flops").c_str());
-  char buf[128];
-  std::snprintf(buf, sizeof(buf), "%.1f GFLOP/s", peak / 1e9);
-  v.push_back("tbd: backend " + get(c, "backend") + " (" + get(c, "device") + "), " +
-              get(c, "threads") + " threads, math " + get(c, "math") + ", build " +
-              get(c, "build_type"));
-  v.push_back("tbd: peak FP32 " + (peak > 0 ? std::string(buf) : std::string("unknown")) + " (" +
-              get(c, "peak_fp32_method") + ")");
-  double bw = std::atof(get(c, "peak_bandwidth_bytes_per_s").c_str());
-  std::snprintf(buf, sizeof(buf), "%.1f GB/s", bw / 1e9);
-  v.push_back("tbd: peak bandwidth " + (bw > 0 ? std::string(buf) : std::string("unknown")) +
-              " (" + get(c, "peak_bandwidth_method") + ")");
-  std::string commit = get(c, "git_commit");
-  v.push_back("tbd: commit " + commit.substr(0, 12) +
-              (get(c, "git_dirty") == "true" ? " (dirty)" : ""));
+  auto rate = [](double per_s, const char* unit) {
+    if (!(per_s > 0)) return std::string("unknown");
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.1f %s", per_s / 1e9, unit);
+    return std::string(buf);
+  };
+  v.push_back("tbd: backend " + std::string(to_string(c.backend)) + " (" + c.device + "), " +
+              std::to_string(c.threads) + " threads, math " + to_string(c.math) + ", build " +
+              c.build_type);
+  v.push_back("tbd: peak FP32 " + rate(c.peak_fp32.per_s, "GFLOP/s") + " (" +
+              c.peak_fp32.method + ")");
+  v.push_back("tbd: peak bandwidth " + rate(c.bandwidth.per_s, "GB/s") + " (" +
+              c.bandwidth.method + ")");
+  v.push_back("tbd: commit " + c.git.commit.substr(0, 12) +
+              (c.git.dirty == "true" ? " (dirty)" : ""));
   return v;
 }
 

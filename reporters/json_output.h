@@ -3,7 +3,7 @@
 // Google Benchmark writes non-finite numbers as the bare tokens NaN and Infinity (e.g. the
 // coefficient of variation of a counter whose mean is 0, with --benchmark_repetitions), which
 // strict JSON parsers (nlohmann, jq, most non-Python readers) reject. tbd_bench rewrites them
-// as null in its temporary file before renaming it into place (fixtures/main.cpp).
+// as null in its temporary file before renaming it into place (fixtures/output_file.h).
 #pragma once
 
 #include <string>

@@ -14,11 +14,14 @@
 // bandwidth_utilization = bytes_per_second / peak bandwidth. Both use analytic counts on every
 // backend (the roof and the work are both models), unlike fp32_utilization on GPU.
 //
-// Rates are computed over the measured work time (host wall clock on CPU, CUDA events on
-// GPU), not over Google Benchmark's default CPU time of the main thread, which undercounts a
-// multi-threaded (OpenMP) step whenever the main thread waits or is descheduled. That is why
-// items_per_second is set here rather than with State::SetItemsProcessed, whose rate divides
-// by that CPU time unless a benchmark uses real or manual time.
+// Rates are over the measured work time (host wall clock on CPU, CUDA events on GPU), not over
+// Google Benchmark's default CPU time of the main thread, which undercounts a multi-threaded
+// (OpenMP) step whenever the main thread waits or is descheduled. Google Benchmark's rate
+// counters (Counter::kIsRate, and SetItemsProcessed, which makes one) divide by the time the
+// benchmark is timed by: under manual time (device timers) that is exactly the work time, so
+// there they do the division; on the host clock they would divide by that CPU time, and
+// UseRealTime() would append /real_time to every row name (and include the loop's own
+// overhead), so there the rate is divided here.
 #pragma once
 
 #include <map>
@@ -30,6 +33,7 @@
 #include "core/allocator.h"
 #include "core/counters.h"
 #include "core/roofline.h"
+#include "reporters/context.h"
 #include "reporters/metrics.h"
 
 namespace tbd {
@@ -45,14 +49,12 @@ struct RunMeasurement {
   double items_per_iter = 0;  // samples; 0: not applicable
   std::map<std::string, double> extra_items_per_iter;  // "tokens" -> n: <what>_per_second
   MemoryStats memory;         // read after the loop; peaks reset just before it
-  bool cpu_device = true;     // false on GPU backends: utilization from `device` counters
-  double peak_fp32_flops = 0;  // 0: unknown -> fp32_utilization absent
-  double peak_tf32_flops = 0;
-  Roofline roofline;          // peak FLOP/s and bandwidth; unknown -> roofline counters absent
   std::optional<DeviceCounters> device;  // GPU profiling passes of one iteration
 };
 
-void set_tbd_counters(benchmark::State& state, const RunMeasurement& m);
+// The run's context gives the peaks (unknown: the utilizations that divide by them are absent)
+// and the timing (manual time or not); on GPU backends FP32 utilization comes from `device`.
+void set_tbd_counters(benchmark::State& state, const RunMeasurement& m, const RunContext& ctx);
 
 // Process CPU time (all threads) in seconds.
 double process_cpu_seconds();

@@ -7,9 +7,10 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
 # Only the tests need these: Chromium renders the tracker's HTML report (headless, no network),
-# libbenchmark-tools is Google Benchmark's own compare.py, which must keep reading our JSON.
+# libbenchmark-tools is Google Benchmark's own compare.py, which must keep reading our JSON,
+# clang-format checks the formatting (test `format`).
 . scripts/packages.sh
-ensure_packages test chromium libbenchmark-tools
+ensure_packages test chromium libbenchmark-tools clang-format
 
 echo "== release tests"
 ctest --preset release -j "$jobs"

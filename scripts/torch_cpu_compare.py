@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/torch_cpu_compare.py: PyTorch CPU training steps of the same models, for F4's
+"""scripts/torch_cpu_compare.py: PyTorch CPU training steps of the same models, for the
 side-by-side (tbd must be at least as fast as a mainstream framework on the same machine).
 
 Builds ResNet-50 v1.5 (torchvision's definition when available, else an equivalent one here)

@@ -5,6 +5,8 @@
 #include <fstream>
 
 #include "backends/backends.h"
+#include "backends/cpu/cpu_bandwidth.h"
+#include "backends/cpu/cpu_peak.h"
 #include "backends/cpu/onednn.h"
 
 namespace tbd {
@@ -60,6 +62,25 @@ std::map<std::string, std::string> CpuBackend::describe() const {
 }
 
 int CpuBackend::num_threads() const { return omp_get_max_threads(); }
+
+PeakRate CpuBackend::peak_flops(MathMode m) {
+  if (m != MathMode::kFp32) {
+    return {0, std::string("not applicable: the CPU backend has no ") + to_string(m) + " math"};
+  }
+  if (!peak_fp32_) {
+    CpuPeak p = measure_cpu_peak_fp32(num_threads());
+    peak_fp32_ = PeakRate{p.flops, p.method};
+  }
+  return *peak_fp32_;
+}
+
+PeakRate CpuBackend::peak_bandwidth() {
+  if (!bandwidth_) {
+    CpuBandwidth bw = measure_cpu_bandwidth(num_threads());
+    bandwidth_ = PeakRate{bw.bytes_per_s, bw.method};
+  }
+  return *bandwidth_;
+}
 
 void CpuBackend::copy_from_host(const Tensor& dst, const void* src) {
   if (dst.layout() == Layout::kRowMajor) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -35,6 +36,12 @@ class CpuBackend final : public Backend {
   void fill(const Tensor& dst, float value) override;
   void accumulate(const Tensor& dst, const Tensor& src) override;
   void synchronize() override {}
+  // Measured, not looked up (spec-sheet rates say nothing about clocks under load or a VM's
+  // share of a socket): FP32 by an FMA micro-kernel (cpu_peak.h), bandwidth by a STREAM triad
+  // (cpu_bandwidth.h), each once per process with the threads in use at the first call. No
+  // TF32 on the CPU: peak_flops(kTf32) is 0 with the reason.
+  PeakRate peak_flops(MathMode m) override;
+  PeakRate peak_bandwidth() override;
 
   dnnl::engine& engine() { return engine_; }
   dnnl::stream& stream() { return stream_; }
@@ -42,6 +49,7 @@ class CpuBackend final : public Backend {
  private:
   dnnl::engine engine_;
   dnnl::stream stream_;
+  std::optional<PeakRate> peak_fp32_, bandwidth_;
 };
 
 // The CPU backend behind a Backend& (throws if it is another kind).

@@ -1,7 +1,7 @@
 // backends/cuda/cuda_backend.cu: the CUDA backend (device detection, pooled device memory,
 // library handles, math mode, copies, fill and accumulate kernels).
 //
-// Detection follows shared/notes/cuda.md: cudaGetDeviceCount returns 35 (insufficient driver)
+// Detection follows docs/cuda.md: cudaGetDeviceCount returns 35 (insufficient driver)
 // without a driver and 100 without a device; anything but success with a device counts as "no
 // device", and its error text is what `--tbd_backend=cuda` reports. The binary never links the
 // driver stub, and no library call beyond version queries happens before a device was found.
@@ -298,6 +298,37 @@ std::string CudaBackend::peak_fp32_source() const {
   return detail::concat("2 x ", fp32_lanes_per_sm(cc_major_, cc_minor_), " FP32 lanes/SM x ",
                         sm_count_, " SMs x ", clock_khz_ / 1000,
                         " MHz (cudaDevAttrClockRate, max clock)");
+}
+
+PeakRate CudaBackend::peak_flops(MathMode m) {
+  if (m == MathMode::kFp32) return {peak_fp32_flops(), peak_fp32_source()};
+  // Dense TF32 tensor FLOPs per SM per clock, from the datasheets: H100 SXM 494.7 TFLOP/s =
+  // 132 SMs x 1.83 GHz x 2048; A100 156 TFLOP/s = 108 x 1.41 GHz x 1024; GA10x/AD10x 256.
+  double per_sm_clk = 0;
+  if (cc_major_ == 9)
+    per_sm_clk = 2048;
+  else if (cc_major_ == 8 && cc_minor_ == 0)
+    per_sm_clk = 1024;
+  else if (cc_major_ == 8)
+    per_sm_clk = 256;
+  if (per_sm_clk == 0) return {0, detail::concat("unknown for sm_", cc_major_, cc_minor_)};
+  return {per_sm_clk * sm_count_ * clock_khz_ * 1e3,
+          detail::concat(per_sm_clk, " dense FLOP/clk/SM (datasheet, sm_", cc_major_, cc_minor_,
+                         ") x ", sm_count_, " SMs x ", clock_khz_ / 1000,
+                         " MHz (cudaDevAttrClockRate, max boost)")};
+}
+
+PeakRate CudaBackend::peak_bandwidth() {
+  if (!bandwidth_) {
+    try {
+      CopyBandwidth bw = measure_copy_bandwidth();
+      bandwidth_ = PeakRate{bw.bytes_per_s, bw.method};
+    } catch (const std::exception& e) {
+      bandwidth_ =
+          PeakRate{0, std::string("unknown: the copy bandwidth measurement failed: ") + e.what()};
+    }
+  }
+  return *bandwidth_;
 }
 
 CudaBackend::CopyBandwidth CudaBackend::measure_copy_bandwidth() {

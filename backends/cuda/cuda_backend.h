@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -163,14 +164,20 @@ class CudaBackend final : public Backend {
   void* workspace() const { return workspace_.raw(); }
   std::size_t workspace_bytes() const { return workspace_.defined() ? workspace_.bytes() : 0; }
 
-  // Peak FP32 FLOP/s = 2 x FP32 lanes/SM x SMs x clock (shared/notes/cuda.md), and its source.
+  // kFp32: 2 x FP32 lanes/SM x SMs x clock (docs/cuda.md); kTf32: dense TF32
+  // tensor-core FLOPs per SM per clock from the datasheets x SMs x clock (0 for an unknown
+  // architecture). peak_bandwidth(): measure_copy_bandwidth(), once (a failure leaves the
+  // memory roof unknown, with the reason, rather than failing the run).
+  PeakRate peak_flops(MathMode m) override;
+  PeakRate peak_bandwidth() override;
+  // Peak FP32 FLOP/s and its source (peak_flops(kFp32)).
   double peak_fp32_flops() const;
   std::string peak_fp32_source() const;
   // Device memory bandwidth, measured (the roofline's memory roof): a device-to-device
   // cudaMemcpyAsync of one buffer into another, both far beyond the L2, timed with CUDA events,
   // best of several copies, counting 2 x bytes per copy (each byte read once and written
   // once). The buffers come straight from cudaMalloc (harness memory, not the model's) and
-  // are freed before returning. Takes well under a second; the counter session calls it once.
+  // are freed before returning. Takes well under a second; peak_bandwidth() calls it once.
   struct CopyBandwidth {
     double bytes_per_s = 0;
     std::string method;
@@ -199,6 +206,7 @@ class CudaBackend final : public Backend {
   int sm_count_ = 0;
   int clock_khz_ = 0;
   int l2_bytes_ = 0;
+  std::optional<PeakRate> bandwidth_;  // measured on the first peak_bandwidth()
   int cc_major_ = 0, cc_minor_ = 0;
   std::size_t total_mem_ = 0;
 };

@@ -7,7 +7,7 @@
 //      FP32 FLOPs = 2 * ffma + fadd + fmul  (smsp__sass_thread_inst_executed_op_*_pred_on.sum)
 //      TF32 tensor work = sm__ops_path_tensor_src_tf32_dst_fp32.sum x kTf32FlopPerTensorOp.
 //    The legacy profiler API is deprecated in CUDA 13 and the event/metric API is gone, so this
-//    is the only route to executed-FLOP counts (shared/notes/cuda.md).
+//    is the only route to executed-FLOP counts (docs/cuda.md).
 //  * measure_timeline: the Activity API. CONCURRENT_KERNEL records (KIND_KERNEL would serialize
 //    the kernels) give the kernel intervals; their union over the wall time between two
 //    cuptiGetTimestamp() readings is the GPU busy time. push_tag()/pop_tag() bracket launches with
@@ -15,7 +15,7 @@
 //    RUNTIME and DRIVER API records, which are enabled for that purpose) are joined with the
 //    kernels on correlationId to attribute kernel time to layers.
 // Profiled passes run instrumented code and are never timed by the caller. CUPTI is never called
-// without a usable device (it crashes without one, notes/cuda.md). When counters cannot be read
+// without a usable device (it crashes without one, docs/cuda.md). When counters cannot be read
 // (no permission, unsupported device or chip) the FLOP counters stay absent, why_missing says
 // why, and the reason is logged once per process.
 #include <cudaTypedefs.h>
@@ -63,7 +63,8 @@ namespace {
 // The TF32 tensor metric counts tensor-pipe operations, not FLOPs. This factor converts it to
 // FLOPs (FMA = 2). It MUST be calibrated once on a GPU against a cuBLAS TF32 GEMM of known
 // 2*M*N*K FLOPs (tests/cuda/cupti_cuda_test.cpp, Tf32Calibration, prints the measured ratio);
-// until then it is 1.0 and every output that carries tensor_utilization says so (peak_source).
+// until then it is 1.0 and every output that carries tensor_utilization says so
+// (tf32_tensor_flop_method, the run's context).
 constexpr double kTf32FlopPerTensorOp = 1.0;
 constexpr bool kTf32Calibrated = false;
 
@@ -75,7 +76,7 @@ const char* const kMetrics[] = {
     "sm__ops_path_tensor_src_tf32_dst_fp32.sum",
 };
 constexpr std::size_t kNumMetrics = sizeof(kMetrics) / sizeof(kMetrics[0]);
-// User replay re-runs the work once per pass; GH100 needs 2 for these metrics (notes/cuda.md).
+// User replay re-runs the work once per pass; GH100 needs 2 for these metrics (docs/cuda.md).
 constexpr int kMaxPasses = 16;
 
 // CUPTI parameter structs: zero-initialised with their structSize set (the ABI check).
@@ -94,7 +95,7 @@ std::atomic<bool> g_flops_logged{false};
 std::atomic<bool> g_timeline_logged{false};
 
 // The CUcontext CUPTI's range profiler needs. The binary must not link the driver stub
-// (notes/cuda.md), so cuCtxGetCurrent is reached through the runtime's entry-point query.
+// (docs/cuda.md), so cuCtxGetCurrent is reached through the runtime's entry-point query.
 CUcontext current_context(int device) {
   TBD_CUDA_CHECK(cudaSetDevice(device));
   TBD_CUDA_CHECK(cudaFree(nullptr));  // makes the primary context current on this thread
@@ -188,8 +189,7 @@ const CUpti_ActivityKind kTimelineKinds[] = {
 
 class CuptiSession final : public CounterSession {
  public:
-  explicit CuptiSession(CudaBackend& be) : be_(be), device_(be.device()) {
-    compute_peaks();
+  explicit CuptiSession(CudaBackend& be) : device_(be.device()) {
     try {
       init_range_profiler();
     } catch (const std::exception& e) {
@@ -291,52 +291,14 @@ class CuptiSession final : public CounterSession {
         cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last));
   }
 
-  double peak_fp32_flops() const override { return peak_fp32_; }
-  double peak_tf32_flops() const override { return peak_tf32_; }
-  std::string peak_source() const override { return peak_source_; }
-  double peak_bandwidth_bytes_per_s() const override { return peak_bandwidth_; }
-  std::string peak_bandwidth_method() const override { return peak_bandwidth_method_; }
-
- private:
-  void compute_peaks() {
-    peak_fp32_ = be_.peak_fp32_flops();
-    // Measured once per session (once per run): a failure leaves the memory roof unknown
-    // (roofline counters absent) rather than failing the run.
-    try {
-      CudaBackend::CopyBandwidth bw = be_.measure_copy_bandwidth();
-      peak_bandwidth_ = bw.bytes_per_s;
-      peak_bandwidth_method_ = bw.method;
-    } catch (const std::exception& e) {
-      peak_bandwidth_ = 0;
-      peak_bandwidth_method_ =
-          std::string("unknown: the copy bandwidth measurement failed: ") + e.what();
-    }
-    int sms = 0, clock_khz = 0, major = 0, minor = 0;
-    TBD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
-    TBD_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device_));
-    TBD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_));
-    TBD_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_));
-    // Dense TF32 tensor FLOPs per SM per clock, from the datasheets: H100 SXM 494.7 TFLOP/s =
-    // 132 SMs x 1.83 GHz x 2048; A100 156 TFLOP/s = 108 x 1.41 GHz x 1024; GA10x/AD10x 256.
-    double per_sm_clk = 0;
-    if (major == 9)
-      per_sm_clk = 2048;
-    else if (major == 8 && minor == 0)
-      per_sm_clk = 1024;
-    else if (major == 8)
-      per_sm_clk = 256;
-    peak_tf32_ = per_sm_clk * sms * clock_khz * 1e3;
-    peak_source_ = detail::concat(
-        "fp32: ", be_.peak_fp32_source(), "; tf32: ",
-        per_sm_clk > 0 ? detail::concat(per_sm_clk, " dense FLOP/clk/SM (datasheet, sm_", major,
-                                        minor, ") x ", sms, " SMs x ", clock_khz / 1000,
-                                        " MHz (cudaDevAttrClockRate, max boost)")
-                       : detail::concat("unknown for sm_", major, minor),
-        "; tf32_tensor_flop = sm__ops_path_tensor_src_tf32_dst_fp32.sum x ", kTf32FlopPerTensorOp,
+  std::string tf32_tensor_flop_method() const override {
+    return detail::concat(
+        "sm__ops_path_tensor_src_tf32_dst_fp32.sum x ", kTf32FlopPerTensorOp,
         kTf32Calibrated ? " (calibrated against a cuBLAS TF32 GEMM)"
                         : " (UNCALIBRATED: calibrate on a GPU against a cuBLAS TF32 GEMM)");
   }
 
+ private:
   void init_range_profiler() {
     CUcontext ctx = current_context(device_);
     auto init = TBD_CUPTI_PARAMS(CUpti_Profiler_Initialize_Params);
@@ -528,7 +490,6 @@ class CuptiSession final : public CounterSession {
     }
   }
 
-  CudaBackend& be_;
   int device_;
   std::string chip_;
   std::vector<uint8_t> counter_availability_;
@@ -537,10 +498,6 @@ class CuptiSession final : public CounterSession {
   bool profiler_initialized_ = false;
   std::size_t num_passes_ = 0;
   std::string flops_unavailable_;
-  double peak_fp32_ = 0, peak_tf32_ = 0;
-  std::string peak_source_;
-  double peak_bandwidth_ = 0;
-  std::string peak_bandwidth_method_;
 };
 
 }  // namespace

@@ -9,12 +9,11 @@
 // row-major gradient with a sum post-op, which is the (+=) accumulation of the gradient policy.
 //
 // Strided spatial convolutions (kernel > 1, stride > 1, e.g. ResNet-50's layer2.0.conv2) run
-// their forward channels-last: oneDNN 2.6 has its brgemm kernel (brgconv) only for nhwc, and its
-// nChw16c direct kernel reaches 51-71% of peak on those shapes against brgconv's 71-96%, on
-// this 2-thread AVX-512 CPU. A few images at a time, x is reordered nChw16c -> nhwc into a
+// their forward channels-last: oneDNN 2.6 has its brgemm kernel (brgconv) only for nhwc, which
+// beats its nChw16c direct kernel on those shapes (results/tuning.md). A few images at a time, x is reordered nChw16c -> nhwc into a
 // workspace chunk, brgconv runs, y is reordered back to nChw16c: the reorders are inside the
 // layer's forward time, and the path is taken only when oneDNN actually offers brgconv.
-// Backward stays nChw16c (oneDNN 2.6's nhwc wgrad is slower: 44-55% against 72-82%).
+// Backward stays nChw16c (oneDNN 2.6's nhwc wgrad is slower).
 // describe() names the implementations in use.
 #include "backends/cpu/onednn.h"
 #include "layers/conv2d.h"
@@ -250,16 +249,9 @@ class Conv2dOneDnn final : public Layer {
 
   // Images per channels-last chunk, so that the reordered slice is still in cache when brgconv
   // reads it: 2 (or 1 for an odd batch), and 1 when the weights pass 4 MiB (brgconv then
-  // streams them per chunk). Measured in tbd_bench on ResNet-50's strided 3x3 convs at batch
-  // 32, 2 threads, % of peak for chunks of 1/2/4 images (two runs each; the whole batch at once
-  // was 65/74/56): layer2.0 (0.6 MiB of weights) 75-77/72-73/68-70, layer3.0 (2.4 MiB)
-  // 71-74/77/74-77, layer4.0 (9 MiB) 68-74/54-56/58-60. The numbers move by several % from run
-  // to run on this shared machine; the ranking held. With this rule, against the nChw16c
-  // forward, alternating three times: layer2.0 77-85% vs 67-69%, layer3.0 78-87% vs 56-58%,
-  // layer4.0 70-83% vs 64-67%.
-  // Images per reorder: a whole small batch at once (one call: the per-call cost of oneDNN's
-  // reorder dominated 32 one-image reorders of layer4.0, 2.5 ms of its 23), else one chunk, so
-  // that brgconv finds the slice in cache.
+  // streams them per chunk). Images per reorder: a whole small batch at once (the per-call cost
+  // of oneDNN's reorder dominates one-image reorders), else one chunk, so that brgconv finds the
+  // slice in cache. The measurements that chose both: results/tuning.md.
   static int64_t reorder_span(const Shape& x, const Shape& y, int64_t chunk) {
     constexpr int64_t kSmallBatch = 16 << 20;
     const int64_t bytes = 4 * x[0] * (x[1] * x[2] * x[3] + y[1] * y[2] * y[3]);

@@ -36,10 +36,7 @@ memory::desc mat_strided(int64_t rows, int64_t cols, int64_t row_stride, int64_t
 }
 
 // A 2-D product oneDNN's jit sgemm can run: dst = alpha * op(A) op(B) + beta * dst, every
-// matrix with one unit stride. Measured: 1024^3 at 2 threads, sgemm 5.9 ms against the matmul
-// primitive's 6.4 ms (brg:avx512_core); in tbd_bench, alternating runs: Transformer FFN
-// Linear fwdbwd batch 1 2.6-2.7 ms vs 2.9-3.1 ms, output_proj 49.5-50.5 vs 54.4-54.6 ms,
-// Gemm/square1024 fwd 6.7-7.3 vs 7.0-7.4 ms; Transformer step b8xlen32 470-513 vs 470-539 ms.
+// matrix with one unit stride; faster than the matmul primitive for these (results/tuning.md).
 struct Sgemm {
   bool ok = false;
   char ta = 'N', tb = 'N';

@@ -1,4 +1,4 @@
-// layers/cpu/loss_cpu.cpp: SoftmaxCrossEntropy and MseLoss, own code (oneDNN has no losses).
+// layers/cpu/loss_cpu.cpp: SoftmaxCrossEntropy, MseLoss and GradientPenalty, own code (oneDNN has no losses).
 //
 // Cross-entropy works row by row (OpenMP over rows): max and sum of the logits in one pass,
 // then sum exp(z - max) in a second, giving the numerically stable log-sum-exp that backward
@@ -241,6 +241,74 @@ class MseLossCpu final : public Layer {
 };
 
 TBD_REGISTER_LAYER(MseLossConfig, DeviceKind::kCpu, MseLossCpu);
+
+// ---- GradientPenalty ----
+
+// Per sample (OpenMP over samples): the norm in double, then the loss summed serially.
+class GradientPenaltyCpu final : public Layer {
+ public:
+  GradientPenaltyCpu(Backend& be, const std::string& name, const GradientPenaltyConfig& cfg,
+                     const std::vector<TensorDesc>& in)
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+    N_ = in[0].shape[0];
+    D_ = in[0].shape.numel() / N_;
+    norms_ = be.empty(Shape{2 * N_}, MemCategory::kWorkspace);  // N_ doubles
+  }
+
+  const char* kind() const override { return GradientPenaltyConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("g ", inputs_[0].shape.to_string(), " weight ", cfg_.weight);
+  }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    compute_norms(x[0]->f32());
+    const double* norm = norms_.data<double>();
+    double total = 0;
+    for (int64_t n = 0; n < N_; ++n) total += (norm[n] - cfg_.target) * (norm[n] - cfg_.target);
+    y[0]->f32()[0] = static_cast<float>(cfg_.weight * total / static_cast<double>(N_));
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    if (dx[0] == nullptr) return;
+    const float* g = x[0]->f32();
+    float* dg = dx[0]->f32();
+    compute_norms(g);  // cheap against what produced g; keeps forward free of saved state
+    const double* norm = norms_.data<double>();
+    const double scale = static_cast<double>(dy[0]->f32()[0]) * cfg_.weight * 2.0 /
+                         static_cast<double>(N_);
+    const int64_t D = D_;
+#pragma omp parallel for schedule(static) if (parallel : N_ * D > kParallelMin)
+    for (int64_t n = 0; n < N_; ++n) {
+      const float s = norm[n] > 0 ? static_cast<float>(scale * (norm[n] - cfg_.target) / norm[n])
+                                  : 0.0f;
+      const float* gn = g + n * D;
+      float* dn = dg + n * D;
+#pragma omp simd
+      for (int64_t i = 0; i < D; ++i) dn[i] = s * gn[i];
+    }
+  }
+
+ private:
+  void compute_norms(const float* g) {
+    double* norm = norms_.data<double>();
+    const int64_t D = D_;
+#pragma omp parallel for schedule(static) if (parallel : N_ * D > kParallelMin)
+    for (int64_t n = 0; n < N_; ++n) {
+      const float* gn = g + n * D;
+      double s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = 0; i < D; ++i) s += static_cast<double>(gn[i]) * gn[i];
+      norm[n] = std::sqrt(s);
+    }
+  }
+
+  GradientPenaltyConfig cfg_;
+  int64_t N_ = 0, D_ = 0;
+  Tensor norms_;
+};
+
+TBD_REGISTER_LAYER(GradientPenaltyConfig, DeviceKind::kCpu, GradientPenaltyCpu);
 
 }  // namespace
 }  // namespace tbd::cpu

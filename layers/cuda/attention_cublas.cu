@@ -1,7 +1,7 @@
 // layers/cuda/attention_cublas.cu: MultiHeadAttention on cuBLAS plus own kernels.
 //
 // Semantics of layers/attention.h. cuDNN's fused attention is FP16/BF16/FP8 only on Hopper and
-// its legacy multi-head attention API is deprecated (shared/notes/cuda.md), so FP32 attention is
+// its legacy multi-head attention API is deprecated (docs/cuda.md), so FP32 attention is
 // built the way PyTorch's math path does it:
 //   projections      cublasGemmEx, row-major via the C^T = B^T A^T identity
 //   split heads      own kernel: (N*T, D) + bias -> (N, h, T, dh), so each (n, head) pair is one

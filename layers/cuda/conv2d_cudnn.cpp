@@ -56,7 +56,7 @@ struct AlgoChoice {
   float ms = 0;  // cudnnFind's measured time
 };
 struct ConvPlan {
-  AlgoChoice fwd, bwd_data, bwd_filter;
+  AlgoChoice fprop, dgrad, wgrad;
 };
 
 std::mutex& cache_mutex() {
@@ -109,11 +109,11 @@ class Conv2dCudnn final : public Layer {
 
     math_ = cu_.math_mode();
     plan_ = find_plan(xs, ys);
-    TBD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_fwd_, plan_.fwd.math));
-    TBD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_bwd_data_, plan_.bwd_data.math));
-    TBD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_bwd_filter_, plan_.bwd_filter.math));
+    TBD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_fwd_, plan_.fprop.math));
+    TBD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_bwd_data_, plan_.dgrad.math));
+    TBD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_bwd_filter_, plan_.wgrad.math));
     cu_.reserve_workspace(
-        std::max({plan_.fwd.workspace, plan_.bwd_data.workspace, plan_.bwd_filter.workspace}));
+        std::max({plan_.fprop.workspace, plan_.dgrad.workspace, plan_.wgrad.workspace}));
   }
 
   const char* kind() const override { return Conv2dConfig::kKind; }
@@ -123,11 +123,11 @@ class Conv2dCudnn final : public Layer {
     return detail::concat(
         "x ", x.to_string(), " K=", cfg_.out_channels, " ", cfg_.kernel_h, "x", cfg_.kernel_w, " s",
         cfg_.stride_h, " p", cfg_.pad_h, cfg_.groups > 1 ? " g" + std::to_string(cfg_.groups) : "",
-        " | cudnn ", to_string(math_), ": fwd=", fwd_algo_name(plan_.fwd.algo), "/",
-        math_name(plan_.fwd.math), " ws ", plan_.fwd.workspace,
-        " B; dgrad=", bwd_data_algo_name(plan_.bwd_data.algo), "/", math_name(plan_.bwd_data.math),
-        " ws ", plan_.bwd_data.workspace, " B; wgrad=", bwd_filter_algo_name(plan_.bwd_filter.algo),
-        "/", math_name(plan_.bwd_filter.math), " ws ", plan_.bwd_filter.workspace, " B");
+        " | cudnn ", to_string(math_), ": fprop=", fwd_algo_name(plan_.fprop.algo), "/",
+        math_name(plan_.fprop.math), " ws ", plan_.fprop.workspace,
+        " B; dgrad=", bwd_data_algo_name(plan_.dgrad.algo), "/", math_name(plan_.dgrad.math),
+        " ws ", plan_.dgrad.workspace, " B; wgrad=", bwd_filter_algo_name(plan_.wgrad.algo),
+        "/", math_name(plan_.wgrad.math), " ws ", plan_.wgrad.workspace, " B");
   }
 
   // y: (N, K, P, Q)  x: (N, C, H, W)
@@ -136,8 +136,8 @@ class Conv2dCudnn final : public Layer {
     cudnnHandle_t h = cu_.cudnn();
     TBD_CUDNN_CHECK(cudnnConvolutionForward(
         h, &kOne, x_desc_, x[0]->raw(), w_desc_, params_[0].value.raw(), conv_fwd_,
-        static_cast<cudnnConvolutionFwdAlgo_t>(plan_.fwd.algo), cu_.workspace(),
-        plan_.fwd.workspace, &kZero, y_desc_, y[0]->raw()));
+        static_cast<cudnnConvolutionFwdAlgo_t>(plan_.fprop.algo), cu_.workspace(),
+        plan_.fprop.workspace, &kZero, y_desc_, y[0]->raw()));
     if (cfg_.bias) {
       TBD_CUDNN_CHECK(
           cudnnAddTensor(h, &kOne, b_desc_, params_[1].value.raw(), &kOne, y_desc_, y[0]->raw()));
@@ -150,15 +150,15 @@ class Conv2dCudnn final : public Layer {
     if (dx[0] != nullptr) {  // dgrad assigns
       TBD_CUDNN_CHECK(cudnnConvolutionBackwardData(
           h, &kOne, w_desc_, params_[0].value.raw(), y_desc_, dy[0]->raw(), conv_bwd_data_,
-          static_cast<cudnnConvolutionBwdDataAlgo_t>(plan_.bwd_data.algo), cu_.workspace(),
-          plan_.bwd_data.workspace, &kZero, x_desc_, dx[0]->raw()));
+          static_cast<cudnnConvolutionBwdDataAlgo_t>(plan_.dgrad.algo), cu_.workspace(),
+          plan_.dgrad.workspace, &kZero, x_desc_, dx[0]->raw()));
     }
     if (!param_grads()) return;
     // wgrad and the bias gradient accumulate (beta = 1)
     TBD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
         h, &kOne, x_desc_, x[0]->raw(), y_desc_, dy[0]->raw(), conv_bwd_filter_,
-        static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan_.bwd_filter.algo), cu_.workspace(),
-        plan_.bwd_filter.workspace, &kOne, w_desc_, params_[0].grad.raw()));
+        static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan_.wgrad.algo), cu_.workspace(),
+        plan_.wgrad.workspace, &kOne, w_desc_, params_[0].grad.raw()));
     if (cfg_.bias) {
       TBD_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &kOne, y_desc_, dy[0]->raw(), &kOne, b_desc_,
                                                    params_[1].grad.raw()));
@@ -254,15 +254,15 @@ class Conv2dCudnn final : public Layer {
     TBD_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
         h, x_desc_, tx.raw(), w_desc_, tw.raw(), conv_fwd_, y_desc_, ty.raw(),
         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fwd, scratch.raw(), ws_bytes));
-    TBD_LAYER_CHECK(pick(fwd, got, math_, &plan.fwd), kind(), name_,
+    TBD_LAYER_CHECK(pick(fwd, got, math_, &plan.fprop), kind(), name_,
                     "cuDNN has no forward algorithm for x ", xs.to_string(), " in ",
                     to_string(math_), " mode");
 
-    cudnnConvolutionBwdDataAlgoPerf_t bwd_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    cudnnConvolutionBwdDataAlgoPerf_t dgrad[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     TBD_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
         h, w_desc_, tw.raw(), y_desc_, ty.raw(), conv_bwd_data_, x_desc_, tx.raw(),
-        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, bwd_data, scratch.raw(), ws_bytes));
-    TBD_LAYER_CHECK(pick(bwd_data, got, math_, &plan.bwd_data), kind(), name_,
+        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, dgrad, scratch.raw(), ws_bytes));
+    TBD_LAYER_CHECK(pick(dgrad, got, math_, &plan.dgrad), kind(), name_,
                     "cuDNN has no backward-data algorithm for x ", xs.to_string(), " in ",
                     to_string(math_), " mode");
 
@@ -270,7 +270,7 @@ class Conv2dCudnn final : public Layer {
     TBD_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
         h, x_desc_, tx.raw(), y_desc_, ty.raw(), conv_bwd_filter_, w_desc_, tw.raw(),
         CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, bwd_filter, scratch.raw(), ws_bytes));
-    TBD_LAYER_CHECK(pick(bwd_filter, got, math_, &plan.bwd_filter), kind(), name_,
+    TBD_LAYER_CHECK(pick(bwd_filter, got, math_, &plan.wgrad), kind(), name_,
                     "cuDNN has no backward-filter algorithm for x ", xs.to_string(), " in ",
                     to_string(math_), " mode");
     be_.synchronize();  // the scratch tensors are released on return

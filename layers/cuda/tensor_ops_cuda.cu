@@ -1,18 +1,15 @@
-// layers/cuda/tensor_ops_cuda.cu: Add, Concat, Split, Reshape, Transpose and PositionalEncoding
-// on CUDA.
+// layers/cuda/tensor_ops_cuda.cu: Add, Concat, Split, Reshape, Detach and Transpose on CUDA.
 //
 // Concat and Split are strided copies (cudaMemcpy2DAsync: `outer` rows of one input's slab
 // each), Reshape a plain copy (layers own their outputs), Transpose a gather kernel over the
 // output's coordinates; their backward passes run the inverse copies, and all of them move
 // elements of any 4-byte dtype (labels, indices). Add is one kernel forward and two copies
-// backward; PositionalEncoding adds a constant (T, D) table built on the host at construction.
-// Shape rules and FLOP counts: the shared functions of layers/tensor_ops.cpp.
+// backward. Shape rules and FLOP counts: the shared functions of layers/tensor_ops.cpp.
 #include <numeric>
 
 #include "backends/cuda/cuda_backend.h"
 #include "layers/cuda/cuda_layer_util.h"
 #include "layers/cuda/kernel_util.cuh"
-#include "layers/positional_encoding.h"
 #include "layers/tensor_ops.h"
 
 namespace tbd::cuda {
@@ -323,57 +320,6 @@ class TransposeCuda final : public Layer {
 };
 
 TBD_REGISTER_LAYER(TransposeConfig, DeviceKind::kCuda, TransposeCuda);
-
-// ---- PositionalEncoding ----
-
-// y[n, t, d] = x[n, t, d] + table[t, d]: the table repeats every T*D elements.
-__global__ void add_table_kernel(const float* __restrict__ x, const float* __restrict__ table,
-                                 float* __restrict__ y, int64_t n, int64_t period) {
-  TBD_GRID_STRIDE(i, n) { y[i] = x[i] + table[i % period]; }
-}
-
-class PositionalEncodingCuda final : public Layer {
- public:
-  PositionalEncodingCuda(Backend& be, const std::string& name, const PositionalEncodingConfig& cfg,
-                         const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {
-    check_row_major(kind(), name, "x", in[0]);
-    const Shape& s = in[0].shape;
-    n_ = s.numel();
-    table_ = be.empty(Shape{s[1], s[2]}, MemCategory::kDynamic);
-    std::vector<float> h(s[1] * s[2]);
-    for (int64_t t = 0; t < s[1]; ++t) {
-      for (int64_t d = 0; d < s[2]; ++d) {
-        h[t * s[2] + d] = static_cast<float>(sinusoid(t, d, s[2]));
-      }
-    }
-    be.copy_from_host(table_, h.data());
-  }
-
-  const char* kind() const override { return PositionalEncodingConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string());
-  }
-
-  // y, x: (N, T, D)
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
-    add_table_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(x[0]->f32(), table_.f32(),
-                                                                y[0]->f32(), n_, table_.numel());
-    TBD_CUDA_CHECK_LAST();
-  }
-
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
-    if (dx[0] != nullptr) copy_d2d(cu_, dx[0]->raw(), dy[0]->raw(), dy[0]->bytes());
-  }
-
- private:
-  CudaBackend& cu_;
-  int64_t n_ = 0;
-  Tensor table_;  // (T, D)
-};
-
-TBD_REGISTER_LAYER(PositionalEncodingConfig, DeviceKind::kCuda, PositionalEncodingCuda);
 
 }  // namespace
 }  // namespace tbd::cuda

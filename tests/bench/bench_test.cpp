@@ -9,8 +9,8 @@
 // reported as an error row while the others run, and the output file complete with no
 // temporary left behind; every key of every row described in context.tbd_metrics, and the
 // roofline counters consistent with bytes worked out by hand. Also unit tests of the name
-// grammar (fixtures/names.h), the metric table (reporters/metrics.h) and the CPU bandwidth
-// triad (reporters/cpu_bandwidth.h).
+// grammar (fixtures/names.h), the metric table (reporters/metrics.h), the CPU bandwidth
+// triad (backends/cpu/cpu_bandwidth.h) and the run context's strings (reporters/context.h).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,7 +30,9 @@
 #include <omp.h>
 
 #include "fixtures/names.h"
-#include "reporters/cpu_bandwidth.h"
+#include "backends/backends.h"
+#include "backends/cpu/cpu_bandwidth.h"
+#include "reporters/context.h"
 #include "reporters/json_output.h"
 #include "reporters/metrics.h"
 
@@ -255,6 +257,21 @@ TEST(BenchNames, FormattersMatchTheGrammar) {
   EXPECT_EQ(model_bench_name("ResNet50", 96), "ResNet50/train/batch:96");
 }
 
+// What Google Benchmark is given: the base it registers, and the batch and model parameters as
+// named arguments, which it appends as /<name>:<value> (the binary's tests check the result).
+TEST(BenchNames, PartsSplitTheBaseFromGoogleBenchmarksArguments) {
+  BenchNameParts m = model_bench_parts("Transformer", 8, {{"len", 32}});
+  EXPECT_EQ(m.base, "Transformer/train");
+  EXPECT_EQ(m.args, (NameParams{{"batch", 8}, {"len", 32}}));
+  EXPECT_EQ(m.str(), "Transformer/train/batch:8/len:32");
+  BenchNameParts l = layer_bench_parts("Conv2d", "resnet50.layer2.0.conv2", "fwd", 32);
+  EXPECT_EQ(l.base, "Conv2d/resnet50.layer2.0.conv2/fwd");
+  EXPECT_EQ(l.args, (NameParams{{"batch", 32}}));
+  BenchNameParts o = optimizer_bench_parts("SGD", "resnet50");
+  EXPECT_EQ(o.base, "SGD/resnet50/step");
+  EXPECT_TRUE(o.args.empty());
+}
+
 // ---- the metric table and the bandwidth triad ----
 
 TEST(Metrics, EveryCounterHasOneEntryAndPatternsMatch) {
@@ -322,6 +339,76 @@ TEST(CpuBandwidth, TriadIsPlausibleAndQuick) {
     EXPECT_NE(bw.method.find(s), std::string::npos) << bw.method;
   }
   EXPECT_LT(s, 2.0) << "the triad runs at every tbd_bench start";
+}
+
+TEST(CpuBackend, GivesItsPeaksPerMathMode) {
+  std::unique_ptr<Backend> be = make_cpu_backend();
+  PeakRate tf32 = be->peak_flops(MathMode::kTf32);  // no TF32 on the CPU: 0, with the reason
+  EXPECT_EQ(tf32.per_s, 0.0);
+  EXPECT_NE(tf32.method.find("no tf32"), std::string::npos) << tf32.method;
+  PeakRate bw = be->peak_bandwidth();
+  EXPECT_GT(bw.per_s, 1e9) << bw.method;
+  EXPECT_NE(bw.method.find("STREAM triad"), std::string::npos) << bw.method;
+  EXPECT_EQ(be->peak_bandwidth().per_s, bw.per_s) << "measured once, then kept";
+}
+
+// The JSON context's strings are written from the typed run context: the keys trackers read,
+// peaks as %.6g, the GPU-only keys, the compute roof of the math in effect (a GPU context is
+// made up here: no GPU is needed to check its strings).
+TEST(RunContext, TheJsonStringsComeFromTheTypedFields) {
+  RunContext c;
+  c.backend = DeviceKind::kCuda;
+  c.device = "NVIDIA H200";
+  c.math = MathMode::kTf32;
+  c.build_type = "Release";
+  c.device_timer = true;
+  c.memory_limit_bytes = std::size_t{1} << 30;
+  c.backend_facts = {{"device", "not this: the typed field wins"}, {"cudnn_version", "9.1.0"}};
+  c.git = {"0123456789abcdef0123", "true"};
+  c.peaks_measured = true;
+  c.peak_fp32 = {6.69e13, "2 x 128 FP32 lanes/SM"};
+  c.peak_tf32 = {4.9468e14, "2048 dense FLOP/clk/SM"};
+  c.bandwidth = {4.1234567e12, "cudaMemcpyAsync"};
+  c.gpu_counters = "CUPTI";
+  c.tf32_tensor_flop_method = "sm__ops_path_tensor_src_tf32_dst_fp32.sum x 1";
+  std::map<std::string, std::string> m = context_entries(c);
+  EXPECT_EQ(m["backend"], "cuda");
+  EXPECT_EQ(m["device"], "NVIDIA H200");
+  EXPECT_EQ(m["cudnn_version"], "9.1.0");
+  EXPECT_EQ(m["threads"], "1");
+  EXPECT_EQ(m["math"], "tf32");
+  EXPECT_EQ(m["timing"], "device timer per iteration (manual time)");
+  EXPECT_EQ(m["memory_limit_bytes"], "1073741824");
+  EXPECT_EQ(m["peak_fp32_flops"], "6.69e+13");
+  EXPECT_EQ(m["peak_fp32_method"], "2 x 128 FP32 lanes/SM");
+  EXPECT_EQ(m["peak_tf32_flops"], "4.9468e+14");
+  EXPECT_EQ(m["peak_bandwidth_bytes_per_s"], "4.12346e+12");
+  EXPECT_EQ(m["roofline_compute_roof"], "peak_tf32_flops");
+  EXPECT_EQ(m["gpu_counters"], "CUPTI");
+  EXPECT_EQ(m["tf32_tensor_flop_method"], c.tf32_tensor_flop_method);
+  EXPECT_EQ(c.roofline().peak_flops, 4.9468e14);
+  EXPECT_EQ(c.roofline().peak_bytes_per_s, 4.1234567e12);
+  std::vector<std::string> lines = context_lines(c);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[1], "tbd: peak FP32 66900.0 GFLOP/s (2 x 128 FP32 lanes/SM)");
+  EXPECT_EQ(lines[3], "tbd: commit 0123456789ab (dirty)");
+
+  c.peak_tf32.per_s = 0;  // no TF32 peak: the FP32 roof
+  EXPECT_EQ(context_entries(c)["roofline_compute_roof"], "peak_fp32_flops");
+  EXPECT_EQ(c.roofline().peak_flops, 6.69e13);
+
+  c.backend = DeviceKind::kCpu;  // the CPU: no TF32 keys
+  c.tf32_tensor_flop_method.clear();
+  m = context_entries(c);
+  EXPECT_EQ(m.count("peak_tf32_flops") + m.count("peak_tf32_method"), 0u);
+  EXPECT_EQ(m.count("tf32_tensor_flop_method"), 0u);
+
+  c.peaks_measured = false;  // --benchmark_list_tests: nothing measured, nothing claimed
+  m = context_entries(c);
+  for (const char* k : {"peak_fp32_flops", "peak_bandwidth_bytes_per_s", "gpu_counters",
+                        "roofline_compute_roof"}) {
+    EXPECT_EQ(m.count(k), 0u) << k;
+  }
 }
 
 TEST(JsonOutput, NonFiniteNumbersBecomeNullOutsideStrings) {

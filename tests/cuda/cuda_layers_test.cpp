@@ -48,7 +48,7 @@ TEST(CudaBackendSelection, UnusableDeviceComesWithAReason) {
   std::string why;
   if (cuda_usable(&why)) GTEST_SKIP() << "a CUDA device is usable here";
   EXPECT_FALSE(why.empty());
-  // Without a driver the runtime reports error 35, elsewhere 100 (shared/notes/cuda.md); a
+  // Without a driver the runtime reports error 35, elsewhere 100 (docs/cuda.md); a
   // build without CUDA says so.
   if (cuda_compiled()) {
     EXPECT_NE(why.find("CUDA"), std::string::npos) << why;
@@ -154,7 +154,7 @@ TEST_F(CudaTest, Conv2dRecordsItsAlgorithms) {
   auto l = make_layer<Conv2dConfig>(gpu(), "conv", Conv2dConfig::square(8, 3, 1, 1),
                                     {f32({2, 4, 8, 8})});
   const std::string d = l->describe();
-  EXPECT_NE(d.find("fwd="), std::string::npos) << d;
+  EXPECT_NE(d.find("fprop="), std::string::npos) << d;
   EXPECT_NE(d.find("dgrad="), std::string::npos) << d;
   EXPECT_NE(d.find("wgrad="), std::string::npos) << d;
   EXPECT_NE(d.find("ws "), std::string::npos) << d;

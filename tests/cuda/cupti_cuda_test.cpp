@@ -151,20 +151,22 @@ TEST(CuptiSession, TimelineBusyTimeAndTags) {
   EXPECT_LE(c.kernel_s_by_tag.at(1) + c.kernel_s_by_tag.at(2), *c.kernel_busy_s * 1.001 + 1e-9);
 }
 
-TEST(CuptiSession, PeaksHaveASource) {
+TEST(CudaBackend, PeaksHaveASource) {
   TBD_SKIP_WITHOUT_CUDA();
   Backend& be = cuda_backend(false);
+  PeakRate fp32 = be.peak_flops(MathMode::kFp32), tf32 = be.peak_flops(MathMode::kTf32);
+  EXPECT_GT(fp32.per_s, 1e12) << fp32.method;
+  EXPECT_GE(tf32.per_s, 0.0) << tf32.method;
+  EXPECT_NE(tf32.method.find("SMs"), std::string::npos) << tf32.method;
   auto session = session_or_fail(be);
   ASSERT_NE(session, nullptr);
-  EXPECT_GT(session->peak_fp32_flops(), 1e12);
-  EXPECT_GE(session->peak_tf32_flops(), 0.0);
-  EXPECT_NE(session->peak_source().find("tf32"), std::string::npos) << session->peak_source();
+  EXPECT_NE(session->tf32_tensor_flop_method().find("tf32"), std::string::npos);
   // The measured device-to-device copy bandwidth (read + write counted): H100 and H200 have
   // 3.35 and 4.8 TB/s of HBM; below 100 GB/s or above 10 TB/s would be a measuring error.
-  EXPECT_GT(session->peak_bandwidth_bytes_per_s(), 1e11) << session->peak_bandwidth_method();
-  EXPECT_LT(session->peak_bandwidth_bytes_per_s(), 1e13) << session->peak_bandwidth_method();
-  EXPECT_NE(session->peak_bandwidth_method().find("cudaMemcpyAsync"), std::string::npos)
-      << session->peak_bandwidth_method();
+  PeakRate bw = be.peak_bandwidth();
+  EXPECT_GT(bw.per_s, 1e11) << bw.method;
+  EXPECT_LT(bw.per_s, 1e13) << bw.method;
+  EXPECT_NE(bw.method.find("cudaMemcpyAsync"), std::string::npos) << bw.method;
 }
 
 }  // namespace

@@ -144,15 +144,15 @@ TEST(ActivationFlops, MatchesFormula) {
     c.act = k;
     return activation_flops(c, x);
   };
-  EXPECT_DOUBLE_EQ(f(ActKind::kRelu).fwd, e);
-  EXPECT_DOUBLE_EQ(f(ActKind::kRelu).bwd_data, e);
-  EXPECT_DOUBLE_EQ(f(ActKind::kLeakyRelu).fwd, 2 * e);
-  EXPECT_DOUBLE_EQ(f(ActKind::kLeakyRelu).bwd_data, 2 * e);
-  EXPECT_DOUBLE_EQ(f(ActKind::kTanh).fwd, 4 * e);
-  EXPECT_DOUBLE_EQ(f(ActKind::kSigmoid).bwd_data, 3 * e);
-  EXPECT_DOUBLE_EQ(f(ActKind::kGelu).fwd, 8 * e);
-  EXPECT_DOUBLE_EQ(f(ActKind::kGelu).bwd_data, 10 * e);
-  EXPECT_DOUBLE_EQ(f(ActKind::kGelu).bwd_weights, 0);
+  EXPECT_DOUBLE_EQ(f(ActKind::kRelu).fprop, e);
+  EXPECT_DOUBLE_EQ(f(ActKind::kRelu).dgrad, e);
+  EXPECT_DOUBLE_EQ(f(ActKind::kLeakyRelu).fprop, 2 * e);
+  EXPECT_DOUBLE_EQ(f(ActKind::kLeakyRelu).dgrad, 2 * e);
+  EXPECT_DOUBLE_EQ(f(ActKind::kTanh).fprop, 4 * e);
+  EXPECT_DOUBLE_EQ(f(ActKind::kSigmoid).dgrad, 3 * e);
+  EXPECT_DOUBLE_EQ(f(ActKind::kGelu).fprop, 8 * e);
+  EXPECT_DOUBLE_EQ(f(ActKind::kGelu).dgrad, 10 * e);
+  EXPECT_DOUBLE_EQ(f(ActKind::kGelu).wgrad, 0);
 }
 
 TEST(ActivationSteps, AllocateNothing) {

@@ -414,21 +414,21 @@ TEST(MultiHeadAttentionFlops, MatchesFormula) {
   AttentionDims d{128, 128, 128, 512, 8, 64};
   Flops f = attention_flops(c, d, /*dropout_active=*/true);
   const double gemm = 2 * (2 * mq * D * D + 2 * mk * D * D);
-  EXPECT_DOUBLE_EQ(f.fwd, gemm + 4 * e * dh + 6 * e + 2 * e + 2 * (mq + mk) * D);
-  EXPECT_DOUBLE_EQ(f.bwd_data, gemm + 8 * e * dh + 5 * e + e + mk * D);
-  EXPECT_DOUBLE_EQ(f.bwd_weights, gemm + 4 * D * D + 2 * (mq + mk) * D);
+  EXPECT_DOUBLE_EQ(f.fprop, gemm + 4 * e * dh + 6 * e + 2 * e + 2 * (mq + mk) * D);
+  EXPECT_DOUBLE_EQ(f.dgrad, gemm + 8 * e * dh + 5 * e + e + mk * D);
+  EXPECT_DOUBLE_EQ(f.wgrad, gemm + 4 * D * D + 2 * (mq + mk) * D);
   // Self attention, no bias, eval: input sums 2*Mq*D, no dropout terms.
   Flops g = attention_flops(mha(8, false, true, false, false, 0.1), d, false);
-  EXPECT_DOUBLE_EQ(g.fwd, gemm + 4 * e * dh + 6 * e);
-  EXPECT_DOUBLE_EQ(g.bwd_data, gemm + 8 * e * dh + 5 * e + 2 * mq * D);
+  EXPECT_DOUBLE_EQ(g.fprop, gemm + 4 * e * dh + 6 * e);
+  EXPECT_DOUBLE_EQ(g.dgrad, gemm + 8 * e * dh + 5 * e + 2 * mq * D);
   // The layer reports the same, and drops the dropout terms in eval mode.
   auto be = make_cpu_backend();
   MultiHeadAttentionConfig small_cfg = mha(2, false, false, false, true, 0.1);
   auto layer = make_layer(*be, "a", small_cfg, {TensorDesc{Shape{1, 3, 4}}});
   AttentionDims small{1, 3, 3, 4, 2, 2};
-  EXPECT_DOUBLE_EQ(layer->flops().fwd, attention_flops(small_cfg, small, true).fwd);
+  EXPECT_DOUBLE_EQ(layer->flops().fprop, attention_flops(small_cfg, small, true).fprop);
   layer->set_training(false);
-  EXPECT_DOUBLE_EQ(layer->flops().fwd, attention_flops(small_cfg, small, false).fwd);
+  EXPECT_DOUBLE_EQ(layer->flops().fprop, attention_flops(small_cfg, small, false).fprop);
 }
 
 }  // namespace

@@ -143,7 +143,7 @@ TEST_P(BatchNorm2dTest, ParamGradientsWithoutInputGradient) {
 TEST_P(BatchNorm2dTest, RunningStatisticsAndEvalMode) {
   const BnCase& tc = tcase();
   Backend* be = &this->be();
-  const Tol tol = tolerance(target(), Phase::kFwd, OpClass::kReduction);
+  const Tol tol = tolerance(target(), Phase::kFprop, OpClass::kReduction);
   BatchNorm2dConfig cfg;
   cfg.momentum = 0.3;
   auto layer = make_bn(cfg);
@@ -247,12 +247,12 @@ TEST(BatchNorm2dErrors, BadShapesAndConfigsAreRejected) {
 TEST(BatchNorm2dFlops, MatchesFormula) {
   Flops f = batchnorm2d_flops(Shape{32, 64, 56, 56});
   const double e = 32.0 * 64 * 56 * 56;
-  EXPECT_DOUBLE_EQ(f.fwd, 8 * e);
-  EXPECT_DOUBLE_EQ(f.bwd_data, 10 * e);
-  EXPECT_DOUBLE_EQ(f.bwd_weights, 4 * e);
+  EXPECT_DOUBLE_EQ(f.fprop, 8 * e);
+  EXPECT_DOUBLE_EQ(f.dgrad, 10 * e);
+  EXPECT_DOUBLE_EQ(f.wgrad, 4 * e);
   auto be = make_cpu_backend();
   auto layer = make_layer(*be, "bn", BatchNorm2dConfig{}, {TensorDesc{Shape{2, 3, 4, 5}}});
-  EXPECT_DOUBLE_EQ(layer->flops().fwd, 8.0 * 2 * 3 * 4 * 5);
+  EXPECT_DOUBLE_EQ(layer->flops().fprop, 8.0 * 2 * 3 * 4 * 5);
 }
 
 TEST(BatchNorm2dSteps, AllocateNothing) {

@@ -27,17 +27,17 @@
 namespace tbd::test {
 namespace {
 
-void expect_bytes(const Bytes& got, double fwd, double bwd_data, double bwd_weights) {
-  EXPECT_DOUBLE_EQ(got.fwd, fwd);
-  EXPECT_DOUBLE_EQ(got.bwd_data, bwd_data);
-  EXPECT_DOUBLE_EQ(got.bwd_weights, bwd_weights);
-  EXPECT_DOUBLE_EQ(got.total(), fwd + bwd_data + bwd_weights);
+void expect_bytes(const Bytes& got, double fwd, double dgrad, double wgrad) {
+  EXPECT_DOUBLE_EQ(got.fprop, fwd);
+  EXPECT_DOUBLE_EQ(got.dgrad, dgrad);
+  EXPECT_DOUBLE_EQ(got.wgrad, wgrad);
+  EXPECT_DOUBLE_EQ(got.total(), fwd + dgrad + wgrad);
 }
 
 void expect_same(const Bytes& a, const Bytes& b) {
-  EXPECT_DOUBLE_EQ(a.fwd, b.fwd);
-  EXPECT_DOUBLE_EQ(a.bwd_data, b.bwd_data);
-  EXPECT_DOUBLE_EQ(a.bwd_weights, b.bwd_weights);
+  EXPECT_DOUBLE_EQ(a.fprop, b.fprop);
+  EXPECT_DOUBLE_EQ(a.dgrad, b.dgrad);
+  EXPECT_DOUBLE_EQ(a.wgrad, b.wgrad);
 }
 
 TEST(Bytes, Conv2d) {
@@ -68,7 +68,7 @@ TEST(Bytes, LinearAndGemm) {
   auto be = make_cpu_backend();
   expect_same(make_layer(*be, "fc", l, {TensorDesc{x}})->bytes(), linear_bytes(l, x));
 
-  // Batched a (2, 3, 4) b (2, 4, 5): a 24, b 40, y 30; bwd_data reads dy, a, b, writes da, db.
+  // Batched a (2, 3, 4) b (2, 4, 5): a 24, b 40, y 30; dgrad reads dy, a, b, writes da, db.
   GemmDims d;
   gemm_output_shape("mm", GemmConfig{}, Shape{2, 3, 4}, Shape{2, 4, 5}, &d);
   expect_bytes(gemm_bytes(GemmConfig{}, d), 4 * (24 + 40 + 30), 4 * (30 + 2 * 24 + 2 * 40), 0);
@@ -178,11 +178,11 @@ TEST(Bytes, Attention) {
                4 * (8 + 80 + 8 + 8 + 16 + 8 + 8),      // q_in, params; y, Q, K+V, P, O
                4 * (8 + 64 + 8 + 16 + 8 + 8 + 24),     // dy, W, Q, K+V, P; dq_in, dQ+dK+dV
                4 * (8 + 8 + 24 + 8 + 2 * 80));         // dy, O, dQ+dK+dV, q_in; rw grads
-  // Dropout adds the one-byte mask of the 8 scores to fwd and bwd_data.
+  // Dropout adds the one-byte mask of the 8 scores to fwd and dgrad.
   Bytes drop = attention_bytes(c, d, true), plain = attention_bytes(c, d, false);
-  EXPECT_DOUBLE_EQ(drop.fwd - plain.fwd, 8);
-  EXPECT_DOUBLE_EQ(drop.bwd_data - plain.bwd_data, 8);
-  EXPECT_DOUBLE_EQ(drop.bwd_weights, plain.bwd_weights);
+  EXPECT_DOUBLE_EQ(drop.fprop - plain.fprop, 8);
+  EXPECT_DOUBLE_EQ(drop.dgrad - plain.dgrad, 8);
+  EXPECT_DOUBLE_EQ(drop.wgrad, plain.wgrad);
 }
 
 TEST(Bytes, Recurrent) {
@@ -196,7 +196,7 @@ TEST(Bytes, Recurrent) {
   Bytes b = lstm_bytes(bi, Shape{2, 3, 4});
   // Layer 1 (I_1 = 10): Pw = 4*5*15 = 300, x 60.
   const double l0 = 4 * (24 + 180 + 20 + 30 + 150), l1 = 4 * (60 + 300 + 20 + 30 + 150);
-  EXPECT_DOUBLE_EQ(b.fwd, 2 * l0 + 2 * l1);
+  EXPECT_DOUBLE_EQ(b.fprop, 2 * l0 + 2 * l1);
   // GRU: 3 gates, Pw = 3*5*9 = 135, Pb = 30 (b_ih and b_hh), saved 4H = 120, dgates 90.
   GruConfig g{5, 1, false};
   expect_bytes(gru_bytes(g, Shape{2, 3, 4}), 4 * (24 + 135 + 30 + 30 + 120),

@@ -215,9 +215,9 @@ TEST(Conv2dErrors, ImpossibleShapesAreRejected) {
 TEST(Conv2dFlops, MatchesFormula) {
   Conv2dConfig c = Conv2dConfig::square(64, 3, 1, 1);
   Flops f = conv2d_flops(c, Shape{32, 64, 56, 56}, Shape{32, 64, 56, 56});
-  EXPECT_DOUBLE_EQ(f.fwd, 2.0 * 32 * 64 * 64 * 9 * 56 * 56);
-  EXPECT_DOUBLE_EQ(f.bwd_data, f.fwd);
-  EXPECT_DOUBLE_EQ(f.bwd_weights, f.fwd);
+  EXPECT_DOUBLE_EQ(f.fprop, 2.0 * 32 * 64 * 64 * 9 * 56 * 56);
+  EXPECT_DOUBLE_EQ(f.dgrad, f.fprop);
+  EXPECT_DOUBLE_EQ(f.wgrad, f.fprop);
 }
 
 }  // namespace

@@ -212,9 +212,9 @@ TEST(DropoutErrors, NonPositiveDimsAndBadConfigAreRejected) {
 TEST(DropoutFlops, MatchesFormula) {
   Flops f = dropout_flops(Shape{32, 20, 512});
   const double e = 32.0 * 20 * 512;
-  EXPECT_DOUBLE_EQ(f.fwd, 2 * e);
-  EXPECT_DOUBLE_EQ(f.bwd_data, e);
-  EXPECT_DOUBLE_EQ(f.bwd_weights, 0.0);
+  EXPECT_DOUBLE_EQ(f.fprop, 2 * e);
+  EXPECT_DOUBLE_EQ(f.dgrad, e);
+  EXPECT_DOUBLE_EQ(f.wgrad, 0.0);
 }
 
 }  // namespace

@@ -176,11 +176,11 @@ TEST(EmbeddingErrors, NonPositiveDimsAndBadConfigAreRejected) {
 
 TEST(EmbeddingFlops, MatchesFormula) {
   Flops f = embedding_flops(ecfg(32000, 512), Shape{64, 25});
-  EXPECT_DOUBLE_EQ(f.fwd, 0.0);
-  EXPECT_DOUBLE_EQ(f.bwd_weights, 64.0 * 25 * 512);
+  EXPECT_DOUBLE_EQ(f.fprop, 0.0);
+  EXPECT_DOUBLE_EQ(f.wgrad, 64.0 * 25 * 512);
   f = embedding_flops(ecfg(32000, 512, -1, 22.6), Shape{64, 25});
-  EXPECT_DOUBLE_EQ(f.fwd, 64.0 * 25 * 512);
-  EXPECT_DOUBLE_EQ(f.bwd_weights, 2 * 64.0 * 25 * 512);
+  EXPECT_DOUBLE_EQ(f.fprop, 64.0 * 25 * 512);
+  EXPECT_DOUBLE_EQ(f.wgrad, 2 * 64.0 * 25 * 512);
 }
 
 }  // namespace

@@ -156,13 +156,13 @@ TEST(GemmFlops, MatchesFormula) {
   GemmConfig cfg = gcfg(false, true, 0.125, true);
   auto layer = make_layer(*be, "g", cfg, {TensorDesc{Shape{8, 3, 10, 16}}, TensorDesc{Shape{8, 3, 12, 16}}});
   const double B = 24, M = 10, N = 12, K = 16;
-  EXPECT_DOUBLE_EQ(layer->flops().fwd, 2 * B * M * N * K + B * M * N);
-  EXPECT_DOUBLE_EQ(layer->flops().bwd_data, 4 * B * M * N * K);
-  EXPECT_DOUBLE_EQ(layer->flops().bwd_weights, B * M * N);
+  EXPECT_DOUBLE_EQ(layer->flops().fprop, 2 * B * M * N * K + B * M * N);
+  EXPECT_DOUBLE_EQ(layer->flops().dgrad, 4 * B * M * N * K);
+  EXPECT_DOUBLE_EQ(layer->flops().wgrad, B * M * N);
   GemmDims d{1, 1024, 1024, 1024, false};
   Flops f = gemm_flops(GemmConfig{}, d);
-  EXPECT_DOUBLE_EQ(f.fwd, 2.0 * 1024 * 1024 * 1024);
-  EXPECT_DOUBLE_EQ(f.bwd_weights, 0.0);
+  EXPECT_DOUBLE_EQ(f.fprop, 2.0 * 1024 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(f.wgrad, 0.0);
 }
 
 }  // namespace

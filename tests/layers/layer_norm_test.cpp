@@ -151,9 +151,9 @@ TEST(LayerNormErrors, NonPositiveDimsAndBadConfigAreRejected) {
 TEST(LayerNormFlops, MatchesFormula) {
   Flops f = layer_norm_flops(Shape{32, 20, 512});
   const double e = 32.0 * 20 * 512;
-  EXPECT_DOUBLE_EQ(f.fwd, 8 * e);
-  EXPECT_DOUBLE_EQ(f.bwd_data, 12 * e);
-  EXPECT_DOUBLE_EQ(f.bwd_weights, 4 * e);
+  EXPECT_DOUBLE_EQ(f.fprop, 8 * e);
+  EXPECT_DOUBLE_EQ(f.dgrad, 12 * e);
+  EXPECT_DOUBLE_EQ(f.wgrad, 4 * e);
 }
 
 }  // namespace

@@ -147,13 +147,13 @@ TEST(LinearFlops, MatchesFormula) {
   cfg.out_features = 2048;
   Flops f = linear_flops(cfg, Shape{32, 10, 512});
   const double M = 320, K = 512, N = 2048;
-  EXPECT_DOUBLE_EQ(f.fwd, 2 * M * K * N + M * N);
-  EXPECT_DOUBLE_EQ(f.bwd_data, 2 * M * K * N);
-  EXPECT_DOUBLE_EQ(f.bwd_weights, 2 * M * K * N + M * N);
+  EXPECT_DOUBLE_EQ(f.fprop, 2 * M * K * N + M * N);
+  EXPECT_DOUBLE_EQ(f.dgrad, 2 * M * K * N);
+  EXPECT_DOUBLE_EQ(f.wgrad, 2 * M * K * N + M * N);
   cfg.bias = false;
   f = linear_flops(cfg, Shape{320, 512});
-  EXPECT_DOUBLE_EQ(f.fwd, 2 * M * K * N);
-  EXPECT_DOUBLE_EQ(f.bwd_weights, 2 * M * K * N);
+  EXPECT_DOUBLE_EQ(f.fprop, 2 * M * K * N);
+  EXPECT_DOUBLE_EQ(f.wgrad, 2 * M * K * N);
 }
 
 }  // namespace

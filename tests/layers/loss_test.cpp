@@ -225,9 +225,9 @@ TEST(XentErrors, MismatchedShapesTypesAndConfigAreRejected) {
 TEST(XentFlops, MatchesFormula) {
   Flops f = softmax_cross_entropy_flops(Shape{64, 20, 32000});
   const double e = 64.0 * 20 * 32000;
-  EXPECT_DOUBLE_EQ(f.fwd, 4 * e);
-  EXPECT_DOUBLE_EQ(f.bwd_data, 3 * e);
-  EXPECT_DOUBLE_EQ(f.bwd_weights, 0.0);
+  EXPECT_DOUBLE_EQ(f.fprop, 4 * e);
+  EXPECT_DOUBLE_EQ(f.dgrad, 3 * e);
+  EXPECT_DOUBLE_EQ(f.wgrad, 0.0);
 }
 
 // ---- MseLoss ----
@@ -316,8 +316,8 @@ TEST(MseErrors, MismatchedShapesNameLayerArgumentAndDims) {
 
 TEST(MseFlops, MatchesFormula) {
   Flops f = mse_loss_flops(Shape{32, 100});
-  EXPECT_DOUBLE_EQ(f.fwd, 3 * 3200.0);
-  EXPECT_DOUBLE_EQ(f.bwd_data, 3 * 3200.0);
+  EXPECT_DOUBLE_EQ(f.fprop, 3 * 3200.0);
+  EXPECT_DOUBLE_EQ(f.dgrad, 3 * 3200.0);
 }
 
 }  // namespace

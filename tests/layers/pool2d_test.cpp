@@ -224,15 +224,15 @@ TEST(Pool2dFlops, MatchesFormula) {
   Shape x{32, 64, 112, 112}, y{32, 64, 56, 56};
   const double out = 32.0 * 64 * 56 * 56;
   Flops mx = pool2d_flops(pool(PoolKind::kMax, 3, 2, 1), x, y);
-  EXPECT_DOUBLE_EQ(mx.fwd, out * 9);
-  EXPECT_DOUBLE_EQ(mx.bwd_data, out);
+  EXPECT_DOUBLE_EQ(mx.fprop, out * 9);
+  EXPECT_DOUBLE_EQ(mx.dgrad, out);
   Flops av = pool2d_flops(pool(PoolKind::kAvg, 3, 2, 1), x, y);
-  EXPECT_DOUBLE_EQ(av.fwd, out * 10);
-  EXPECT_DOUBLE_EQ(av.bwd_data, out * 10);
-  EXPECT_DOUBLE_EQ(av.bwd_weights, 0);
+  EXPECT_DOUBLE_EQ(av.fprop, out * 10);
+  EXPECT_DOUBLE_EQ(av.dgrad, out * 10);
+  EXPECT_DOUBLE_EQ(av.wgrad, 0);
   Flops g = global_avg_pool2d_flops(Shape{32, 2048, 7, 7});
-  EXPECT_DOUBLE_EQ(g.fwd, 32.0 * 2048 * 49);
-  EXPECT_DOUBLE_EQ(g.bwd_data, 32.0 * 2048 * 49);
+  EXPECT_DOUBLE_EQ(g.fprop, 32.0 * 2048 * 49);
+  EXPECT_DOUBLE_EQ(g.dgrad, 32.0 * 2048 * 49);
 }
 
 TEST(Pool2dSteps, AllocateNothing) {

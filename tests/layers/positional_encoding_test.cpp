@@ -72,9 +72,9 @@ TEST(PositionalEncodingErrors, WrongRankAndTypeNameLayerArgumentAndDims) {
 
 TEST(PositionalEncodingFlops, MatchesFormula) {
   Flops f = positional_encoding_flops(Shape{32, 20, 512});
-  EXPECT_DOUBLE_EQ(f.fwd, 32.0 * 20 * 512);
-  EXPECT_DOUBLE_EQ(f.bwd_data, 0);
-  EXPECT_DOUBLE_EQ(f.bwd_weights, 0);
+  EXPECT_DOUBLE_EQ(f.fprop, 32.0 * 20 * 512);
+  EXPECT_DOUBLE_EQ(f.dgrad, 0);
+  EXPECT_DOUBLE_EQ(f.wgrad, 0);
 }
 
 }  // namespace

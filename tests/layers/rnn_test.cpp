@@ -344,7 +344,7 @@ void check_two_steps(Backend& target_be, bool lstm, const SeqCase& c) {
     RefGrads g;
     Vec y_ref = ref.run({xh}, ph, &dyh, &g);
     expect_close("step " + std::to_string(step) + " y", to_host(*be, y), y_ref,
-                 tolerance(t, Phase::kFwd, OpClass::kRecurrent));
+                 tolerance(t, Phase::kFprop, OpClass::kRecurrent));
     expect_close("step " + std::to_string(step) + " dx", to_host(*be, dx), g.dx[0],
                  tolerance(t, Phase::kDgrad, OpClass::kRecurrent));
     for (std::size_t k = 0; k < grad_sum.size(); ++k) {
@@ -544,9 +544,9 @@ TEST(RnnFlops, LstmMatchesFormula) {
   const double T = 30, N = 32, I = 512, H = 512;
   Flops f = lstm_flops(LstmConfig{512, 2, false}, Shape{30, 32, 512});
   double gemm = 2 * T * N * (I + H) * 4 * H;  // both layers have I_l = 512
-  EXPECT_DOUBLE_EQ(f.fwd, 2 * (gemm + 17 * T * N * H));
-  EXPECT_DOUBLE_EQ(f.bwd_data, 2 * gemm);
-  EXPECT_DOUBLE_EQ(f.bwd_weights, 2 * gemm);
+  EXPECT_DOUBLE_EQ(f.fprop, 2 * (gemm + 17 * T * N * H));
+  EXPECT_DOUBLE_EQ(f.dgrad, 2 * gemm);
+  EXPECT_DOUBLE_EQ(f.wgrad, 2 * gemm);
 }
 
 TEST(RnnFlops, BidirectionalGruMatchesFormula) {
@@ -554,9 +554,9 @@ TEST(RnnFlops, BidirectionalGruMatchesFormula) {
   const double T = 50, N = 8, H = 800;
   Flops f = gru_flops(GruConfig{800, 2, true}, Shape{50, 8, 1312});
   double l0 = 2 * T * N * (1312 + H) * 3 * H, l1 = 2 * T * N * (2 * H + H) * 3 * H;
-  EXPECT_DOUBLE_EQ(f.fwd, 2 * (l0 + 15 * T * N * H) + 2 * (l1 + 15 * T * N * H));
-  EXPECT_DOUBLE_EQ(f.bwd_data, 2 * (l0 + l1));
-  EXPECT_DOUBLE_EQ(f.bwd_weights, 2 * (l0 + l1));
+  EXPECT_DOUBLE_EQ(f.fprop, 2 * (l0 + 15 * T * N * H) + 2 * (l1 + 15 * T * N * H));
+  EXPECT_DOUBLE_EQ(f.dgrad, 2 * (l0 + l1));
+  EXPECT_DOUBLE_EQ(f.wgrad, 2 * (l0 + l1));
 }
 
 TEST(RnnFlops, LstmCellAndLayerAgree) {
@@ -564,13 +564,13 @@ TEST(RnnFlops, LstmCellAndLayerAgree) {
   auto cell = make_layer(*be, "dec", LstmCellConfig{7},
                          {TensorDesc{Shape{3, 5}}, TensorDesc{Shape{3, 7}}, TensorDesc{Shape{3, 7}}});
   Flops want = lstm_cell_flops(LstmCellConfig{7}, Shape{3, 5});
-  EXPECT_DOUBLE_EQ(want.fwd, 2.0 * 3 * (5 + 7) * 4 * 7 + 17.0 * 3 * 7);
-  EXPECT_DOUBLE_EQ(cell->flops().fwd, want.fwd);
+  EXPECT_DOUBLE_EQ(want.fprop, 2.0 * 3 * (5 + 7) * 4 * 7 + 17.0 * 3 * 7);
+  EXPECT_DOUBLE_EQ(cell->flops().fprop, want.fprop);
   // A one-step LSTM layer costs what the cell does.
   Flops seq = lstm_flops(LstmConfig{7}, Shape{1, 3, 5});
-  EXPECT_DOUBLE_EQ(seq.fwd, want.fwd);
-  EXPECT_DOUBLE_EQ(seq.bwd_data, want.bwd_data);
-  EXPECT_DOUBLE_EQ(seq.bwd_weights, want.bwd_weights);
+  EXPECT_DOUBLE_EQ(seq.fprop, want.fprop);
+  EXPECT_DOUBLE_EQ(seq.dgrad, want.dgrad);
+  EXPECT_DOUBLE_EQ(seq.wgrad, want.wgrad);
 }
 
 }  // namespace

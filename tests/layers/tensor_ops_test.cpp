@@ -460,15 +460,15 @@ TEST(TensorOpsErrors, TransposeRejectsBadPermutations) {
 
 TEST(TensorOpsFlops, MatchesFormula) {
   Flops f = add_flops(Shape{32, 256, 56, 56});
-  EXPECT_DOUBLE_EQ(f.fwd, 32.0 * 256 * 56 * 56);
-  EXPECT_DOUBLE_EQ(f.bwd_data, 0);
-  EXPECT_DOUBLE_EQ(f.bwd_weights, 0);
+  EXPECT_DOUBLE_EQ(f.fprop, 32.0 * 256 * 56 * 56);
+  EXPECT_DOUBLE_EQ(f.dgrad, 0);
+  EXPECT_DOUBLE_EQ(f.wgrad, 0);
   auto be = make_cpu_backend();
   ConcatConfig c;
   auto cat = make_layer(*be, "c", c, {TensorDesc{Shape{2, 3}}, TensorDesc{Shape{2, 4}}});
   EXPECT_DOUBLE_EQ(cat->flops().total(), 0);
   auto add = make_layer(*be, "a", AddConfig{}, {TensorDesc{Shape{2, 3}}, TensorDesc{Shape{2, 3}}});
-  EXPECT_DOUBLE_EQ(add->flops().fwd, 6);
+  EXPECT_DOUBLE_EQ(add->flops().fprop, 6);
 }
 
 TEST(TensorOpsSteps, AllocateNothing) {

@@ -206,12 +206,12 @@ void expect_same_contract(const Layer& cpu, const Layer& other) {
     EXPECT_EQ(a.init, b.init) << b.name;
     EXPECT_EQ(a.decay, b.decay) << b.name;
   }
-  EXPECT_DOUBLE_EQ(cpu.flops().fwd, other.flops().fwd);
-  EXPECT_DOUBLE_EQ(cpu.flops().bwd_data, other.flops().bwd_data);
-  EXPECT_DOUBLE_EQ(cpu.flops().bwd_weights, other.flops().bwd_weights);
-  EXPECT_DOUBLE_EQ(cpu.bytes().fwd, other.bytes().fwd);
-  EXPECT_DOUBLE_EQ(cpu.bytes().bwd_data, other.bytes().bwd_data);
-  EXPECT_DOUBLE_EQ(cpu.bytes().bwd_weights, other.bytes().bwd_weights);
+  EXPECT_DOUBLE_EQ(cpu.flops().fprop, other.flops().fprop);
+  EXPECT_DOUBLE_EQ(cpu.flops().dgrad, other.flops().dgrad);
+  EXPECT_DOUBLE_EQ(cpu.flops().wgrad, other.flops().wgrad);
+  EXPECT_DOUBLE_EQ(cpu.bytes().fprop, other.bytes().fprop);
+  EXPECT_DOUBLE_EQ(cpu.bytes().dgrad, other.bytes().dgrad);
+  EXPECT_DOUBLE_EQ(cpu.bytes().wgrad, other.bytes().wgrad);
 }
 
 // ---- the layer harness ----
@@ -219,7 +219,7 @@ void expect_same_contract(const Layer& cpu, const Layer& other) {
 void check_layer(Backend& be, Layer& layer, const RefForward& fwd, const RefBackward& bwd,
                  const LayerCheckOptions& opt) {
   const Target target = target_of(be);
-  const Tol fwd_tol = tolerance(target, Phase::kFwd, opt.op_class);
+  const Tol fwd_tol = tolerance(target, Phase::kFprop, opt.op_class);
   const Tol dgrad_tol = tolerance(target, Phase::kDgrad, opt.op_class);
   const Tol wgrad_tol = tolerance(target, Phase::kWgrad, opt.op_class);
   SCOPED_TRACE(std::string("target ") + to_string(target));

@@ -142,8 +142,8 @@ def synthetic_run(path: str, new: bool, seed: int, extra_names=()) -> str:
         fl = 4.0e9 if kind == "Conv2d" else 5e7
         r = {"benchmark": "ResNet50/train/batch:32", "layer": layer, "kind": kind,
              "problem": f"x (32, {64 * (1 + i % 4)}, 56, 56)", "fwd_time_s": t * 0.35,
-             "bwd_time_s": t * 0.65, "flop_fwd": fl, "flop_bwd_data": fl,
-             "flop_bwd_weights": fl, "share_of_step": share, "memory_bytes": 3e6 + i * 1e5,
+             "bwd_time_s": t * 0.65, "flop_fprop": fl, "flop_dgrad": fl,
+             "flop_wgrad": fl, "share_of_step": share, "memory_bytes": 3e6 + i * 1e5,
              "flops": 3 * fl / t, "timer": "host"}
         if new:     # the newer breakdown: bytes and the roofline fields
             by = 3 * (2e7 if kind == "Conv2d" else 4e7)

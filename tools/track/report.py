@@ -1276,7 +1276,10 @@ def _bd_time(r: dict) -> float:
 
 
 def _bd_flop(r: dict):
-    parts = [_num(r.get(k)) for k in ("flop_fwd", "flop_bwd_data", "flop_bwd_weights")]
+    # Files written before the fprop/dgrad/wgrad names say flop_fwd, flop_bwd_data, ...
+    keys = (("flop_fprop", "flop_fwd"), ("flop_dgrad", "flop_bwd_data"),
+            ("flop_wgrad", "flop_bwd_weights"))
+    parts = [_num(r.get(new, r.get(old))) for new, old in keys]
     parts = [p for p in parts if p is not None]
     return sum(parts) if parts else None
 

@@ -1,4 +1,4 @@
-// reporters/cpu_bandwidth.cpp: a STREAM-style triad that measures the CPU's memory bandwidth.
+// backends/cpu/cpu_bandwidth.cpp: a STREAM-style triad that measures the CPU's memory bandwidth.
 //
 // Three arrays of doubles, each at least the last-level cache (64..256 MiB, see
 // triad_array_bytes), are first touched in parallel with the same static schedule as the
@@ -9,7 +9,7 @@
 // bandwidth a streaming kernel sees, somewhat below the bus's raw traffic. The three arrays
 // together exceed the cache, and a sweep over more data than the cache holds misses on every
 // line under LRU-like replacement, so the loop streams from DRAM.
-#include "reporters/cpu_bandwidth.h"
+#include "backends/cpu/cpu_bandwidth.h"
 
 #include <unistd.h>
 

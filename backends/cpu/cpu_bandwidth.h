@@ -1,8 +1,8 @@
-// reporters/cpu_bandwidth.h: the CPU's memory bandwidth, measured (the roofline's memory roof).
+// backends/cpu/cpu_bandwidth.h: the CPU's memory bandwidth, measured (the roofline's memory roof).
 //
 // roofline_utilization and bandwidth_utilization divide by a DRAM bandwidth. Spec-sheet
 // numbers (channels x transfer rate) are rarely reached and say nothing about a VM's share of
-// a socket, so it is measured once per process, like the FP32 peak (reporters/cpu_peak.h), by a
+// a socket, so it is measured once per process, like the FP32 peak (backends/cpu/cpu_peak.h), by a
 // STREAM-style triad a[i] = b[i] + s*c[i] over three arrays of doubles well beyond the
 // last-level cache, with every thread in use.
 #pragma once

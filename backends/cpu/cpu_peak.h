@@ -1,4 +1,4 @@
-// reporters/cpu_peak.h: the CPU's peak FP32 FLOP/s, measured (not looked up).
+// backends/cpu/cpu_peak.h: the CPU's peak FP32 FLOP/s, measured (not looked up).
 //
 // fp32_utilization on CPU divides analytic FLOP/s by this peak. Clock speeds under load, SMT,
 // AVX-512 frequency licences and virtualisation make spec-sheet peaks unreliable, so the peak

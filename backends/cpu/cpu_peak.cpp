@@ -1,10 +1,10 @@
-// reporters/cpu_peak.cpp: FMA micro-kernels that measure the CPU's peak FP32 rate.
+// backends/cpu/cpu_peak.cpp: FMA micro-kernels that measure the CPU's peak FP32 rate.
 //
 // Each kernel updates kAcc independent accumulators acc = acc * m + c; m < 1 and c > 0 keep the
 // values near a fixed point, so no overflow or denormal slows the pipes. kAcc = 16 (AVX-512) and
 // 12 (AVX2) cover 4-cycle FMA latency on two pipes with margin while leaving registers for m
 // and c. The result is returned and summed so the compiler cannot drop the work.
-#include "reporters/cpu_peak.h"
+#include "backends/cpu/cpu_peak.h"
 
 #include <immintrin.h>
 #include <omp.h>

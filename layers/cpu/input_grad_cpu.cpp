@@ -1,0 +1,407 @@
+// layers/cpu/input_grad_cpu.cpp: the input-gradient kinds (layers/input_grad.h) on the CPU.
+//
+// LinearDgrad runs three jit sgemm calls; Conv2dDgrad runs oneDNN's convolution primitives
+// with their roles exchanged (backward data as forward, forward as backward data, backward
+// weights with v as the source), on plain nchw/oihw data so that no weight or activation copy
+// is needed; the elementwise, pooling and LayerNorm kinds are own loops, OpenMP over rows.
+// All of them read and write row-major data (the graph reorders blocked activations first).
+#include <cmath>
+
+#include "backends/cpu/onednn.h"
+#include "layers/input_grad.h"
+
+namespace tbd::cpu {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+constexpr int64_t kParallelMin = 16384;
+
+// ---- LinearDgrad ----
+
+class LinearDgradCpu final : public Layer {
+ public:
+  LinearDgradCpu(Backend& be, const std::string& name, const LinearDgradConfig& cfg,
+                 const std::vector<TensorDesc>& in)
+      : Layer(be, name, in, contract(name, cfg, in)) {
+    O_ = in[0].shape[-1];
+    I_ = cfg.in_features;
+    M_ = in[0].shape.numel() / O_;
+  }
+  const char* kind() const override { return LinearDgradConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("dy ", inputs_[0].shape.to_string(), " W (", O_, ", ", I_, ")");
+  }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {  // dx = dy W
+    check_arity(x.size(), 1, "forward inputs");
+    TBD_DNNL_CHECK(dnnl_sgemm('N', 'N', M_, I_, O_, 1.f, x[0]->f32(), O_,
+                              params_[0].value.f32(), I_, 0.f, y[0]->f32(), I_));
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    const float* v = dy[0]->f32();
+    if (dx[0] != nullptr) {  // d(dy) = v W^T
+      TBD_DNNL_CHECK(dnnl_sgemm('N', 'T', M_, O_, I_, 1.f, v, I_, params_[0].value.f32(), I_,
+                                0.f, dx[0]->f32(), O_));
+    }
+    if (param_grads()) {  // d(W) += dy^T v
+      TBD_DNNL_CHECK(dnnl_sgemm('T', 'N', O_, I_, M_, 1.f, x[0]->f32(), O_, v, I_, 1.f,
+                                params_[0].grad.f32(), I_));
+    }
+  }
+
+ private:
+  int64_t M_ = 0, O_ = 0, I_ = 0;
+};
+
+TBD_REGISTER_LAYER(LinearDgradConfig, DeviceKind::kCpu, LinearDgradCpu);
+
+// ---- Conv2dDgrad ----
+
+class Conv2dDgradCpu final : public Layer {
+ public:
+  Conv2dDgradCpu(Backend& be, const std::string& name, const Conv2dDgradConfig& cfg,
+                 const std::vector<TensorDesc>& in)
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
+    const Conv2dConfig& c = cfg.conv;
+    const Shape& xs = outputs_[0].shape;  // the forward conv's x
+    const Shape& ys = in[0].shape;        // its y
+    const int64_t G = c.groups, K = c.out_channels, C = xs[1];
+    memory::dims w_dims = G == 1 ? memory::dims{K, C, c.kernel_h, c.kernel_w}
+                                 : memory::dims{G, K / G, C / G, c.kernel_h, c.kernel_w};
+    w_md_ = memory::desc(w_dims, memory::data_type::f32, G == 1 ? tag::oihw : tag::goihw);
+    x_md_ = md_of(TensorDesc{xs});
+    y_md_ = md_of(TensorDesc{ys});
+    memory::dims strides{c.stride_h, c.stride_w};
+    memory::dims dil{c.dilation_h - 1, c.dilation_w - 1};
+    memory::dims pad_l{c.pad_h, c.pad_w};
+    memory::dims pad_r{
+        (ys[2] - 1) * c.stride_h + (c.kernel_h - 1) * c.dilation_h + 1 - xs[2] - c.pad_h,
+        (ys[3] - 1) * c.stride_w + (c.kernel_w - 1) * c.dilation_w + 1 - xs[3] - c.pad_w};
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    auto& eng = cpu_.engine();
+    try {
+      fwd_pd_ = dnnl::convolution_forward::primitive_desc(
+          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                          dnnl::algorithm::convolution_direct, x_md_, w_md_,
+                                          memory::desc(), y_md_, strides, dil, pad_l, pad_r),
+          attr, eng);
+      bwd_data_pd_ = dnnl::convolution_backward_data::primitive_desc(
+          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, x_md_, w_md_,
+                                                y_md_, strides, dil, pad_l, pad_r),
+          attr, eng, fwd_pd_);
+      bwd_w_pd_ = dnnl::convolution_backward_weights::primitive_desc(
+          dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_md_,
+                                                   w_md_, memory::desc(), y_md_, strides, dil,
+                                                   pad_l, pad_r),
+          attr, eng, fwd_pd_);
+    } catch (const dnnl::error& e) {
+      throw_layer_error(kind(), name, std::string("oneDNN has no convolution for dy ") +
+                                          in[0].to_string() + ": " + e.what());
+    }
+    fwd_ = dnnl::convolution_forward(fwd_pd_);
+    bwd_data_ = dnnl::convolution_backward_data(bwd_data_pd_);
+    bwd_w_ = dnnl::convolution_backward_weights(bwd_w_pd_);
+    dw_scratch_ = be.empty(params_[0].value.shape(), MemCategory::kWorkspace);
+    const std::size_t scratch = std::max({fwd_pd_.scratchpad_desc().get_size(),
+                                          bwd_data_pd_.scratchpad_desc().get_size(),
+                                          bwd_w_pd_.scratchpad_desc().get_size()});
+    if (scratch) {
+      scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
+    }
+  }
+  const char* kind() const override { return Conv2dDgradConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("dy ", inputs_[0].shape.to_string(), " -> dx ",
+                          outputs_[0].shape.to_string(), " ", cfg_.conv.kernel_h, "x",
+                          cfg_.conv.kernel_w, " s", cfg_.conv.stride_h, " p", cfg_.conv.pad_h,
+                          " fwd ", bwd_data_pd_.impl_info_str(), " bwd ",
+                          fwd_pd_.impl_info_str(), "/", bwd_w_pd_.impl_info_str());
+  }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {  // dx = conv backward data of dy
+    check_arity(x.size(), 1, "forward inputs");
+    std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, mem(y_md_, *x[0])},
+                                         {DNNL_ARG_WEIGHTS, mem(w_md_, params_[0].value)},
+                                         {DNNL_ARG_DIFF_SRC, mem(x_md_, *y[0])}};
+    add_scratch(args, bwd_data_pd_.scratchpad_desc());
+    execute(cpu_, bwd_data_, args, "Conv2dDgrad forward");
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    if (dx[0] != nullptr) {  // d(dy) = conv(v, W)
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(x_md_, *dy[0])},
+                                           {DNNL_ARG_WEIGHTS, mem(w_md_, params_[0].value)},
+                                           {DNNL_ARG_DST, mem(y_md_, *dx[0])}};
+      add_scratch(args, fwd_pd_.scratchpad_desc());
+      execute(cpu_, fwd_, args, "Conv2dDgrad backward data");
+    }
+    if (!param_grads()) return;
+    // d(W) += wgrad(src = v, diff_dst = dy)
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(x_md_, *dy[0])},
+                                         {DNNL_ARG_DIFF_DST, mem(y_md_, *x[0])},
+                                         {DNNL_ARG_DIFF_WEIGHTS, mem(w_md_, dw_scratch_)}};
+    add_scratch(args, bwd_w_pd_.scratchpad_desc());
+    execute(cpu_, bwd_w_, args, "Conv2dDgrad backward weights");
+    be_.accumulate(params_[0].grad, dw_scratch_);
+  }
+
+ private:
+  memory mem(const memory::desc& md, const Tensor& t) {
+    return memory(md, cpu_.engine(), t.raw());
+  }
+  void add_scratch(std::unordered_map<int, memory>& args, const memory::desc& md) {
+    if (md.get_size()) args[DNNL_ARG_SCRATCHPAD] = memory(md, cpu_.engine(), scratch_.raw());
+  }
+
+  Conv2dDgradConfig cfg_;
+  CpuBackend& cpu_;
+  memory::desc x_md_, y_md_, w_md_;
+  dnnl::convolution_forward::primitive_desc fwd_pd_;
+  dnnl::convolution_backward_data::primitive_desc bwd_data_pd_;
+  dnnl::convolution_backward_weights::primitive_desc bwd_w_pd_;
+  dnnl::primitive fwd_, bwd_data_, bwd_w_;
+  Tensor dw_scratch_, scratch_;
+};
+
+TBD_REGISTER_LAYER(Conv2dDgradConfig, DeviceKind::kCpu, Conv2dDgradCpu);
+
+// ---- ActivationDgrad ----
+
+class ActivationDgradCpu final : public Layer {
+ public:
+  ActivationDgradCpu(Backend& be, const std::string& name, const ActivationDgradConfig& cfg,
+                     const std::vector<TensorDesc>& in)
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+    slope_ = cfg.act.act == ActKind::kRelu ? 0.f : static_cast<float>(cfg.act.alpha);
+  }
+  const char* kind() const override { return ActivationDgradConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat(to_string(cfg_.act.act), "' x ", inputs_[0].shape.to_string());
+  }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {  // dx = dy * f'(x)
+    check_arity(x.size(), 2, "forward inputs");
+    scale(y[0]->f32(), x[0]->f32(), x[1]->f32());
+  }
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    if (dx[0] != nullptr) scale(dx[0]->f32(), dy[0]->f32(), x[1]->f32());  // v * f'(x)
+  }
+
+ private:
+  void scale(float* out, const float* in, const float* x) const {
+    const int64_t E = inputs_[0].shape.numel();
+    const float s = slope_;
+#pragma omp parallel for simd schedule(static) if (parallel : E > kParallelMin)
+    for (int64_t i = 0; i < E; ++i) out[i] = x[i] > 0.f ? in[i] : s * in[i];
+  }
+
+  ActivationDgradConfig cfg_;
+  float slope_ = 0.f;
+};
+
+TBD_REGISTER_LAYER(ActivationDgradConfig, DeviceKind::kCpu, ActivationDgradCpu);
+
+// ---- Pool2dDgrad (average) ----
+
+class Pool2dDgradCpu final : public Layer {
+ public:
+  Pool2dDgradCpu(Backend& be, const std::string& name, const Pool2dDgradConfig& cfg,
+                 const std::vector<TensorDesc>& in)
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {}
+  const char* kind() const override { return Pool2dDgradConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("avg ", cfg_.pool.kernel_h, "x", cfg_.pool.kernel_w, " s",
+                          cfg_.pool.stride_h, " dy ", inputs_[0].shape.to_string());
+  }
+
+  // dx[h, w] = sum over the windows (p, q) that cover (h, w) of dy[p, q] / divisor(p, q).
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    for_planes([&](int64_t plane) {
+      const float* dy = x[0]->f32() + plane * P() * Q();
+      float* dx = y[0]->f32() + plane * H() * W();
+      std::fill(dx, dx + H() * W(), 0.f);
+      for_windows([&](int64_t p, int64_t q, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
+                      float inv) {
+        const float g = dy[p * Q() + q] * inv;
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) dx[h * W() + w] += g;
+      });
+    });
+  }
+  // d(dy)[p, q] = average pooling of v.
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+    if (dx[0] == nullptr) return;
+    for_planes([&](int64_t plane) {
+      const float* v = dy[0]->f32() + plane * H() * W();
+      float* out = dx[0]->f32() + plane * P() * Q();
+      for_windows([&](int64_t p, int64_t q, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
+                      float inv) {
+        float s = 0.f;
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) s += v[h * W() + w];
+        out[p * Q() + q] = s * inv;
+      });
+    });
+  }
+
+ private:
+  int64_t H() const { return outputs_[0].shape[2]; }
+  int64_t W() const { return outputs_[0].shape[3]; }
+  int64_t P() const { return inputs_[0].shape[2]; }
+  int64_t Q() const { return inputs_[0].shape[3]; }
+
+  template <class F>
+  void for_planes(F&& f) const {
+    const int64_t planes = inputs_[0].shape[0] * inputs_[0].shape[1];
+    const int64_t work = planes * H() * W();
+#pragma omp parallel for schedule(static) if (parallel : work > kParallelMin)
+    for (int64_t i = 0; i < planes; ++i) f(i);
+  }
+  // Each output window clipped to the image, with its divisor (the window's size, or its
+  // in-image part without count_include_pad).
+  template <class F>
+  void for_windows(F&& f) const {
+    const Pool2dConfig& c = cfg_.pool;
+    for (int64_t p = 0; p < P(); ++p) {
+      const int64_t hs = p * c.stride_h - c.pad_h;
+      const int64_t h0 = std::max<int64_t>(hs, 0), h1 = std::min(hs + c.kernel_h, H());
+      for (int64_t q = 0; q < Q(); ++q) {
+        const int64_t ws = q * c.stride_w - c.pad_w;
+        const int64_t w0 = std::max<int64_t>(ws, 0), w1 = std::min(ws + c.kernel_w, W());
+        const int64_t n = c.count_include_pad ? c.kernel_h * c.kernel_w : (h1 - h0) * (w1 - w0);
+        f(p, q, h0, h1, w0, w1, n > 0 ? 1.f / static_cast<float>(n) : 0.f);
+      }
+    }
+  }
+
+  Pool2dDgradConfig cfg_;
+};
+
+TBD_REGISTER_LAYER(Pool2dDgradConfig, DeviceKind::kCpu, Pool2dDgradCpu);
+
+// ---- LayerNormDgrad ----
+
+// Row statistics in double; per row: mean and r from x, then the formulas of
+// layers/input_grad.h. d(gamma) is a column sum, done after the rows from saved row scalars.
+class LayerNormDgradCpu final : public Layer {
+ public:
+  LayerNormDgradCpu(Backend& be, const std::string& name, const LayerNormDgradConfig& cfg,
+                    const std::vector<TensorDesc>& in)
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+    D_ = in[0].shape[-1];
+    M_ = in[0].shape.numel() / D_;
+    rows_ = be.empty(Shape{2 * 4 * M_}, MemCategory::kWorkspace);  // 4 doubles per row
+  }
+  const char* kind() const override { return LayerNormDgradConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("x ", inputs_[1].shape.to_string());
+  }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 2, "forward inputs");
+    const float* dy = x[0]->f32();
+    const float* xv = x[1]->f32();
+    const float* gamma = params_[0].value.f32();
+    float* out = y[0]->f32();
+    const int64_t D = D_;
+#pragma omp parallel for schedule(static) if (parallel : M_ * D > kParallelMin)
+    for (int64_t m = 0; m < M_; ++m) {
+      const float* xr = xv + m * D;
+      const float* dr = dy + m * D;
+      double mu, r;
+      stats(xr, &mu, &r);
+      double mg = 0, mgx = 0;
+      for (int64_t i = 0; i < D; ++i) {
+        const double g = static_cast<double>(dr[i]) * gamma[i];
+        mg += g;
+        mgx += g * (xr[i] - mu) * r;
+      }
+      mg /= static_cast<double>(D);
+      mgx /= static_cast<double>(D);
+      for (int64_t i = 0; i < D; ++i) {
+        const double xh = (xr[i] - mu) * r;
+        out[m * D + i] = static_cast<float>(r * (static_cast<double>(dr[i]) * gamma[i] - mg -
+                                                 xh * mgx));
+      }
+    }
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dyv, TensorRefs x, TensorRefs /*y*/) override {
+    const float* v = dyv[0]->f32();
+    const float* dy = x[0]->f32();
+    const float* xv = x[1]->f32();
+    const float* gamma = params_[0].value.f32();
+    float* ddy = dx[0] ? dx[0]->f32() : nullptr;
+    float* dxx = dx[1] ? dx[1]->f32() : nullptr;
+    double* row = rows_.data<double>();  // per row: mu, r, mean(v), mean(v xh)
+    const int64_t D = D_;
+    const double inv_d = 1.0 / static_cast<double>(D);
+#pragma omp parallel for schedule(static) if (parallel : M_ * D > kParallelMin)
+    for (int64_t m = 0; m < M_; ++m) {
+      const float* xr = xv + m * D;
+      const float* dr = dy + m * D;
+      const float* vr = v + m * D;
+      double mu, r;
+      stats(xr, &mu, &r);
+      double mg = 0, mgx = 0, mv = 0, mvx = 0, mvg = 0;
+      for (int64_t i = 0; i < D; ++i) {
+        const double xh = (xr[i] - mu) * r, g = static_cast<double>(dr[i]) * gamma[i];
+        mg += g;
+        mgx += g * xh;
+        mv += vr[i];
+        mvx += vr[i] * xh;
+        mvg += vr[i] * g;
+      }
+      mg *= inv_d, mgx *= inv_d, mv *= inv_d, mvx *= inv_d, mvg *= inv_d;
+      row[4 * m + 0] = mu, row[4 * m + 1] = r, row[4 * m + 2] = mv, row[4 * m + 3] = mvx;
+      const double c_xh = mgx * mvx - mvg + mg * mv;
+      for (int64_t i = 0; i < D; ++i) {
+        const double xh = (xr[i] - mu) * r, g = static_cast<double>(dr[i]) * gamma[i];
+        const double pv = vr[i] - mv - xh * mvx;
+        if (ddy) ddy[m * D + i] = static_cast<float>(r * pv * gamma[i]);
+        if (dxx) {
+          const double pg = g - mg - xh * mgx;
+          dxx[m * D + i] = static_cast<float>(r * r * (xh * c_xh - pg * mvx - pv * mgx));
+        }
+      }
+    }
+    if (!param_grads()) return;
+    // d(gamma)[i] += sum over rows of r P(v)[i] dy[i]
+    float* dgamma = params_[0].grad.f32();
+#pragma omp parallel for schedule(static) if (parallel : M_ * D > kParallelMin)
+    for (int64_t i = 0; i < D; ++i) {
+      double s = 0;
+      for (int64_t m = 0; m < M_; ++m) {
+        const double mu = row[4 * m], r = row[4 * m + 1];
+        const double xh = (xv[m * D + i] - mu) * r;
+        const double pv = v[m * D + i] - row[4 * m + 2] - xh * row[4 * m + 3];
+        s += r * pv * dy[m * D + i];
+      }
+      dgamma[i] += static_cast<float>(s);
+    }
+  }
+
+ private:
+  void stats(const float* xr, double* mu, double* r) const {
+    double s = 0, ss = 0;
+    for (int64_t i = 0; i < D_; ++i) s += xr[i];
+    const double mean = s / static_cast<double>(D_);
+    for (int64_t i = 0; i < D_; ++i) ss += (xr[i] - mean) * (xr[i] - mean);
+    *mu = mean;
+    *r = 1.0 / std::sqrt(ss / static_cast<double>(D_) + cfg_.ln.eps);
+  }
+
+  LayerNormDgradConfig cfg_;
+  int64_t M_ = 0, D_ = 0;
+  Tensor rows_;
+};
+
+TBD_REGISTER_LAYER(LayerNormDgradConfig, DeviceKind::kCpu, LayerNormDgradCpu);
+
+}  // namespace
+}  // namespace tbd::cpu

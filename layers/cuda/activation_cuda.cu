@@ -1,0 +1,124 @@
+// layers/cuda/activation_cuda.cu: Activation on CUDA.
+//
+// cuDNN for relu, tanh and sigmoid (cudnnActivationForward/Backward); own kernels for leaky
+// relu and the erf form of GELU, which cuDNN's legacy activation lacks. Shape checks and FLOP
+// counts are the shared ones (layers/activation.cpp); only row-major tensors exist on CUDA, and
+// an elementwise layer would not care anyway.
+#include "backends/cuda/cuda_backend.h"
+#include "layers/activation.h"
+#include "layers/cuda/cuda_layer_util.h"
+#include "layers/cuda/kernel_util.cuh"
+
+namespace tbd::cuda {
+namespace {
+
+// ---- Activation ----
+
+__global__ void leaky_relu_fwd_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n,
+                                      float alpha) {
+  TBD_GRID_STRIDE(i, n) {
+    const float v = x[i];
+    y[i] = v > 0.f ? v : alpha * v;
+  }
+}
+
+__global__ void leaky_relu_bwd_kernel(const float* __restrict__ x, const float* __restrict__ dy,
+                                      float* __restrict__ dx, int64_t n, float alpha) {
+  TBD_GRID_STRIDE(i, n) { dx[i] = x[i] > 0.f ? dy[i] : alpha * dy[i]; }
+}
+
+// GELU (erf): y = x * Phi(x), Phi(x) = 0.5 * (1 + erf(x / sqrt 2)); dy/dx = Phi(x) + x * phi(x).
+__global__ void gelu_fwd_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+  TBD_GRID_STRIDE(i, n) {
+    const float v = x[i];
+    y[i] = 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+  }
+}
+
+__global__ void gelu_bwd_kernel(const float* __restrict__ x, const float* __restrict__ dy,
+                                float* __restrict__ dx, int64_t n) {
+  TBD_GRID_STRIDE(i, n) {
+    const float v = x[i];
+    const float cdf = 0.5f * (1.f + erff(v * 0.70710678118654752f));
+    const float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
+    dx[i] = dy[i] * (cdf + v * pdf);
+  }
+}
+
+class ActivationCuda final : public Layer {
+ public:
+  ActivationCuda(Backend& be, const std::string& name, const ActivationConfig& cfg,
+                 const std::vector<TensorDesc>& in)
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+    n_ = in[0].shape.numel();
+    if (uses_cudnn()) {
+      cudnnActivationMode_t mode = cfg.act == ActKind::kRelu   ? CUDNN_ACTIVATION_RELU
+                                   : cfg.act == ActKind::kTanh ? CUDNN_ACTIVATION_TANH
+                                                               : CUDNN_ACTIVATION_SIGMOID;
+      cudnnActivationDescriptor_t d = nullptr;
+      TBD_CUDNN_CHECK(cudnnCreateActivationDescriptor(&d));
+      act_ = CudnnActDesc(d);
+      TBD_CUDNN_CHECK(cudnnSetActivationDescriptor(d, mode, CUDNN_PROPAGATE_NAN, 0.0));
+      desc_ = make_tensor_desc(1, 1, 1, n_);  // elementwise: one flat row
+    }
+  }
+
+  const char* kind() const override { return ActivationConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat(to_string(cfg_.act), " x ", inputs_[0].shape.to_string(),
+                          uses_cudnn() ? " | cudnn" : " | own kernel");
+  }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    const float* xp = x[0]->f32();
+    float* yp = y[0]->f32();
+    if (uses_cudnn()) {
+      TBD_CUDNN_CHECK(
+          cudnnActivationForward(cu_.cudnn(), act_, &kOne, desc_, xp, &kZero, desc_, yp));
+      return;
+    }
+    if (cfg_.act == ActKind::kLeakyRelu) {
+      leaky_relu_fwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(
+          xp, yp, n_, static_cast<float>(cfg_.alpha));
+    } else {
+      gelu_fwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(xp, yp, n_);
+    }
+    TBD_CUDA_CHECK_LAST();
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+    if (dx[0] == nullptr) return;
+    if (uses_cudnn()) {
+      TBD_CUDNN_CHECK(cudnnActivationBackward(cu_.cudnn(), act_, &kOne, desc_, y[0]->raw(), desc_,
+                                              dy[0]->raw(), desc_, x[0]->raw(), &kZero, desc_,
+                                              dx[0]->raw()));
+      return;
+    }
+    if (cfg_.act == ActKind::kLeakyRelu) {
+      leaky_relu_bwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(
+          x[0]->f32(), dy[0]->f32(), dx[0]->f32(), n_, static_cast<float>(cfg_.alpha));
+    } else {
+      gelu_bwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(x[0]->f32(), dy[0]->f32(),
+                                                                 dx[0]->f32(), n_);
+    }
+    TBD_CUDA_CHECK_LAST();
+  }
+
+ private:
+  bool uses_cudnn() const {
+    return cfg_.act == ActKind::kRelu || cfg_.act == ActKind::kTanh ||
+           cfg_.act == ActKind::kSigmoid;
+  }
+
+  ActivationConfig cfg_;
+  CudaBackend& cu_;
+  int64_t n_ = 0;
+  CudnnActDesc act_;
+  CudnnTensorDesc desc_;
+};
+
+TBD_REGISTER_LAYER(ActivationConfig, DeviceKind::kCuda, ActivationCuda);
+
+}  // namespace
+}  // namespace tbd::cuda
