@@ -122,6 +122,14 @@ std::unique_ptr<Layer> make_target_layer(Backend& be, const std::string& name, c
     if (be_ == nullptr) GTEST_SKIP() << ::tbd::test::to_string(t) << ": " << why_; \
   } while (0)
 
+// Skips the current test where backend `be` has no implementation of Config's kind (yet).
+#define TBD_SKIP_WITHOUT_IMPLEMENTATION(Config, be)                                          \
+  do {                                                                                    \
+    if (!::tbd::layer_registry<Config>().count((be).kind())) {                            \
+      GTEST_SKIP() << Config::kKind << " has no implementation on " << ::tbd::to_string((be).kind()); \
+    }                                                                                     \
+  } while (0)
+
 // The fixture of a layer suite: parameter (case, target), the case having a `name`.
 template <class Case>
 class LayerTest : public ::testing::TestWithParam<std::tuple<Case, Target>> {
