@@ -15,12 +15,14 @@ if(TBD_WERROR)
 endif()
 
 # tbd_add_test(NAME src... [LABELS l...]): one GoogleTest executable; each TEST becomes a
-# ctest test (discovered when ctest runs, so building stays fast).
+# ctest test (discovered when ctest runs, so building stays fast). NO_PRETTY_VALUES: every
+# parameterised suite names its instances (<case>_<target>), and CMake would otherwise append
+# GoogleTest's dump of the parameter's bytes to those names.
 function(tbd_add_test name)
   cmake_parse_arguments(T "" "" "LABELS;SOURCES" ${ARGN})
   add_executable(${name} ${T_SOURCES} ${T_UNPARSED_ARGUMENTS})
   target_link_libraries(${name} PRIVATE tbd tbd_test_support GTest::gtest_main tbd_warnings)
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES
     PROPERTIES LABELS "${T_LABELS}")
 endfunction()
 

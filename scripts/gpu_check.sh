@@ -6,7 +6,9 @@
 # binaries carried from a build machine (scripts/pack_gpu_bundle.sh makes the bundle there):
 #   1. environment: nvidia-smi, the CUDA libraries PyTorch ships (site-packages/nvidia/*/lib,
 #      put on LD_LIBRARY_PATH after the bundle's lib/), cuDNN >= the build's, ldd of every binary
-#   2. the CUDA tests (every bin/*cuda*_test, i.e. what `ctest -L cuda` runs), with XML results
+#   2. the CUDA tests (every bin/*cuda*_test, i.e. what `ctest -L cuda` runs) and the CUDA targets
+#      of the layer suites (the other bin/*_test, filtered to their cuda_fp32 and cuda_tf32
+#      instances: every layer case against float64), with XML results
 #   3. a quick tbd_bench set on --tbd_backend=cuda in both math modes with the counters
 #      (BENCH_FILTER below), Google Benchmark JSON per mode
 #   4. scripts/torch_side_by_side.py: PyTorch timings of the same layers (CUDA events, warm-up)
@@ -120,11 +122,14 @@ fi
 
 # ---- 2. CUDA tests ----
 mkdir -p "$OUT/tests"
-for t in "$BUNDLE"/bin/*cuda*_test; do
+for t in "$BUNDLE"/bin/*_test; do
   [[ -x "$t" ]] || continue
   name=$(basename "$t")
-  run_tbd timeout "$TEST_TIMEOUT_S" "$t" --gtest_output="xml:$OUT/tests/$name.xml" \
-    > "$OUT/tests/$name.log" 2>&1
+  # A layer suite runs each case on every target; its CPU instances run in CI.
+  filter='*'
+  [[ "$name" == *cuda* ]] || filter='*cuda_fp32*:*cuda_tf32*'
+  run_tbd timeout "$TEST_TIMEOUT_S" "$t" --gtest_filter="$filter" \
+    --gtest_output="xml:$OUT/tests/$name.xml" > "$OUT/tests/$name.log" 2>&1
   rc=$?
   line=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]' "$OUT/tests/$name.log" | head -3 | tr '\n' ' ')
   if ((rc == 0)); then

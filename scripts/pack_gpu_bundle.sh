@@ -7,8 +7,9 @@
 #
 # The GPU machine has CUDA 13, PyTorch and its pip NVIDIA libraries, but no Google Benchmark, no
 # oneDNN, no apt and no network. So the bundle carries:
-#   bin/    tbd_bench (if built) and the CUDA test binaries (tests/*cuda*_test; ALL_TESTS=1 packs
-#           every test binary, which may not fit)
+#   bin/    tbd_bench (if built), the CUDA test binaries (tests/*cuda*_test) and the layer suites
+#           (the tests/layers/*_test.cpp that run their cases on every target, CUDA included,
+#           against float64); ALL_TESTS=1 packs every test binary, which may not fit
 #   lib/    libtbd_*.so and every library they load that is neither glibc nor a CUDA library:
 #           libbenchmark.so.1debian, libdnnl.so.2, libgomp.so.1, libOpenCL.so.1, libstdc++.so.6,
 #           libgcc_s.so.1, ... (found with ldd here)
@@ -41,6 +42,13 @@ binaries=()
 test_glob='*cuda*_test'
 [[ "${ALL_TESTS:-0}" == 1 ]] && test_glob='*_test'
 for t in "$BUILD_DIR"/tests/$test_glob; do [[ -x "$t" ]] && binaries+=("$t"); done
+if [[ "${ALL_TESTS:-0}" != 1 ]]; then
+  # The suites that run on the targets (tests/support/check.h); bytes_test and the like do not.
+  for src in $(grep -l 'on_all_targets\|TargetTest' "$ROOT"/tests/layers/*_test.cpp); do
+    t="$BUILD_DIR/tests/$(basename "$src" .cpp)"
+    [[ -x "$t" ]] && binaries+=("$t")
+  done
+fi
 ((${#binaries[@]})) || die "no binaries in $BUILD_DIR"
 [[ -x "$BUILD_DIR/tbd_bench" ]] || echo "pack_gpu_bundle: note: no tbd_bench in $BUILD_DIR (tests only)" >&2
 

@@ -1,5 +1,5 @@
 // tests/layers/activation_test.cpp: relu, leaky relu, tanh, sigmoid and gelu (erf) forward and
-// backward against float64 references, in plain (any rank) and nChw16c layouts.
+// backward against float64 references, in plain (any rank) and nChw16c layouts, on every target.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -46,29 +46,29 @@ struct ActCase {
   double alpha = 0.01;
 };
 
-class ActivationTest : public ::testing::TestWithParam<ActCase> {};
+class ActivationTest : public LayerTest<ActCase> {};
 
 TEST_P(ActivationTest, MatchesFloat64Reference) {
-  auto be = make_cpu_backend();
-  const ActCase& tc = GetParam();
+  const ActCase& tc = tcase();
   ActivationConfig cfg;
   cfg.act = tc.act;
   cfg.alpha = tc.alpha;
-  auto layer = make_layer(*be, "act", cfg, {TensorDesc{tc.x, DType::kF32, tc.layout}});
+  auto layer = make("act", cfg, {TensorDesc{tc.x, DType::kF32, tc.layout}});
   EXPECT_EQ(layer->output_descs()[0].shape, tc.x);
-  EXPECT_EQ(layer->output_descs()[0].layout, tc.layout);
+  EXPECT_EQ(layer->output_descs()[0].layout, layer->input_descs()[0].layout);
   LayerCheckOptions opt;
   const bool piecewise_linear = tc.act == ActKind::kRelu || tc.act == ActKind::kLeakyRelu;
+  opt.op_class = OpClass::kElementwise;
   if (!piecewise_linear) {
     // Wider inputs reach the saturating parts; oneDNN's vectorised exp/tanh/erf are
-    // polynomial approximations (see kF32Transcendental).
+    // polynomial approximations (OpClass::kTranscendental).
     opt.x_lo = -4, opt.x_hi = 4;
-    opt.fwd_tol = opt.bwd_data_tol = kF32Transcendental;
+    opt.op_class = OpClass::kTranscendental;
   }
   // relu kinks at 0: uniform f32 inputs land within the FD step (1e-6) of 0 with negligible
   // probability, and the seeds are fixed.
   check_layer(
-      *be, *layer,
+      be(), *layer,
       [&](auto& x, auto&) {
         Vec y(x[0].size());
         for (std::size_t i = 0; i < y.size(); ++i) y[i] = act_f(tc.act, tc.alpha, x[0][i]);
@@ -87,7 +87,7 @@ TEST_P(ActivationTest, MatchesFloat64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Kinds, ActivationTest,
-    ::testing::Values(
+    on_all_targets(::testing::Values(
         ActCase{"relu_odd_4d", ActKind::kRelu, Shape{1, 3, 5, 7}},
         ActCase{"relu_blocked", ActKind::kRelu, Shape{2, 16, 3, 5}, Layout::kNChw16c},
         ActCase{"relu_rank1", ActKind::kRelu, Shape{37}},
@@ -102,8 +102,8 @@ INSTANTIATE_TEST_SUITE_P(
         ActCase{"sigmoid_rank5", ActKind::kSigmoid, Shape{2, 3, 1, 4, 5}},
         ActCase{"sigmoid_blocked", ActKind::kSigmoid, Shape{1, 16, 3, 3}, Layout::kNChw16c},
         ActCase{"gelu_2d", ActKind::kGelu, Shape{3, 31}},
-        ActCase{"gelu_blocked", ActKind::kGelu, Shape{2, 32, 3, 1}, Layout::kNChw16c}),
-    [](const auto& info) { return info.param.name; });
+        ActCase{"gelu_blocked", ActKind::kGelu, Shape{2, 32, 3, 1}, Layout::kNChw16c})),
+    CaseOnTarget());
 
 TEST(ActivationNames, ToString) {
   EXPECT_STREQ(to_string(ActKind::kRelu), "relu");

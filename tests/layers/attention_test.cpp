@@ -1,6 +1,6 @@
 // tests/layers/attention_test.cpp: MultiHeadAttention forward, input and parameter gradients
-// against a float64 reference (self, cross, causal, padding, dropout), dropout determinism,
-// input checks, FLOPs, memory and the no-allocation rule.
+// against a float64 reference (self, cross, causal, padding, dropout) on every target, dropout
+// determinism, input checks, FLOPs, memory and the no-allocation rule.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -192,12 +192,11 @@ std::vector<TensorDesc> inputs_of(const MhaCase& tc) {
   return in;
 }
 
-class MultiHeadAttentionTest : public ::testing::TestWithParam<MhaCase> {};
+class MultiHeadAttentionTest : public LayerTest<MhaCase> {};
 
 TEST_P(MultiHeadAttentionTest, MatchesFloat64Reference) {
-  auto be = make_cpu_backend();
-  const MhaCase& tc = GetParam();
-  auto layer = make_layer(*be, "attn", tc.cfg, inputs_of(tc));
+  const MhaCase& tc = tcase();
+  auto layer = make("attn", tc.cfg, inputs_of(tc));
   EXPECT_EQ(layer->output_descs()[0].shape, (Shape{tc.N, tc.Tq, tc.D}));
   EXPECT_EQ(layer->params().size(), tc.cfg.bias ? 8u : 4u);
   RefMha ref(tc);
@@ -207,13 +206,13 @@ TEST_P(MultiHeadAttentionTest, MatchesFloat64Reference) {
   opt.int_hi = ref.Tk + 1;
   opt.run_fd = tc.run_fd;
   check_layer(
-      *be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+      be(), *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
       [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); }, opt);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MultiHeadAttentionTest,
-    ::testing::Values(
+    on_all_targets(::testing::Values(
         MhaCase{"self_batch1", 1, 4, 0, 8, mha(2)},
         MhaCase{"self_odd_3heads", 2, 5, 0, 12, mha(3)},
         MhaCase{"self_no_bias", 2, 3, 0, 8, mha(4, false, false, false, /*bias=*/false)},
@@ -229,8 +228,11 @@ INSTANTIATE_TEST_SUITE_P(
         // Large enough for oneDNN's blocked brgemm kernels; finite differences skipped (slow).
         MhaCase{"medium_self_causal", 2, 19, 0, 64, mha(4, false, true, false, true, 0.1), true,
                 false},
-        MhaCase{"medium_cross_padding", 3, 17, 23, 48, mha(3, true, false, true), true, false}),
-    [](const auto& info) { return info.param.name; });
+        MhaCase{"medium_cross_padding", 3, 17, 23, 48, mha(3, true, false, true), true, false},
+        MhaCase{"self_one_head", 1, 7, 0, 6, mha(1)},
+        MhaCase{"cross_no_bias", 2, 3, 5, 8, mha(4, true, false, false, /*bias=*/false)},
+        MhaCase{"dropout_cross_padding", 2, 3, 5, 8, mha(2, true, false, true, true, 0.5)})),
+    CaseOnTarget());
 
 // Runs one forward with fixed inputs and parameters; returns y.
 struct Runner {

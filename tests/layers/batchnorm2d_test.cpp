@@ -1,5 +1,5 @@
 // tests/layers/batchnorm2d_test.cpp: BatchNorm2d training forward/backward, running statistics
-// and eval mode against a float64 reference, in plain and nChw16c layouts.
+// and eval mode against a float64 reference, in plain and nChw16c layouts, on every target.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -102,54 +102,59 @@ struct BnCase {
   Layout layout = Layout::kRowMajor;
 };
 
-class BatchNorm2dTest : public ::testing::TestWithParam<BnCase> {};
-
-std::unique_ptr<Layer> make_bn(Backend& be, const BnCase& tc, BatchNorm2dConfig cfg = {}) {
-  return make_layer(be, "bn", cfg, {TensorDesc{tc.x, DType::kF32, tc.layout}});
-}
+class BatchNorm2dTest : public LayerTest<BnCase> {
+ protected:
+  std::unique_ptr<Layer> make_bn(BatchNorm2dConfig cfg = {}) const {
+    return make("bn", cfg, {TensorDesc{tcase().x, DType::kF32, tcase().layout}});
+  }
+  static LayerCheckOptions options() {
+    LayerCheckOptions o;
+    o.op_class = OpClass::kReduction;
+    return o;
+  }
+};
 
 TEST_P(BatchNorm2dTest, TrainingMatchesFloat64Reference) {
-  auto be = make_cpu_backend();
-  const BnCase& tc = GetParam();
-  auto layer = make_bn(*be, tc);
+  const BnCase& tc = tcase();
+  auto layer = make_bn();
   EXPECT_EQ(layer->output_descs()[0].shape, tc.x);
-  EXPECT_EQ(layer->output_descs()[0].layout, tc.layout);
+  EXPECT_EQ(layer->output_descs()[0].layout, layer->input_descs()[0].layout);
   RefBn ref(tc.x, 1e-5);
   check_layer(
-      *be, *layer, [&](auto& x, auto& p) { return ref.forward_train(x, p); },
-      [&](auto& x, auto& p, auto& dy) { return ref.backward_train(x, p, dy); });
+      be(), *layer, [&](auto& x, auto& p) { return ref.forward_train(x, p); },
+      [&](auto& x, auto& p, auto& dy) { return ref.backward_train(x, p, dy); }, options());
 }
 
 // x is data (no input gradient): gamma and beta gradients come from the layer's own reduction.
 TEST_P(BatchNorm2dTest, ParamGradientsWithoutInputGradient) {
-  auto be = make_cpu_backend();
-  const BnCase& tc = GetParam();
-  auto layer = make_bn(*be, tc);
+  const BnCase& tc = tcase();
+  auto layer = make_bn();
   RefBn ref(tc.x, 1e-5);
-  LayerCheckOptions opt;
+  LayerCheckOptions opt = options();
   opt.x_needs_grad = {false};
   opt.run_fd = false;  // the reference is checked in the test above
   check_layer(
-      *be, *layer, [&](auto& x, auto& p) { return ref.forward_train(x, p); },
+      be(), *layer, [&](auto& x, auto& p) { return ref.forward_train(x, p); },
       [&](auto& x, auto& p, auto& dy) { return ref.backward_train(x, p, dy); }, opt);
 }
 
 // Two training steps update the running statistics (momentum, unbiased variance); eval mode
 // then normalises with them, forward and backward.
 TEST_P(BatchNorm2dTest, RunningStatisticsAndEvalMode) {
-  auto be = make_cpu_backend();
-  const BnCase& tc = GetParam();
+  const BnCase& tc = tcase();
+  Backend* be = &this->be();
+  const Tol tol = tolerance(target(), Phase::kFprop, OpClass::kReduction);
   BatchNorm2dConfig cfg;
   cfg.momentum = 0.3;
-  auto layer = make_bn(*be, tc, cfg);
+  auto layer = make_bn(cfg);
   auto* bn = dynamic_cast<BatchNorm2dLayer*>(layer.get());
   ASSERT_NE(bn, nullptr);
   EXPECT_EQ(bn->running_mean().category(), MemCategory::kDynamic);
   RefBn ref(tc.x, cfg.eps);
   const int64_t C = tc.x[1];
   Vec rm(C, 0.0), rv(C, 1.0);
-  EXPECT_TRUE(expect_close("initial running mean", to_host(*be, bn->running_mean()), rm, kF32));
-  EXPECT_TRUE(expect_close("initial running var", to_host(*be, bn->running_var()), rv, kF32));
+  EXPECT_TRUE(expect_close("initial running mean", to_host(*be, bn->running_mean()), rm, tol));
+  EXPECT_TRUE(expect_close("initial running var", to_host(*be, bn->running_var()), rv, tol));
 
   Tensor x = be->empty(layer->input_descs()[0], MemCategory::kDynamic);
   Tensor y = be->empty(layer->output_descs()[0], MemCategory::kFeatureMaps);
@@ -169,11 +174,11 @@ TEST_P(BatchNorm2dTest, RunningStatisticsAndEvalMode) {
       rv[c] = (1 - m) * rv[c] + m * var[c] * (M > 1 ? M / (M - 1) : 1.0);
     }
   }
-  EXPECT_TRUE(expect_close("running mean", to_host(*be, bn->running_mean()), rm, kF32));
-  EXPECT_TRUE(expect_close("running var", to_host(*be, bn->running_var()), rv, kF32));
+  EXPECT_TRUE(expect_close("running mean", to_host(*be, bn->running_mean()), rm, tol));
+  EXPECT_TRUE(expect_close("running var", to_host(*be, bn->running_var()), rv, tol));
 
   Vec rm_f = to_host(*be, bn->running_mean()), rv_f = to_host(*be, bn->running_var());
-  LayerCheckOptions opt;
+  LayerCheckOptions opt = options();
   opt.training = false;
   check_layer(
       *be, *layer,
@@ -186,12 +191,17 @@ TEST_P(BatchNorm2dTest, RunningStatisticsAndEvalMode) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, BatchNorm2dTest,
-    ::testing::Values(BnCase{"batch1_odd", Shape{1, 3, 5, 7}},
-                      BnCase{"plain", Shape{4, 6, 3, 2}},
-                      BnCase{"spatial_1x1", Shape{5, 3, 1, 1}},
-                      BnCase{"blocked", Shape{2, 16, 5, 3}, Layout::kNChw16c},
-                      BnCase{"blocked_32c_batch1", Shape{1, 32, 3, 3}, Layout::kNChw16c}),
-    [](const auto& info) { return info.param.name; });
+    on_all_targets(::testing::Values(
+        BnCase{"batch1_odd", Shape{1, 3, 5, 7}},
+        BnCase{"plain", Shape{4, 6, 3, 2}},
+        BnCase{"plain_5x5", Shape{4, 6, 5, 5}},
+        BnCase{"spatial_1x1", Shape{5, 3, 1, 1}},
+        // One value per channel: the batch variance is 0 and the running variance takes the
+        // biased one (the unbiased one is undefined).
+        BnCase{"one_value_per_channel", Shape{1, 3, 1, 1}},
+        BnCase{"blocked", Shape{2, 16, 5, 3}, Layout::kNChw16c},
+        BnCase{"blocked_32c_batch1", Shape{1, 32, 3, 3}, Layout::kNChw16c})),
+    CaseOnTarget());
 
 TEST(BatchNorm2dParams, GammaOnesBetaZerosNoDecay) {
   auto be = make_cpu_backend();

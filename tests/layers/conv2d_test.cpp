@@ -1,4 +1,5 @@
-// tests/layers/conv2d_test.cpp: Conv2d forward, dgrad and wgrad against a float64 reference.
+// tests/layers/conv2d_test.cpp: Conv2d forward, dgrad and wgrad against a float64 reference, on
+// every target.
 #include <gtest/gtest.h>
 
 #include "core/random.h"
@@ -13,6 +14,7 @@ struct ConvCase {
   Shape x;  // (N, C, H, W)
   Conv2dConfig cfg;
   Layout layout = Layout::kRowMajor;
+  bool want_dx = true;  // false: x is data (the first layer), only the weight gradients
 };
 
 // Naive float64 convolution: y[n,k,p,q] = b[k] + sum_{c,r,s} x[n, g*Cg+c, h, w] * w[k, c, r, s].
@@ -72,17 +74,18 @@ struct RefConv {
   }
 };
 
-class Conv2dTest : public ::testing::TestWithParam<ConvCase> {};
+class Conv2dTest : public LayerTest<ConvCase> {};
 
 TEST_P(Conv2dTest, MatchesFloat64Reference) {
-  auto be = make_cpu_backend();
-  const ConvCase& tc = GetParam();
-  auto layer = make_layer(*be, "conv", tc.cfg, {TensorDesc{tc.x, DType::kF32, tc.layout}});
+  const ConvCase& tc = tcase();
+  auto layer = make("conv", tc.cfg, {TensorDesc{tc.x, DType::kF32, tc.layout}});
   RefConv ref(tc.x, tc.cfg);
   EXPECT_EQ(layer->output_descs()[0].shape, (Shape{ref.N, ref.K, ref.P, ref.Q}));
+  LayerCheckOptions opt;
+  opt.x_needs_grad = {tc.want_dx};
   check_layer(
-      *be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
-      [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); });
+      be(), *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+      [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); }, opt);
 }
 
 Conv2dConfig cfg(int64_t k, int64_t kernel, int64_t stride, int64_t pad, bool bias = false,
@@ -95,7 +98,7 @@ Conv2dConfig cfg(int64_t k, int64_t kernel, int64_t stride, int64_t pad, bool bi
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, Conv2dTest,
-    ::testing::Values(
+    on_all_targets(::testing::Values(
         ConvCase{"stem_batch1", Shape{1, 3, 9, 9}, cfg(16, 3, 2, 1)},              // stem-like, batch 1
         ConvCase{"odd_sizes_bias", Shape{2, 5, 7, 6}, cfg(7, 3, 1, 1, true)},         // odd sizes, bias
         ConvCase{"blocked_1x1", Shape{3, 16, 6, 6}, cfg(32, 1, 1, 0), Layout::kNChw16c},  // blocked in/out
@@ -111,8 +114,15 @@ INSTANTIATE_TEST_SUITE_P(
                    Conv2dConfig c = cfg(3, 1, 1, 0);
                    c.kernel_h = 3, c.kernel_w = 2, c.stride_w = 2, c.pad_h = 1;
                    return c;
-                 }()}),
-    [](const auto& info) { return info.param.name; });
+                 }()},
+        ConvCase{"3x3_batch2", Shape{2, 3, 9, 9}, cfg(8, 3, 1, 1)},
+        ConvCase{"1x1_stride2_bias", Shape{1, 5, 7, 6}, cfg(4, 1, 2, 0, true)},
+        ConvCase{"groups_dilation_stride2_bias", Shape{3, 8, 10, 11}, cfg(8, 3, 2, 2, true, 2, 2)},
+        // The longest reductions here (wgrad over 2*14*14 positions, fwd over 16*9 products):
+        // where TF32's error is largest.
+        ConvCase{"wide_16_to_32_14x14", Shape{2, 16, 14, 14}, cfg(32, 3, 1, 1)},
+        ConvCase{"no_dx", Shape{1, 3, 6, 5}, cfg(8, 3, 1, 1), Layout::kRowMajor, false})),
+    CaseOnTarget());
 
 bool has_avx512_core() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

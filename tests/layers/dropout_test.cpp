@@ -1,6 +1,7 @@
 // tests/layers/dropout_test.cpp: Dropout against a float64 reference that rebuilds the mask
-// from the shared hash, plus mask statistics, mask reuse in backward, fresh masks per step,
-// reruns, eval mode and blocked layouts.
+// from the shared hash on every target (so each backend draws the same mask bit for bit), plus
+// mask statistics, mask reuse in backward, fresh masks per step, reruns, eval mode and blocked
+// layouts.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,15 +19,21 @@ DropoutConfig dcfg(double p, uint64_t seed = 0) {
   return c;
 }
 
-// y = x * keep / (1 - p) with keep from dropout_keep at step 0 (the layer's first forward).
+// y = x * keep / (1 - p) with keep from dropout_keep at step 0 (the layer's first forward);
+// in eval mode y = x.
 struct RefDropout {
   double p, scale;
   uint64_t base;
   uint32_t thr;
-  RefDropout(const DropoutConfig& c, const std::string& name)
+  bool training;
+  RefDropout(const DropoutConfig& c, const std::string& name, bool train = true)
       : p(c.p), scale(c.p < 1 ? 1 / (1 - c.p) : 0.0),
-        base(dropout_step_base(dropout_key(c, name), 0)), thr(dropout_threshold(c.p)) {}
-  double m(int64_t i) const { return dropout_keep(base, i, thr) ? scale : 0.0; }
+        base(dropout_step_base(dropout_key(c, name), 0)), thr(dropout_threshold(c.p)),
+        training(train) {}
+  double m(int64_t i) const {
+    if (!training) return 1.0;
+    return dropout_keep(base, i, thr) ? scale : 0.0;
+  }
   std::vector<Vec> forward(const std::vector<Vec>& x, const std::vector<Vec>&) const {
     Vec y(x[0].size());
     for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[0][i] * m(i);
@@ -45,29 +52,37 @@ struct DropoutCase {
   std::string name;
   Shape x;
   double p;
+  bool training = true;
+  uint64_t seed = 7;
 };
 
-class DropoutTest : public ::testing::TestWithParam<DropoutCase> {};
+class DropoutTest : public LayerTest<DropoutCase> {};
 
+// The mask is a counter-based hash of (seed, layer name, step, element): every backend draws
+// the same one, so a target whose mask differs by one element fails here by O(1).
 TEST_P(DropoutTest, MatchesFloat64Reference) {
-  auto be = make_cpu_backend();
-  const DropoutCase& tc = GetParam();
-  auto layer = make_layer(*be, "drop", dcfg(tc.p, 7), {TensorDesc{tc.x}});
+  const DropoutCase& tc = tcase();
+  auto layer = make("drop", dcfg(tc.p, tc.seed), {TensorDesc{tc.x}});
   EXPECT_EQ(layer->output_descs()[0].shape, tc.x);
-  RefDropout ref(dcfg(tc.p, 7), "drop");
+  RefDropout ref(dcfg(tc.p, tc.seed), "drop", tc.training);
+  LayerCheckOptions opt;
+  opt.op_class = OpClass::kElementwise;
+  opt.training = tc.training;
   check_layer(
-      *be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
-      [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); });
+      be(), *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+      [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); }, opt);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, DropoutTest,
-    ::testing::Values(DropoutCase{"batch1_half", Shape{1, 7}, 0.5},
-                      DropoutCase{"odd_sizes_3d", Shape{3, 5, 17}, 0.1},
-                      DropoutCase{"rank4", Shape{2, 3, 4, 5}, 0.3},
-                      DropoutCase{"p0_identity", Shape{4, 9}, 0.0},
-                      DropoutCase{"p1_drops_all", Shape{4, 9}, 1.0}),
-    [](const auto& info) { return info.param.name; });
+    on_all_targets(::testing::Values(DropoutCase{"batch1_half", Shape{1, 7}, 0.5},
+                                     DropoutCase{"odd_sizes_3d", Shape{3, 5, 17}, 0.1},
+                                     DropoutCase{"rank4", Shape{2, 3, 4, 5}, 0.3},
+                                     DropoutCase{"rows_7x37_seed42", Shape{7, 37}, 0.3, true, 42},
+                                     DropoutCase{"eval_identity", Shape{7, 37}, 0.3, false, 42},
+                                     DropoutCase{"p0_identity", Shape{4, 9}, 0.0},
+                                     DropoutCase{"p1_drops_all", Shape{4, 9}, 1.0})),
+    CaseOnTarget());
 
 // One training step on host data: y, dx and the mask as seen through y / x.
 struct Step {

@@ -1,5 +1,5 @@
 // tests/layers/embedding_test.cpp: Embedding gather and scatter-add gradient (padding_idx,
-// scale, repeated ids) against a float64 reference, id checks and determinism.
+// scale, repeated ids) against a float64 reference on every target, id checks and determinism.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -52,12 +52,11 @@ struct RefEmbedding {
   }
 };
 
-class EmbeddingTest : public ::testing::TestWithParam<EmbeddingCase> {};
+class EmbeddingTest : public LayerTest<EmbeddingCase> {};
 
 TEST_P(EmbeddingTest, MatchesFloat64Reference) {
-  auto be = make_cpu_backend();
-  const EmbeddingCase& tc = GetParam();
-  auto layer = make_layer(*be, "emb", tc.cfg, {TensorDesc{tc.ids, DType::kI32}});
+  const EmbeddingCase& tc = tcase();
+  auto layer = make("emb", tc.cfg, {TensorDesc{tc.ids, DType::kI32}});
   std::vector<int64_t> ydims = tc.ids.dims();
   ydims.push_back(tc.cfg.dim);
   EXPECT_EQ(layer->output_descs()[0].shape, Shape(ydims));
@@ -69,18 +68,20 @@ TEST_P(EmbeddingTest, MatchesFloat64Reference) {
   // of the forward disagree there on purpose; the cases without padding check the reference.
   opt.run_fd = tc.cfg.padding_idx < 0;
   check_layer(
-      *be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+      be(), *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
       [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); }, opt);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, EmbeddingTest,
-    ::testing::Values(EmbeddingCase{"batch1", Shape{1}, ecfg(7, 3)},
-                      EmbeddingCase{"odd_sizes_2d", Shape{3, 5}, ecfg(11, 9)},
-                      EmbeddingCase{"padding_scaled", Shape{4, 6}, ecfg(5, 13, 2, 2.5)},
-                      EmbeddingCase{"repeated_ids", Shape{50}, ecfg(3, 33)},
-                      EmbeddingCase{"wide_dim_padding0", Shape{2, 3}, ecfg(4, 70, 0)}),
-    [](const auto& info) { return info.param.name; });
+    on_all_targets(::testing::Values(
+        EmbeddingCase{"batch1", Shape{1}, ecfg(7, 3)},
+        EmbeddingCase{"odd_sizes_2d", Shape{3, 5}, ecfg(11, 9)},
+        EmbeddingCase{"padding_scaled", Shape{4, 6}, ecfg(5, 13, 2, 2.5)},
+        EmbeddingCase{"padding2_scale2_3x5", Shape{3, 5}, ecfg(10, 6, 2, 2.0)},
+        EmbeddingCase{"repeated_ids", Shape{50}, ecfg(3, 33)},
+        EmbeddingCase{"wide_dim_padding0", Shape{2, 3}, ecfg(4, 70, 0)})),
+    CaseOnTarget());
 
 struct RunResult {
   Vec y, dw;

@@ -1,5 +1,5 @@
 // tests/layers/gemm_test.cpp: Gemm (transposes, batch, shared b, alpha, bias) forward and the
-// gradients of both inputs and the bias against a float64 reference.
+// gradients of both inputs and the bias against a float64 reference, on every target.
 #include <gtest/gtest.h>
 
 #include "layers/linear.h"
@@ -71,41 +71,39 @@ struct RefGemm {
   }
 };
 
-class GemmTest : public ::testing::TestWithParam<GemmCase> {};
+class GemmTest : public LayerTest<GemmCase> {};
 
 TEST_P(GemmTest, MatchesFloat64Reference) {
-  auto be = make_cpu_backend();
-  const GemmCase& tc = GetParam();
-  auto layer = make_layer(*be, "gemm", tc.cfg, {TensorDesc{tc.a}, TensorDesc{tc.b}});
+  const GemmCase& tc = tcase();
+  auto layer = make("gemm", tc.cfg, {TensorDesc{tc.a}, TensorDesc{tc.b}});
   RefGemm ref(tc.a, tc.b, tc.cfg);
   std::vector<int64_t> ydims(tc.a.dims().begin(), tc.a.dims().end() - 2);
   ydims.push_back(ref.M);
   ydims.push_back(ref.N);
   EXPECT_EQ(layer->output_descs()[0].shape, Shape(ydims));
   check_layer(
-      *be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+      be(), *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
       [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); });
 }
 
 // Only one input wants a gradient (the other is data): the skipped one must stay untouched.
 TEST_P(GemmTest, OneInputGradientAtATime) {
-  auto be = make_cpu_backend();
-  const GemmCase& tc = GetParam();
+  const GemmCase& tc = tcase();
   RefGemm ref(tc.a, tc.b, tc.cfg);
   for (int which = 0; which < 2; ++which) {
-    auto layer = make_layer(*be, "gemm", tc.cfg, {TensorDesc{tc.a}, TensorDesc{tc.b}});
+    auto layer = make("gemm", tc.cfg, {TensorDesc{tc.a}, TensorDesc{tc.b}});
     LayerCheckOptions opt;
     opt.x_needs_grad = {which == 0, which == 1};
     opt.run_fd = false;
     check_layer(
-        *be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+        be(), *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
         [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); }, opt);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, GemmTest,
-    ::testing::Values(
+    on_all_targets(::testing::Values(
         GemmCase{"plain_2d", Shape{5, 7}, Shape{7, 3}, gcfg(false, false)},
         GemmCase{"trans_a", Shape{2, 7, 5}, Shape{2, 7, 3}, gcfg(true, false)},
         GemmCase{"trans_b", Shape{2, 5, 7}, Shape{2, 3, 7}, gcfg(false, true)},
@@ -118,8 +116,12 @@ INSTANTIATE_TEST_SUITE_P(
         GemmCase{"rank4_bias", Shape{2, 3, 4, 5}, Shape{2, 3, 5, 6}, gcfg(false, false, 1, true)},
         GemmCase{"alpha_bias_2d", Shape{9, 11}, Shape{11, 13}, gcfg(false, false, 0.125, true)},
         GemmCase{"batch1_vector", Shape{1, 1, 9}, Shape{1, 9, 1}, gcfg(false, false)},
-        GemmCase{"attention_scores", Shape{4, 8, 16}, Shape{4, 8, 16}, gcfg(false, true, 0.25)}),
-    [](const auto& info) { return info.param.name; });
+        GemmCase{"attention_scores", Shape{4, 8, 16}, Shape{4, 8, 16}, gcfg(false, true, 0.25)},
+        GemmCase{"shared_b_alpha_bias", Shape{2, 5, 7}, Shape{7, 4}, gcfg(false, false, 0.5, true)},
+        GemmCase{"2d_trans_a_bias", Shape{7, 5}, Shape{7, 4}, gcfg(true, false, 0.5, true)},
+        GemmCase{"2d_trans_b_bias", Shape{5, 7}, Shape{4, 7}, gcfg(false, true, 0.5, true)},
+        GemmCase{"2d_trans_both_bias", Shape{7, 5}, Shape{4, 7}, gcfg(true, true, 0.5, true)})),
+    CaseOnTarget());
 
 TEST(GemmErrors, WrongRankNamesLayerArgumentAndDims) {
   auto be = make_cpu_backend();

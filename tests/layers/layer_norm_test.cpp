@@ -1,5 +1,5 @@
 // tests/layers/layer_norm_test.cpp: LayerNorm forward, dx, dgamma and dbeta against a float64
-// reference.
+// reference, on every target.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -68,45 +68,49 @@ struct RefLayerNorm {
   }
 };
 
-class LayerNormTest : public ::testing::TestWithParam<LayerNormCase> {};
+class LayerNormTest : public LayerTest<LayerNormCase> {};
 
 TEST_P(LayerNormTest, MatchesFloat64Reference) {
-  auto be = make_cpu_backend();
-  const LayerNormCase& tc = GetParam();
+  const LayerNormCase& tc = tcase();
   LayerNormConfig cfg;
   cfg.eps = tc.eps;
-  auto layer = make_layer(*be, "ln", cfg, {TensorDesc{tc.x}});
+  auto layer = make("ln", cfg, {TensorDesc{tc.x}});
   EXPECT_EQ(layer->output_descs()[0].shape, tc.x);
   RefLayerNorm ref(tc.x, tc.eps);
+  LayerCheckOptions opt;
+  opt.op_class = OpClass::kReduction;
   check_layer(
-      *be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
-      [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); });
+      be(), *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+      [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); }, opt);
 }
 
 // dx not wanted: the parameter gradients come from the own-code path.
 TEST_P(LayerNormTest, ParameterGradientsWithoutInputGradient) {
-  auto be = make_cpu_backend();
-  const LayerNormCase& tc = GetParam();
+  const LayerNormCase& tc = tcase();
   LayerNormConfig cfg;
   cfg.eps = tc.eps;
-  auto layer = make_layer(*be, "ln", cfg, {TensorDesc{tc.x}});
+  auto layer = make("ln", cfg, {TensorDesc{tc.x}});
   RefLayerNorm ref(tc.x, tc.eps);
   LayerCheckOptions opt;
+  opt.op_class = OpClass::kReduction;
   opt.x_needs_grad = {false};
   opt.run_fd = false;
   check_layer(
-      *be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+      be(), *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
       [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); }, opt);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, LayerNormTest,
-    ::testing::Values(LayerNormCase{"batch1", Shape{1, 7}},
-                      LayerNormCase{"odd_sizes_3d", Shape{3, 5, 33}},
-                      LayerNormCase{"wide_eps", Shape{2, 130}, 1e-3},
-                      LayerNormCase{"rank4", Shape{2, 3, 2, 16}},
-                      LayerNormCase{"many_rows", Shape{67, 9}}),
-    [](const auto& info) { return info.param.name; });
+    on_all_targets(::testing::Values(LayerNormCase{"batch1", Shape{1, 7}},
+                                     LayerNormCase{"odd_sizes_3d", Shape{3, 5, 33}},
+                                     LayerNormCase{"wide_eps", Shape{2, 130}, 1e-3},
+                                     LayerNormCase{"rank4", Shape{2, 3, 2, 16}},
+                                     LayerNormCase{"many_rows", Shape{67, 9}},
+                                     LayerNormCase{"rows_of_32", Shape{4, 7, 32}},
+                                     LayerNormCase{"rows_of_100", Shape{3, 100}},
+                                     LayerNormCase{"300_short_rows", Shape{300, 5}})),
+    CaseOnTarget());
 
 TEST(LayerNormParams, InitDecayAndSavedStatistics) {
   auto be = make_cpu_backend();

@@ -1,4 +1,5 @@
-// tests/layers/linear_test.cpp: Linear forward, dx, dw and db against a float64 reference.
+// tests/layers/linear_test.cpp: Linear forward, dx, dw and db against a float64 reference, on
+// every target.
 #include <gtest/gtest.h>
 
 #include "layers/linear.h"
@@ -49,49 +50,51 @@ struct RefLinear {
   }
 };
 
-class LinearTest : public ::testing::TestWithParam<LinearCase> {};
+class LinearTest : public LayerTest<LinearCase> {};
 
 TEST_P(LinearTest, MatchesFloat64Reference) {
-  auto be = make_cpu_backend();
-  const LinearCase& tc = GetParam();
+  const LinearCase& tc = tcase();
   LinearConfig cfg;
   cfg.out_features = tc.out;
   cfg.bias = tc.bias;
-  auto layer = make_layer(*be, "fc", cfg, {TensorDesc{tc.x}});
+  auto layer = make("fc", cfg, {TensorDesc{tc.x}});
   std::vector<int64_t> ydims = tc.x.dims();
   ydims.back() = tc.out;
   EXPECT_EQ(layer->output_descs()[0].shape, Shape(ydims));
   RefLinear ref(tc.x, tc.out, tc.bias);
   check_layer(
-      *be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+      be(), *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
       [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); });
 }
 
 TEST_P(LinearTest, WithoutInputGradient) {
-  auto be = make_cpu_backend();
-  const LinearCase& tc = GetParam();
+  const LinearCase& tc = tcase();
   LinearConfig cfg;
   cfg.out_features = tc.out;
   cfg.bias = tc.bias;
-  auto layer = make_layer(*be, "fc", cfg, {TensorDesc{tc.x}});
+  auto layer = make("fc", cfg, {TensorDesc{tc.x}});
   RefLinear ref(tc.x, tc.out, tc.bias);
   LayerCheckOptions opt;
   opt.x_needs_grad = {false};
   opt.run_fd = false;
   check_layer(
-      *be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+      be(), *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
       [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); }, opt);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, LinearTest,
-    ::testing::Values(LinearCase{"batch1", Shape{1, 7}, 5},
-                      LinearCase{"odd_sizes_3d", Shape{2, 3, 13}, 9},
-                      LinearCase{"no_bias", Shape{5, 16}, 32, false},
-                      LinearCase{"rank4", Shape{2, 2, 3, 5}, 4},
-                      LinearCase{"wide", Shape{33, 65}, 17},
-                      LinearCase{"to_one_output", Shape{6, 10}, 1}),
-    [](const auto& info) { return info.param.name; });
+    on_all_targets(::testing::Values(LinearCase{"batch1", Shape{1, 7}, 5},
+                                     LinearCase{"odd_sizes_3d", Shape{2, 3, 13}, 9},
+                                     LinearCase{"no_bias", Shape{5, 16}, 32, false},
+                                     LinearCase{"no_bias_3d", Shape{2, 5, 16}, 8, false},
+                                     LinearCase{"rank4", Shape{2, 2, 3, 5}, 4},
+                                     LinearCase{"wide", Shape{33, 65}, 17},
+                                     LinearCase{"to_one_output", Shape{6, 10}, 1},
+                                     LinearCase{"batch1_to_one_output", Shape{1, 33}, 1},
+                                     // K = 128, wgrad over 96 rows: TF32's error is largest.
+                                     LinearCase{"large_96x128_to_64", Shape{96, 128}, 64})),
+    CaseOnTarget());
 
 TEST(LinearParams, ShapesInitAndDecay) {
   auto be = make_cpu_backend();

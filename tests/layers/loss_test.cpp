@@ -1,5 +1,5 @@
 // tests/layers/loss_test.cpp: SoftmaxCrossEntropy (label smoothing, ignore_index) and MseLoss
-// against float64 references, plus label checks and run-to-run determinism.
+// against float64 references on every target, plus label checks and run-to-run determinism.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -25,6 +25,7 @@ struct XentCase {
                          // ignored rows
   double logit_range = 3.0;
   int64_t label_hi = -1;  // -1: V
+  Vec labels = {};        // fixed labels instead (rows with ignore_index among them)
 };
 
 struct RefXent {
@@ -78,39 +79,49 @@ Shape leading(const Shape& z) {
   return Shape(std::vector<int64_t>(z.dims().begin(), z.dims().end() - 1));
 }
 
-class XentTest : public ::testing::TestWithParam<XentCase> {};
+class XentTest : public LayerTest<XentCase> {};
 
 TEST_P(XentTest, MatchesFloat64Reference) {
-  auto be = make_cpu_backend();
-  const XentCase& tc = GetParam();
+  const XentCase& tc = tcase();
   SoftmaxCrossEntropyConfig cfg;
   cfg.label_smoothing = tc.smoothing;
   cfg.ignore_index = tc.ignore_index;
-  auto layer = make_layer(*be, "xent", cfg,
-                          {TensorDesc{tc.logits}, TensorDesc{leading(tc.logits), DType::kI32}});
+  auto layer =
+      make("xent", cfg, {TensorDesc{tc.logits}, TensorDesc{leading(tc.logits), DType::kI32}});
   EXPECT_EQ(layer->output_descs()[0].shape, (Shape{1}));
   RefXent ref(tc.logits, tc.smoothing, tc.ignore_index);
   LayerCheckOptions opt;
+  opt.op_class = OpClass::kReduction;
   opt.int_lo = tc.label_lo;
   opt.int_hi = tc.label_hi >= 0 ? tc.label_hi : tc.logits[-1];
+  if (!tc.labels.empty()) opt.x_values[1] = tc.labels;
   opt.x_lo = -tc.logit_range;
   opt.x_hi = tc.logit_range;
   check_layer(
-      *be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+      be(), *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
       [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); }, opt);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, XentTest,
-    ::testing::Values(XentCase{"batch1", Shape{1, 5}},
-                      XentCase{"odd_sizes", Shape{7, 13}},
-                      XentCase{"label_smoothing", Shape{6, 11}, 0.1},
-                      XentCase{"ignore_index", Shape{9, 7}, 0.0, -1, -1, 3.0, 2},  // 1 in 3 ignored
-                      XentCase{"smoothing_ignore_3d", Shape{2, 5, 10}, 0.2, -1, -1},
-                      XentCase{"large_logits", Shape{4, 300}, 0.0, -100, 0, 60.0},
-                      XentCase{"vocab_1", Shape{3, 1}},
-                      XentCase{"all_ignored", Shape{3, 4}, 0.1, -1, -1, 3.0, 0}),
-    [](const auto& info) { return info.param.name; });
+    on_all_targets(::testing::Values(
+        XentCase{"batch1", Shape{1, 5}},
+        XentCase{"odd_sizes", Shape{7, 13}},
+        XentCase{"label_smoothing", Shape{6, 11}, 0.1},
+        XentCase{"ignore_index", Shape{9, 7}, 0.0, -1, -1, 3.0, 2},  // 1 in 3 ignored
+        XentCase{"smoothing_ignore_3d", Shape{2, 5, 10}, 0.2, -1, -1},
+        XentCase{"large_logits", Shape{4, 300}, 0.0, -100, 0, 60.0},
+        XentCase{"vocab_1", Shape{3, 1}},
+        XentCase{"all_ignored", Shape{3, 4}, 0.1, -1, -1, 3.0, 0},
+        // The default ignore_index (-100) on two of nine rows, with and without smoothing.
+        XentCase{"default_ignore_index", Shape{9, 11}, 0.0, -100, 0, 3.0, -1,
+                 Vec{3, 0, 10, -100, 7, 7, 1, -100, 5}},
+        XentCase{"default_ignore_index_smoothing", Shape{9, 11}, 0.1, -100, 0, 3.0, -1,
+                 Vec{3, 0, 10, -100, 7, 7, 1, -100, 5}},
+        XentCase{"all_default_ignored", Shape{4, 11}, 0.1, -100, 0, 3.0, -1, Vec(4, -100.0)},
+        XentCase{"3d_logits_smoothing", Shape{2, 3, 11}, 0.1},
+        XentCase{"vocab_1000", Shape{4, 1000}})),
+    CaseOnTarget());
 
 // Runs forward once on host data; returns the loss.
 float run_forward(Backend& be, Layer& layer, const std::vector<Vec>& inputs) {
@@ -246,30 +257,32 @@ struct MseCase {
   std::vector<bool> needs_grad{true, true};
 };
 
-class MseTest : public ::testing::TestWithParam<MseCase> {};
+class MseTest : public LayerTest<MseCase> {};
 
 TEST_P(MseTest, MatchesFloat64Reference) {
-  auto be = make_cpu_backend();
-  const MseCase& tc = GetParam();
-  auto layer = make_layer(*be, "mse", MseLossConfig{}, {TensorDesc{tc.x}, TensorDesc{tc.x}});
+  const MseCase& tc = tcase();
+  auto layer = make("mse", MseLossConfig{}, {TensorDesc{tc.x}, TensorDesc{tc.x}});
   EXPECT_EQ(layer->output_descs()[0].shape, (Shape{1}));
   RefMse ref;
   LayerCheckOptions opt;
+  opt.op_class = OpClass::kReduction;
   opt.x_needs_grad = tc.needs_grad;
   check_layer(
-      *be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+      be(), *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
       [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); }, opt);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MseTest,
-    ::testing::Values(MseCase{"single", Shape{1}},
-                      MseCase{"odd_sizes", Shape{3, 5}},
-                      MseCase{"rank4", Shape{2, 3, 4, 5}},
-                      MseCase{"several_blocks", Shape{3, 4099}},  // > one 4096 block
-                      MseCase{"pred_grad_only", Shape{7, 3}, {true, false}},
-                      MseCase{"target_grad_only", Shape{7, 3}, {false, true}}),
-    [](const auto& info) { return info.param.name; });
+    on_all_targets(::testing::Values(MseCase{"single", Shape{1}},
+                                     MseCase{"odd_sizes", Shape{3, 5}},
+                                     MseCase{"small_2d", Shape{4, 6}},
+                                     MseCase{"rank4", Shape{2, 3, 4, 5}},
+                                     MseCase{"several_blocks", Shape{3, 4099}},  // > one block
+                                     MseCase{"long_100000", Shape{100000}},
+                                     MseCase{"pred_grad_only", Shape{7, 3}, {true, false}},
+                                     MseCase{"target_grad_only", Shape{7, 3}, {false, true}})),
+    CaseOnTarget());
 
 TEST(MseDeterminism, SameLossForAnyThreadCount) {
   auto be = make_cpu_backend();

@@ -1,4 +1,4 @@
-// tests/layers/optimizer_test.cpp: SGD, Adam/AdamW and RMSprop on CPU against float64
+// tests/layers/optimizer_test.cpp: SGD, Adam/AdamW and RMSprop on every target against float64
 // references of PyTorch's update rules over several steps (weight decay on and off per
 // parameter), their state size, FLOP counts, and that step() allocates nothing.
 #include <gtest/gtest.h>
@@ -78,7 +78,7 @@ void ref_step(const RmspropConfig& c, RefParam& p, const Vec& g, int64_t) {
   }
 }
 
-std::unique_ptr<Optimizer> make(Backend& be, const AnyConfig& cfg, std::vector<Param*> ps) {
+std::unique_ptr<Optimizer> make_opt(Backend& be, const AnyConfig& cfg, std::vector<Param*> ps) {
   return std::visit([&](const auto& c) { return make_optimizer(be, c, ps); }, cfg);
 }
 
@@ -97,11 +97,14 @@ int state_per_element(const AnyConfig& cfg) {
 // Three parameters: a decaying matrix, a non-decaying bias, and a vector longer than two of
 // the optimizer's chunks (so chunk boundaries are crossed).
 struct Params {
-  std::unique_ptr<Backend> be = make_cpu_backend();
+  std::unique_ptr<Backend> own;  // a CPU backend of its own unless one is given
+  Backend* be;
   std::vector<Param> ps;
   std::vector<RefParam> ref;
 
-  Params() {
+  Params() : own(make_cpu_backend()), be(own.get()) { init(); }
+  explicit Params(Backend& b) : be(&b) { init(); }
+  void init() {
     static const char* const kNames[] = {"matrix", "bias", "long_vector"};
     const std::vector<std::pair<Shape, bool>> specs{
         {Shape{37, 13}, true}, {Shape{13}, false}, {Shape{70001}, true}};
@@ -141,32 +144,40 @@ struct Params {
   }
 };
 
-class OptimizerTest : public ::testing::TestWithParam<OptCase> {};
+class OptimizerTest : public LayerTest<OptCase> {};
 
 TEST_P(OptimizerTest, MatchesFloat64ReferenceOverSteps) {
-  Params P;
-  auto opt = make(*P.be, GetParam().cfg, P.ptrs());
+  Params P(be());
+  auto opt = make_opt(*P.be, tcase().cfg, P.ptrs());
+  if (target() != Target::kCpu) {  // the counts are stated once per rule (layers/optimizer.cpp)
+    Params cpu_params;
+    auto cpu = make_opt(*cpu_params.be, tcase().cfg, cpu_params.ptrs());
+    EXPECT_STREQ(opt->kind(), cpu->kind());
+    EXPECT_DOUBLE_EQ(opt->flops(), cpu->flops());
+    EXPECT_DOUBLE_EQ(opt->bytes(), cpu->bytes());
+  }
   for (int64_t t = 1; t <= 5; ++t) {
     std::vector<Vec> g = P.set_grads(t);
     opt->step();
     for (std::size_t k = 0; k < P.ps.size(); ++k) {
-      std::visit([&](const auto& c) { ref_step(c, P.ref[k], g[k], t); }, GetParam().cfg);
+      std::visit([&](const auto& c) { ref_step(c, P.ref[k], g[k], t); }, tcase().cfg);
     }
   }
+  P.be->synchronize();
   for (std::size_t k = 0; k < P.ps.size(); ++k) {
     expect_close(P.ps[k].name + " after 5 steps", to_host(*P.be, P.ps[k].value), P.ref[k].w,
-                 kF32);
+                 tolerance(target(), Phase::kUpdate, OpClass::kPlain));
   }
 }
 
 TEST_P(OptimizerTest, StateIsAllocatedOnceAsOptimizerState) {
-  Params P;
+  Params P(be());
   const auto& stats = P.be->allocator().stats();
   const std::size_t before = stats.current_of(MemCategory::kOptimizerState);
-  auto opt = make(*P.be, GetParam().cfg, P.ptrs());
+  auto opt = make_opt(*P.be, tcase().cfg, P.ptrs());
   const std::size_t numel = P.numel(true) + P.numel(false);
   EXPECT_EQ(stats.current_of(MemCategory::kOptimizerState) - before,
-            4 * numel * state_per_element(GetParam().cfg));
+            4 * numel * state_per_element(tcase().cfg));
   P.set_grads(1);
   opt->step();  // warm-up
   const uint64_t allocs = stats.num_allocations;
@@ -176,22 +187,23 @@ TEST_P(OptimizerTest, StateIsAllocatedOnceAsOptimizerState) {
 
 INSTANTIATE_TEST_SUITE_P(
     Rules, OptimizerTest,
-    ::testing::Values(OptCase{"sgd_momentum_decay", sgd(0.1, 0.9, 0.1)},
-                      OptCase{"sgd_plain", sgd(0.1, 0.0, 0.0)},
-                      OptCase{"sgd_decay_no_momentum", sgd(0.1, 0.0, 0.3)},
-                      OptCase{"adam", adam(0.01, 0.0, false)},
-                      OptCase{"adam_l2_decay", adam(0.01, 0.5, false)},
-                      OptCase{"adamw", adam(0.01, 0.5, true)},
-                      OptCase{"rmsprop", rmsprop(0.01, 0.0, 0.0)},
-                      OptCase{"rmsprop_momentum_decay", rmsprop(0.01, 0.9, 0.2)}),
-    [](const auto& info) { return info.param.name; });
+    on_all_targets(::testing::Values(OptCase{"sgd_momentum_decay", sgd(0.1, 0.9, 0.1)},
+                                     OptCase{"sgd_plain", sgd(0.1, 0.0, 0.0)},
+                                     OptCase{"sgd_decay_no_momentum", sgd(0.1, 0.0, 0.3)},
+                                     OptCase{"adam", adam(0.01, 0.0, false)},
+                                     OptCase{"adam_l2_decay", adam(0.01, 0.5, false)},
+                                     OptCase{"adamw", adam(0.01, 0.5, true)},
+                                     OptCase{"rmsprop", rmsprop(0.01, 0.0, 0.0)},
+                                     OptCase{"rmsprop_momentum", rmsprop(0.01, 0.9, 0.0)},
+                                     OptCase{"rmsprop_momentum_decay", rmsprop(0.01, 0.9, 0.2)})),
+    CaseOnTarget());
 
 // The reference agrees with each variant; this checks that the variants really differ, so
 // the comparisons above could tell decay on/off and AdamW from Adam apart.
 TEST(OptimizerVariants, DecayFlagAndDecoupledDecayChangeTheResult) {
   auto run = [](const AnyConfig& cfg) {
     Params P;
-    auto opt = make(*P.be, cfg, P.ptrs());
+    auto opt = make_opt(*P.be, cfg, P.ptrs());
     for (int64_t t = 1; t <= 3; ++t) {
       P.set_grads(t);
       opt->step();
@@ -215,20 +227,20 @@ TEST(OptimizerVariants, DecayFlagAndDecoupledDecayChangeTheResult) {
 TEST(OptimizerFlops, MatchDocumentedPerElementCounts) {
   Params P;
   const double nd = static_cast<double>(P.numel(true)), nn = static_cast<double>(P.numel(false));
-  EXPECT_DOUBLE_EQ(make(*P.be, sgd(0.1, 0.9, 1e-4), P.ptrs())->flops(), 6 * nd + 4 * nn);
-  EXPECT_DOUBLE_EQ(make(*P.be, sgd(0.1, 0.0, 0.0), P.ptrs())->flops(), 2 * (nd + nn));
-  EXPECT_DOUBLE_EQ(make(*P.be, adam(1e-3, 0.0, false), P.ptrs())->flops(), 12 * (nd + nn));
-  EXPECT_DOUBLE_EQ(make(*P.be, adam(1e-3, 0.1, true), P.ptrs())->flops(), 14 * nd + 12 * nn);
-  EXPECT_DOUBLE_EQ(make(*P.be, rmsprop(1e-2, 0.0, 0.0), P.ptrs())->flops(), 8 * (nd + nn));
-  EXPECT_DOUBLE_EQ(make(*P.be, rmsprop(1e-2, 0.9, 0.1), P.ptrs())->flops(), 12 * nd + 10 * nn);
+  EXPECT_DOUBLE_EQ(make_opt(*P.be, sgd(0.1, 0.9, 1e-4), P.ptrs())->flops(), 6 * nd + 4 * nn);
+  EXPECT_DOUBLE_EQ(make_opt(*P.be, sgd(0.1, 0.0, 0.0), P.ptrs())->flops(), 2 * (nd + nn));
+  EXPECT_DOUBLE_EQ(make_opt(*P.be, adam(1e-3, 0.0, false), P.ptrs())->flops(), 12 * (nd + nn));
+  EXPECT_DOUBLE_EQ(make_opt(*P.be, adam(1e-3, 0.1, true), P.ptrs())->flops(), 14 * nd + 12 * nn);
+  EXPECT_DOUBLE_EQ(make_opt(*P.be, rmsprop(1e-2, 0.0, 0.0), P.ptrs())->flops(), 8 * (nd + nn));
+  EXPECT_DOUBLE_EQ(make_opt(*P.be, rmsprop(1e-2, 0.9, 0.1), P.ptrs())->flops(), 12 * nd + 10 * nn);
 }
 
 TEST(OptimizerKinds, NamesAndParams) {
   Params P;
-  EXPECT_STREQ(make(*P.be, sgd(0.1, 0.9, 0), P.ptrs())->kind(), "SGD");
-  EXPECT_STREQ(make(*P.be, adam(1e-3, 0, false), P.ptrs())->kind(), "Adam");
-  EXPECT_STREQ(make(*P.be, adam(1e-3, 0, true), P.ptrs())->kind(), "AdamW");
-  auto opt = make(*P.be, rmsprop(1e-2, 0, 0), P.ptrs());
+  EXPECT_STREQ(make_opt(*P.be, sgd(0.1, 0.9, 0), P.ptrs())->kind(), "SGD");
+  EXPECT_STREQ(make_opt(*P.be, adam(1e-3, 0, false), P.ptrs())->kind(), "Adam");
+  EXPECT_STREQ(make_opt(*P.be, adam(1e-3, 0, true), P.ptrs())->kind(), "AdamW");
+  auto opt = make_opt(*P.be, rmsprop(1e-2, 0, 0), P.ptrs());
   EXPECT_STREQ(opt->kind(), "RMSprop");
   EXPECT_EQ(opt->params().size(), 3u);
 }

@@ -1,5 +1,5 @@
 // tests/layers/pool2d_test.cpp: max/average pooling and global average pooling against float64
-// references, in plain and nChw16c layouts.
+// references, in plain and nChw16c layouts, on every target.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -89,25 +89,26 @@ Pool2dConfig pool(PoolKind k, int64_t kernel, int64_t stride, int64_t pad,
   return c;
 }
 
-class Pool2dTest : public ::testing::TestWithParam<PoolCase> {};
+class Pool2dTest : public LayerTest<PoolCase> {};
 
 // Max pooling's gradient has kinks where two window elements tie; random f32 inputs make
 // ties (and near-ties within the FD step) improbable, and the seeds are fixed.
 TEST_P(Pool2dTest, MatchesFloat64Reference) {
-  auto be = make_cpu_backend();
-  const PoolCase& tc = GetParam();
-  auto layer = make_layer(*be, "pool", tc.cfg, {TensorDesc{tc.x, DType::kF32, tc.layout}});
+  const PoolCase& tc = tcase();
+  auto layer = make("pool", tc.cfg, {TensorDesc{tc.x, DType::kF32, tc.layout}});
   RefPool ref(tc.x, tc.cfg);
   EXPECT_EQ(layer->output_descs()[0].shape, (Shape{ref.N, ref.C, ref.P, ref.Q}));
-  EXPECT_EQ(layer->output_descs()[0].layout, tc.layout);
+  EXPECT_EQ(layer->output_descs()[0].layout, layer->input_descs()[0].layout);
+  LayerCheckOptions opt;
+  opt.op_class = OpClass::kElementwise;
   check_layer(
-      *be, *layer, [&](auto& x, auto&) { return ref.forward(x); },
-      [&](auto& x, auto&, auto& dy) { return ref.backward(x, dy); });
+      be(), *layer, [&](auto& x, auto&) { return ref.forward(x); },
+      [&](auto& x, auto&, auto& dy) { return ref.backward(x, dy); }, opt);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, Pool2dTest,
-    ::testing::Values(
+    on_all_targets(::testing::Values(
         PoolCase{"max_stem_3x3s2p1_odd", Shape{2, 3, 9, 11}, pool(PoolKind::kMax, 3, 2, 1)},
         PoolCase{"max_2x2s2_blocked", Shape{2, 16, 8, 6}, pool(PoolKind::kMax, 2, 2, 0),
                  Layout::kNChw16c},
@@ -131,8 +132,13 @@ INSTANTIATE_TEST_SUITE_P(
                    Pool2dConfig c = pool(PoolKind::kMax, 3, 1, 1);
                    c.kernel_w = 2, c.stride_w = 2, c.pad_w = 0;
                    return c;
-                 }()}),
-    [](const auto& info) { return info.param.name; });
+                 }()},
+        PoolCase{"max_2x2s2_odd_width", Shape{2, 3, 8, 9}, pool(PoolKind::kMax, 2, 2, 0)},
+        PoolCase{"max_3x3s2p1_11x11", Shape{2, 4, 11, 11}, pool(PoolKind::kMax, 3, 2, 1)},
+        PoolCase{"avg_3x3s2p1_include_pad", Shape{2, 4, 11, 10}, pool(PoolKind::kAvg, 3, 2, 1)},
+        PoolCase{"avg_3x3s2p1_exclude_pad", Shape{2, 4, 11, 10},
+                 pool(PoolKind::kAvg, 3, 2, 1, /*include_pad=*/false)})),
+    CaseOnTarget());
 
 struct GapCase {
   std::string name;
@@ -140,18 +146,18 @@ struct GapCase {
   Layout layout = Layout::kRowMajor;
 };
 
-class GlobalAvgPool2dTest : public ::testing::TestWithParam<GapCase> {};
+class GlobalAvgPool2dTest : public LayerTest<GapCase> {};
 
 TEST_P(GlobalAvgPool2dTest, MatchesFloat64Reference) {
-  auto be = make_cpu_backend();
-  const GapCase& tc = GetParam();
-  auto layer = make_layer(*be, "gap", GlobalAvgPool2dConfig{},
-                          {TensorDesc{tc.x, DType::kF32, tc.layout}});
+  const GapCase& tc = tcase();
+  auto layer = make("gap", GlobalAvgPool2dConfig{}, {TensorDesc{tc.x, DType::kF32, tc.layout}});
   const int64_t NC = tc.x[0] * tc.x[1], HW = tc.x[2] * tc.x[3];
   EXPECT_EQ(layer->output_descs()[0].shape, (Shape{tc.x[0], tc.x[1]}));
   EXPECT_EQ(layer->output_descs()[0].layout, Layout::kRowMajor);
+  LayerCheckOptions opt;
+  opt.op_class = OpClass::kReduction;
   check_layer(
-      *be, *layer,
+      be(), *layer,
       [&](auto& x, auto&) {
         Vec y(NC, 0.0);
         for (int64_t i = 0; i < NC * HW; ++i) y[i / HW] += x[0][i] / HW;
@@ -162,16 +168,19 @@ TEST_P(GlobalAvgPool2dTest, MatchesFloat64Reference) {
         g.dx = {Vec(x[0].size())};
         for (int64_t i = 0; i < NC * HW; ++i) g.dx[0][i] = dy[0][i / HW] / HW;
         return g;
-      });
+      },
+      opt);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, GlobalAvgPool2dTest,
-    ::testing::Values(GapCase{"plain_odd", Shape{2, 5, 3, 7}},
-                      GapCase{"plain_batch1_1x1", Shape{1, 3, 1, 1}},
-                      GapCase{"blocked", Shape{3, 32, 4, 4}, Layout::kNChw16c},
-                      GapCase{"blocked_batch1_7x7", Shape{1, 16, 7, 7}, Layout::kNChw16c}),
-    [](const auto& info) { return info.param.name; });
+    on_all_targets(::testing::Values(GapCase{"plain_odd", Shape{2, 5, 3, 7}},
+                                     GapCase{"plain_batch1_1x1", Shape{1, 3, 1, 1}},
+                                     GapCase{"plain_7x7", Shape{2, 5, 7, 7}},
+                                     GapCase{"blocked", Shape{3, 32, 4, 4}, Layout::kNChw16c},
+                                     GapCase{"blocked_batch1_7x7", Shape{1, 16, 7, 7},
+                                             Layout::kNChw16c})),
+    CaseOnTarget());
 
 TEST(Pool2dErrors, WrongRankNamesLayerArgumentAndDims) {
   auto be = make_cpu_backend();

@@ -1,6 +1,6 @@
 // tests/layers/rnn_test.cpp: LSTM, GRU and LSTMCell against float64 references (the cell math
-// unrolled over time, full backpropagation through time), plus errors, FLOPs and parameter
-// counts.
+// unrolled over time, full backpropagation through time) on every target, plus errors, FLOPs and
+// parameter counts.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -244,17 +244,14 @@ Config seq_config(const SeqCase& c) {
 // LSTM/GRU chains of sigmoid/tanh in float32 vs float64; parameter gradients sum T*N terms.
 LayerCheckOptions rnn_options() {
   LayerCheckOptions o;
-  o.fwd_tol = kF32Transcendental;
-  o.bwd_data_tol = kF32Transcendental;
-  o.bwd_weights_tol = kF32Transcendental;
+  o.op_class = OpClass::kRecurrent;
   return o;
 }
 
 template <class Config>
-void check_sequence(bool lstm, const SeqCase& c, bool want_dx = true) {
-  auto be = make_cpu_backend();
+void check_sequence(Backend& be, bool lstm, const SeqCase& c, bool want_dx = true) {
   Config cfg = seq_config<Config>(c);
-  auto layer = make_layer(*be, "rnn", cfg, {TensorDesc{Shape{c.T, c.N, c.I}}});
+  auto layer = make_target_layer(be, "rnn", cfg, {TensorDesc{Shape{c.T, c.N, c.I}}});
   const int64_t D = c.bidirectional ? 2 : 1;
   EXPECT_EQ(layer->output_descs()[0].shape, (Shape{c.T, c.N, c.H * D}));
   RefRnn ref(lstm, c);
@@ -262,7 +259,7 @@ void check_sequence(bool lstm, const SeqCase& c, bool want_dx = true) {
   LayerCheckOptions opt = rnn_options();
   if (!want_dx) opt.x_needs_grad = {false};
   check_layer(
-      *be, *layer, [&](auto& x, auto& p) { return std::vector<Vec>{ref.run(x, p, nullptr, nullptr)}; },
+      be, *layer, [&](auto& x, auto& p) { return std::vector<Vec>{ref.run(x, p, nullptr, nullptr)}; },
       [&](auto& x, auto& p, auto& dy) {
         RefGrads g;
         ref.run(x, p, &dy[0], &g);
@@ -271,7 +268,7 @@ void check_sequence(bool lstm, const SeqCase& c, bool want_dx = true) {
       opt);
 }
 
-const auto kSeqCases = ::testing::Values(
+const auto kSeqCases = on_all_targets(::testing::Values(
     SeqCase{"uni_1layer_odd", 3, 2, 5, 7, 1, false},
     SeqCase{"uni_one_step", 1, 2, 3, 2, 1, false},  // T = 1: h_{-1} = 0, no recurrent gradient
     SeqCase{"bi_one_step", 1, 1, 2, 3, 1, true},
@@ -280,32 +277,41 @@ const auto kSeqCases = ::testing::Values(
     SeqCase{"uni_3layer_long", 7, 2, 3, 4, 3, false},
     SeqCase{"bi_1layer_odd", 3, 2, 5, 7, 1, true},
     SeqCase{"bi_2layer_batch1", 3, 1, 4, 5, 2, true},
-    SeqCase{"bi_2layer_h_gt_i", 4, 3, 2, 6, 2, true});
-auto seq_name = [](const auto& info) { return info.param.name; };
+    SeqCase{"bi_2layer_h_gt_i", 4, 3, 2, 6, 2, true},
+    SeqCase{"uni_1layer_5x3x7_h8", 5, 3, 7, 8, 1, false},
+    SeqCase{"uni_batch1_4x1x5_h6", 4, 1, 5, 6, 1, false},
+    SeqCase{"bi_2layer_6x2x5_h7", 6, 2, 5, 7, 2, true},
+    SeqCase{"bi_2layer_4x2x6_h5", 4, 2, 6, 5, 2, true}));
 
-class LstmTest : public ::testing::TestWithParam<SeqCase> {};
-TEST_P(LstmTest, MatchesFloat64Reference) { check_sequence<LstmConfig>(true, GetParam()); }
-INSTANTIATE_TEST_SUITE_P(Shapes, LstmTest, kSeqCases, seq_name);
+class LstmTest : public LayerTest<SeqCase> {};
+TEST_P(LstmTest, MatchesFloat64Reference) { check_sequence<LstmConfig>(be(), true, tcase()); }
+INSTANTIATE_TEST_SUITE_P(Shapes, LstmTest, kSeqCases, CaseOnTarget());
 
-class GruTest : public ::testing::TestWithParam<SeqCase> {};
-TEST_P(GruTest, MatchesFloat64Reference) { check_sequence<GruConfig>(false, GetParam()); }
-INSTANTIATE_TEST_SUITE_P(Shapes, GruTest, kSeqCases, seq_name);
+class GruTest : public LayerTest<SeqCase> {};
+TEST_P(GruTest, MatchesFloat64Reference) { check_sequence<GruConfig>(be(), false, tcase()); }
+INSTANTIATE_TEST_SUITE_P(Shapes, GruTest, kSeqCases, CaseOnTarget());
 
 // With no dx wanted, layer 0 still runs for the parameter gradients.
-TEST(LstmNoDx, ParameterGradientsStillMatch) {
-  check_sequence<LstmConfig>(true, SeqCase{"no_dx", 3, 2, 5, 4, 2, true}, /*want_dx=*/false);
+class RnnNoDx : public TargetTest {};
+TEST_P(RnnNoDx, LstmParameterGradientsStillMatch) {
+  check_sequence<LstmConfig>(be(), true, SeqCase{"no_dx", 3, 2, 5, 4, 2, true},
+                             /*want_dx=*/false);
 }
-TEST(GruNoDx, ParameterGradientsStillMatch) {
-  check_sequence<GruConfig>(false, SeqCase{"no_dx", 3, 2, 5, 4, 1, false}, /*want_dx=*/false);
+TEST_P(RnnNoDx, GruParameterGradientsStillMatch) {
+  check_sequence<GruConfig>(be(), false, SeqCase{"no_dx", 3, 2, 5, 4, 1, false},
+                            /*want_dx=*/false);
 }
+INSTANTIATE_TEST_SUITE_P(Targets, RnnNoDx, ::testing::ValuesIn(kAllTargets), TargetName());
 
 // Two training steps with new parameter values in between (as after an optimizer update): the
 // second forward must see the new values (staged and reordered copies are refreshed) and the
 // gradients of both steps must add up.
 template <class Config>
-void check_two_steps(bool lstm, const SeqCase& c) {
-  auto be = make_cpu_backend();
-  auto layer = make_layer(*be, "rnn", seq_config<Config>(c), {TensorDesc{Shape{c.T, c.N, c.I}}});
+void check_two_steps(Backend& target_be, bool lstm, const SeqCase& c) {
+  Backend* be = &target_be;
+  const Target t = target_of(target_be);
+  auto layer =
+      make_target_layer(*be, "rnn", seq_config<Config>(c), {TensorDesc{Shape{c.T, c.N, c.I}}});
   RefRnn ref(lstm, c);
   Tensor x = be->empty(layer->input_descs()[0], MemCategory::kDynamic);
   Tensor y = be->empty(layer->output_descs()[0], MemCategory::kDynamic);
@@ -338,9 +344,9 @@ void check_two_steps(bool lstm, const SeqCase& c) {
     RefGrads g;
     Vec y_ref = ref.run({xh}, ph, &dyh, &g);
     expect_close("step " + std::to_string(step) + " y", to_host(*be, y), y_ref,
-                 kF32Transcendental);
+                 tolerance(t, Phase::kFprop, OpClass::kRecurrent));
     expect_close("step " + std::to_string(step) + " dx", to_host(*be, dx), g.dx[0],
-                 kF32Transcendental);
+                 tolerance(t, Phase::kDgrad, OpClass::kRecurrent));
     for (std::size_t k = 0; k < grad_sum.size(); ++k) {
       if (grad_sum[k].empty()) grad_sum[k].assign(g.dparams[k].size(), 0.0);
       for (std::size_t i = 0; i < grad_sum[k].size(); ++i) grad_sum[k][i] += g.dparams[k][i];
@@ -348,19 +354,22 @@ void check_two_steps(bool lstm, const SeqCase& c) {
   }
   for (std::size_t k = 0; k < grad_sum.size(); ++k) {
     expect_close(layer->params()[k].name + " gradient after 2 steps",
-                 to_host(*be, layer->params()[k].grad), grad_sum[k], kF32Transcendental);
+                 to_host(*be, layer->params()[k].grad), grad_sum[k],
+                 tolerance(t, Phase::kWgrad, OpClass::kRecurrent));
   }
 }
 
-TEST(RnnTwoSteps, UnidirectionalLstm) {
-  check_two_steps<LstmConfig>(true, SeqCase{"", 3, 2, 4, 5, 2, false});
+class RnnTwoSteps : public TargetTest {};
+TEST_P(RnnTwoSteps, UnidirectionalLstm) {
+  check_two_steps<LstmConfig>(be(), true, SeqCase{"", 3, 2, 4, 5, 2, false});
 }
-TEST(RnnTwoSteps, BidirectionalLstm) {
-  check_two_steps<LstmConfig>(true, SeqCase{"", 3, 2, 4, 5, 1, true});
+TEST_P(RnnTwoSteps, BidirectionalLstm) {
+  check_two_steps<LstmConfig>(be(), true, SeqCase{"", 3, 2, 4, 5, 1, true});
 }
-TEST(RnnTwoSteps, BidirectionalGru) {
-  check_two_steps<GruConfig>(false, SeqCase{"", 3, 2, 4, 5, 2, true});
+TEST_P(RnnTwoSteps, BidirectionalGru) {
+  check_two_steps<GruConfig>(be(), false, SeqCase{"", 3, 2, 4, 5, 2, true});
 }
+INSTANTIATE_TEST_SUITE_P(Targets, RnnTwoSteps, ::testing::ValuesIn(kAllTargets), TargetName());
 
 // ---- LSTMCell: inputs x (N, I), h (N, H), c (N, H); outputs h', c' ----
 
@@ -404,12 +413,11 @@ struct RefLstmCell {
   }
 };
 
-void check_cell(const CellCase& c, std::vector<bool> needs = {}) {
-  auto be = make_cpu_backend();
+void check_cell(Backend& be, const CellCase& c, std::vector<bool> needs = {}) {
   LstmCellConfig cfg{c.H};
   Shape hs{c.N, c.H};
-  auto layer = make_layer(*be, "cell", cfg,
-                          {TensorDesc{Shape{c.N, c.I}}, TensorDesc{hs}, TensorDesc{hs}});
+  auto layer = make_target_layer(be, "cell", cfg,
+                                 {TensorDesc{Shape{c.N, c.I}}, TensorDesc{hs}, TensorDesc{hs}});
   ASSERT_EQ(layer->output_descs().size(), 2u);
   EXPECT_EQ(layer->output_descs()[0].shape, hs);
   EXPECT_EQ(layer->output_descs()[1].shape, hs);
@@ -417,7 +425,7 @@ void check_cell(const CellCase& c, std::vector<bool> needs = {}) {
   LayerCheckOptions opt = rnn_options();
   opt.x_needs_grad = std::move(needs);
   check_layer(
-      *be, *layer, [&](auto& x, auto& p) { return ref.run(x, p, nullptr, nullptr); },
+      be, *layer, [&](auto& x, auto& p) { return ref.run(x, p, nullptr, nullptr); },
       [&](auto& x, auto& p, auto& dy) {
         RefGrads g;
         ref.run(x, p, &dy, &g);
@@ -426,15 +434,20 @@ void check_cell(const CellCase& c, std::vector<bool> needs = {}) {
       opt);
 }
 
-class LstmCellTest : public ::testing::TestWithParam<CellCase> {};
-TEST_P(LstmCellTest, MatchesFloat64Reference) { check_cell(GetParam()); }
+class LstmCellTest : public LayerTest<CellCase> {};
+TEST_P(LstmCellTest, MatchesFloat64Reference) { check_cell(be(), tcase()); }
 INSTANTIATE_TEST_SUITE_P(Shapes, LstmCellTest,
-                         ::testing::Values(CellCase{"batch1", 1, 5, 7},
-                                           CellCase{"odd_sizes", 3, 4, 5},
-                                           CellCase{"wide_input", 2, 11, 3}),
-                         [](const auto& info) { return info.param.name; });
+                         on_all_targets(::testing::Values(CellCase{"batch1", 1, 5, 7},
+                                                          CellCase{"odd_sizes", 3, 4, 5},
+                                                          CellCase{"wide_input", 2, 11, 3},
+                                                          CellCase{"batch4", 4, 5, 6})),
+                         CaseOnTarget());
 
-TEST(LstmCellNoDx, OnlyStateGradients) { check_cell(CellCase{"no_dx", 2, 3, 4}, {false, true, true}); }
+class LstmCellNoDx : public TargetTest {};
+TEST_P(LstmCellNoDx, OnlyStateGradients) {
+  check_cell(be(), CellCase{"no_dx", 2, 3, 4}, {false, true, true});
+}
+INSTANTIATE_TEST_SUITE_P(Targets, LstmCellNoDx, ::testing::ValuesIn(kAllTargets), TargetName());
 
 // ---- parameters ----
 

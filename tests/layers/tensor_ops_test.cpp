@@ -1,5 +1,5 @@
 // tests/layers/tensor_ops_test.cpp: Add, Concat, Split, Reshape and Transpose forward and
-// backward against float64 references (index arithmetic on plain host data).
+// backward against float64 references (index arithmetic on plain host data), on every target.
 #include <gtest/gtest.h>
 
 #include "layers/tensor_ops.h"
@@ -15,6 +15,13 @@ int64_t prod(const Shape& s, int from, int to) {
   return p;
 }
 
+// Structural ops and Add: a copy, or one rounding, per element.
+LayerCheckOptions moves() {
+  LayerCheckOptions o;
+  o.op_class = OpClass::kElementwise;
+  return o;
+}
+
 // ---- Add ----
 
 struct AddCase {
@@ -23,17 +30,16 @@ struct AddCase {
   Layout layout = Layout::kRowMajor;
 };
 
-class AddTest : public ::testing::TestWithParam<AddCase> {};
+class AddTest : public LayerTest<AddCase> {};
 
 TEST_P(AddTest, MatchesFloat64Reference) {
-  auto be = make_cpu_backend();
-  const AddCase& tc = GetParam();
+  const AddCase& tc = tcase();
   TensorDesc d{tc.x, DType::kF32, tc.layout};
-  auto layer = make_layer(*be, "add", AddConfig{}, {d, d});
+  auto layer = make("add", AddConfig{}, {d, d});
   EXPECT_EQ(layer->output_descs()[0].shape, tc.x);
-  EXPECT_EQ(layer->output_descs()[0].layout, tc.layout);
+  EXPECT_EQ(layer->output_descs()[0].layout, layer->input_descs()[0].layout);
   check_layer(
-      *be, *layer,
+      be(), *layer,
       [](auto& x, auto&) {
         Vec y(x[0].size());
         for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[0][i] + x[1][i];
@@ -43,26 +49,29 @@ TEST_P(AddTest, MatchesFloat64Reference) {
         RefGrads g;
         g.dx = {dy[0], dy[0]};
         return g;
-      });
+      },
+      moves());
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, AddTest,
-                         ::testing::Values(AddCase{"plain_odd", Shape{3, 5, 7}},
-                                           AddCase{"batch1_scalarish", Shape{1, 1}},
-                                           AddCase{"blocked", Shape{2, 16, 3, 3}, Layout::kNChw16c},
-                                           AddCase{"blocked_batch1", Shape{1, 32, 5, 1},
-                                                   Layout::kNChw16c}),
-                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AddTest,
+    on_all_targets(::testing::Values(AddCase{"plain_odd", Shape{3, 5, 7}},
+                                     AddCase{"batch1_scalarish", Shape{1, 1}},
+                                     AddCase{"blocked", Shape{2, 16, 3, 3}, Layout::kNChw16c},
+                                     AddCase{"blocked_batch1", Shape{1, 32, 5, 1},
+                                             Layout::kNChw16c})),
+    CaseOnTarget());
+
+class TensorOpsOnTarget : public TargetTest {};
 
 // Only one input needs a gradient (the other is data).
-TEST(AddGradients, SkipsInputsWithoutGradient) {
-  auto be = make_cpu_backend();
+TEST_P(TensorOpsOnTarget, AddSkipsInputsWithoutGradient) {
   TensorDesc d{Shape{4, 6}};
-  auto layer = make_layer(*be, "add", AddConfig{}, {d, d});
-  LayerCheckOptions opt;
+  auto layer = make("add", AddConfig{}, {d, d});
+  LayerCheckOptions opt = moves();
   opt.x_needs_grad = {false, true};
   check_layer(
-      *be, *layer,
+      be(), *layer,
       [](auto& x, auto&) {
         Vec y(x[0].size());
         for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[0][i] + x[1][i];
@@ -117,17 +126,16 @@ struct ConcatCase {
   Layout layout = Layout::kRowMajor;  // nChw16c: channels in blocks of 16 (an Inception concat)
 };
 
-class ConcatTest : public ::testing::TestWithParam<ConcatCase> {};
+class ConcatTest : public LayerTest<ConcatCase> {};
 
 TEST_P(ConcatTest, MatchesFloat64Reference) {
-  auto be = make_cpu_backend();
-  const ConcatCase& tc = GetParam();
+  const ConcatCase& tc = tcase();
   std::vector<TensorDesc> in;
   for (const Shape& s : tc.x) in.push_back(TensorDesc{s, DType::kF32, tc.layout});
   ConcatConfig cfg;
   cfg.axis = tc.axis;
-  auto layer = make_layer(*be, "cat", cfg, in);
-  EXPECT_EQ(layer->output_descs()[0].layout, tc.layout);
+  auto layer = make("cat", cfg, in);
+  EXPECT_EQ(layer->output_descs()[0].layout, layer->input_descs()[0].layout);
   const Shape ys = layer->output_descs()[0].shape;
   const int axis = tc.axis < 0 ? tc.axis + ys.rank() : tc.axis;
   std::vector<int64_t> sizes;
@@ -138,18 +146,19 @@ TEST_P(ConcatTest, MatchesFloat64Reference) {
   }
   EXPECT_EQ(ys[axis], total);
   check_layer(
-      *be, *layer,
+      be(), *layer,
       [&](auto& x, auto&) { return std::vector<Vec>{ref_concat(x, sizes, ys, axis)}; },
       [&](auto&, auto&, auto& dy) {
         RefGrads g;
         g.dx = ref_split(dy[0], sizes, ys, axis);
         return g;
-      });
+      },
+      moves());
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, ConcatTest,
-    ::testing::Values(ConcatCase{"channels_3_inputs", {Shape{2, 3, 4}, Shape{2, 5, 4}, Shape{2, 1, 4}}, 1},
+    on_all_targets(::testing::Values(ConcatCase{"channels_3_inputs", {Shape{2, 3, 4}, Shape{2, 5, 4}, Shape{2, 1, 4}}, 1},
                       ConcatCase{"batch_axis0", {Shape{1, 3, 2}, Shape{3, 3, 2}}, 0},
                       ConcatCase{"last_axis_negative", {Shape{3, 2, 5}, Shape{3, 2, 7}}, -1},
                       ConcatCase{"single_input", {Shape{4, 3}}, 1},
@@ -157,8 +166,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ConcatCase{"blocked_channels",
                                  {Shape{2, 16, 3, 5}, Shape{2, 32, 3, 5}, Shape{2, 16, 3, 5}},
                                  1,
-                                 Layout::kNChw16c}),
-    [](const auto& info) { return info.param.name; });
+                                 Layout::kNChw16c})),
+    CaseOnTarget());
 
 struct SplitCase {
   std::string name;
@@ -168,37 +177,40 @@ struct SplitCase {
   Layout layout = Layout::kRowMajor;
 };
 
-class SplitTest : public ::testing::TestWithParam<SplitCase> {};
+class SplitTest : public LayerTest<SplitCase> {};
 
 TEST_P(SplitTest, MatchesFloat64Reference) {
-  auto be = make_cpu_backend();
-  const SplitCase& tc = GetParam();
+  const SplitCase& tc = tcase();
   SplitConfig cfg;
   cfg.axis = tc.axis;
   cfg.sizes = tc.sizes;
-  auto layer = make_layer(*be, "split", cfg, {TensorDesc{tc.x, DType::kF32, tc.layout}});
-  for (const TensorDesc& d : layer->output_descs()) EXPECT_EQ(d.layout, tc.layout);
+  auto layer = make("split", cfg, {TensorDesc{tc.x, DType::kF32, tc.layout}});
+  for (const TensorDesc& d : layer->output_descs()) {
+    EXPECT_EQ(d.layout, layer->input_descs()[0].layout);
+  }
   const int axis = tc.axis < 0 ? tc.axis + tc.x.rank() : tc.axis;
   ASSERT_EQ(layer->output_descs().size(), tc.sizes.size());
   EXPECT_EQ(layer->output_descs()[0].shape[axis], tc.sizes[0]);
   check_layer(
-      *be, *layer, [&](auto& x, auto&) { return ref_split(x[0], tc.sizes, tc.x, axis); },
+      be(), *layer, [&](auto& x, auto&) { return ref_split(x[0], tc.sizes, tc.x, axis); },
       [&](auto&, auto&, auto& dy) {
         RefGrads g;
         g.dx = {ref_concat(dy, tc.sizes, tc.x, axis)};
         return g;
-      });
+      },
+      moves());
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, SplitTest,
-    ::testing::Values(SplitCase{"axis1_three", Shape{2, 6, 5}, 1, {2, 3, 1}},
+    on_all_targets(::testing::Values(SplitCase{"axis1_three", Shape{2, 6, 5}, 1, {2, 3, 1}},
                       SplitCase{"axis0_batch", Shape{4, 3}, 0, {1, 3}},
                       SplitCase{"last_axis_qkv", Shape{2, 3, 12}, -1, {4, 4, 4}},
                       SplitCase{"batch1_one_piece", Shape{1, 7}, 1, {7}},
                       SplitCase{"blocked_channels", Shape{2, 48, 3, 4}, 1, {16, 32},
-                                Layout::kNChw16c}),
-    [](const auto& info) { return info.param.name; });
+                                Layout::kNChw16c},
+                      SplitCase{"last_axis_2_3", Shape{3, 5}, -1, {2, 3}})),
+    CaseOnTarget());
 
 // An output nobody consumes has no gradient (null dy): it counts as zeros.
 TEST(SplitGradients, MissingOutputGradientIsZero) {
@@ -236,31 +248,32 @@ struct ReshapeCase {
   Shape want;
 };
 
-class ReshapeTest : public ::testing::TestWithParam<ReshapeCase> {};
+class ReshapeTest : public LayerTest<ReshapeCase> {};
 
 TEST_P(ReshapeTest, MatchesFloat64Reference) {
-  auto be = make_cpu_backend();
-  const ReshapeCase& tc = GetParam();
+  const ReshapeCase& tc = tcase();
   ReshapeConfig cfg;
   cfg.shape = tc.target;
-  auto layer = make_layer(*be, "reshape", cfg, {TensorDesc{tc.x}});
+  auto layer = make("reshape", cfg, {TensorDesc{tc.x}});
   EXPECT_EQ(layer->output_descs()[0].shape, tc.want);
   check_layer(
-      *be, *layer, [](auto& x, auto&) { return std::vector<Vec>{x[0]}; },
+      be(), *layer, [](auto& x, auto&) { return std::vector<Vec>{x[0]}; },
       [](auto&, auto&, auto& dy) {
         RefGrads g;
         g.dx = {dy[0]};
         return g;
-      });
+      },
+      moves());
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, ReshapeTest,
-    ::testing::Values(ReshapeCase{"flatten_infer", Shape{2, 3, 4}, {2, -1}, Shape{2, 12}},
+    on_all_targets(::testing::Values(ReshapeCase{"flatten_infer", Shape{2, 3, 4}, {2, -1}, Shape{2, 12}},
                       ReshapeCase{"infer_first", Shape{6, 5}, {-1, 3, 5}, Shape{2, 3, 5}},
                       ReshapeCase{"add_unit_dims", Shape{5}, {1, 5, 1}, Shape{1, 5, 1}},
-                      ReshapeCase{"explicit", Shape{3, 2, 7}, {7, 6}, Shape{7, 6}}),
-    [](const auto& info) { return info.param.name; });
+                      ReshapeCase{"explicit", Shape{3, 2, 7}, {7, 6}, Shape{7, 6}},
+                      ReshapeCase{"3d_to_4_rows", Shape{2, 3, 4}, {4, -1}, Shape{4, 6}})),
+    CaseOnTarget());
 
 // ---- Transpose ----
 
@@ -294,52 +307,78 @@ struct TransposeCase {
   std::vector<int> perm;
 };
 
-class TransposeTest : public ::testing::TestWithParam<TransposeCase> {};
+class TransposeTest : public LayerTest<TransposeCase> {};
 
 TEST_P(TransposeTest, MatchesFloat64Reference) {
-  auto be = make_cpu_backend();
-  const TransposeCase& tc = GetParam();
+  const TransposeCase& tc = tcase();
   TransposeConfig cfg;
   cfg.perm = tc.perm;
-  auto layer = make_layer(*be, "t", cfg, {TensorDesc{tc.x}});
+  auto layer = make("t", cfg, {TensorDesc{tc.x}});
   std::vector<int> inv(tc.perm.size());
   for (std::size_t i = 0; i < tc.perm.size(); ++i) inv[tc.perm[i]] = static_cast<int>(i);
   const Shape ys = layer->output_descs()[0].shape;
   for (int i = 0; i < ys.rank(); ++i) EXPECT_EQ(ys[i], tc.x[tc.perm[i]]);
   check_layer(
-      *be, *layer,
+      be(), *layer,
       [&](auto& x, auto&) { return std::vector<Vec>{ref_transpose(x[0], tc.x, tc.perm)}; },
       [&](auto&, auto&, auto& dy) {
         RefGrads g;
         g.dx = {ref_transpose(dy[0], ys, inv)};
         return g;
-      });
+      },
+      moves());
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, TransposeTest,
-    ::testing::Values(TransposeCase{"matrix", Shape{3, 7}, {1, 0}},
+    on_all_targets(::testing::Values(TransposeCase{"matrix", Shape{3, 7}, {1, 0}},
                       TransposeCase{"heads_BTHD_to_BHTD", Shape{2, 5, 3, 4}, {0, 2, 1, 3}},
                       TransposeCase{"rotate_3d", Shape{2, 3, 5}, {2, 0, 1}},
                       TransposeCase{"rank5_batch1", Shape{1, 2, 3, 2, 3}, {4, 2, 0, 3, 1}},
                       TransposeCase{"identity", Shape{4, 3}, {0, 1}},
-                      TransposeCase{"time_major", Shape{1, 6, 9}, {1, 0, 2}}),
-    [](const auto& info) { return info.param.name; });
+                      TransposeCase{"time_major", Shape{1, 6, 9}, {1, 0, 2}},
+                      TransposeCase{"swap_leading_3d", Shape{3, 4, 5}, {1, 0, 2}})),
+    CaseOnTarget());
 
 // Structural ops move any dtype (i32 labels, indices); there is no gradient then.
-TEST(TransposeDtypes, MovesInt32) {
-  auto be = make_cpu_backend();
-  TransposeConfig cfg;
-  cfg.perm = {1, 0};
-  auto layer = make_layer(*be, "t", cfg, {TensorDesc{Shape{2, 3}, DType::kI32}});
-  EXPECT_EQ(layer->output_descs()[0].dtype, DType::kI32);
-  LayerCheckOptions opt;
-  opt.int_lo = -50, opt.int_hi = 50;
+TEST_P(TensorOpsOnTarget, TransposeMovesInt32) {
+  LayerCheckOptions opt = moves();
+  opt.int_lo = -50, opt.int_hi = 1000;
+  for (const Shape& xs : {Shape{2, 3}, Shape{5, 3}}) {
+    TransposeConfig cfg;
+    cfg.perm = {1, 0};
+    auto layer = make("t", cfg, {TensorDesc{xs, DType::kI32}});
+    EXPECT_EQ(layer->output_descs()[0].dtype, DType::kI32);
+    check_layer(
+        be(), *layer,
+        [&](auto& x, auto&) { return std::vector<Vec>{ref_transpose(x[0], xs, {1, 0})}; },
+        [](auto&, auto&, auto&) { return RefGrads{{Vec()}, {}}; }, opt);
+  }
+}
+
+TEST_P(TensorOpsOnTarget, ConcatAndSplitMoveInt32) {
+  LayerCheckOptions opt = moves();
+  opt.int_lo = -50, opt.int_hi = 1000;
+  ConcatConfig cat;
+  cat.axis = 0;
+  auto c = make("cat", cat, {TensorDesc{Shape{2, 3}, DType::kI32}, TensorDesc{Shape{4, 3}, DType::kI32}});
+  EXPECT_EQ(c->output_descs()[0].dtype, DType::kI32);
   check_layer(
-      *be, *layer,
-      [&](auto& x, auto&) { return std::vector<Vec>{ref_transpose(x[0], Shape{2, 3}, {1, 0})}; },
+      be(), *c,
+      [&](auto& x, auto&) { return std::vector<Vec>{ref_concat(x, {2, 4}, Shape{6, 3}, 0)}; },
+      [](auto&, auto&, auto&) { return RefGrads{{Vec(), Vec()}, {}}; }, opt);
+  SplitConfig split;
+  split.axis = 1;
+  split.sizes = {1, 2};
+  auto sp = make("split", split, {TensorDesc{Shape{4, 3}, DType::kI32}});
+  EXPECT_EQ(sp->output_descs()[1].dtype, DType::kI32);
+  check_layer(
+      be(), *sp, [&](auto& x, auto&) { return ref_split(x[0], {1, 2}, Shape{4, 3}, 1); },
       [](auto&, auto&, auto&) { return RefGrads{{Vec()}, {}}; }, opt);
 }
+
+INSTANTIATE_TEST_SUITE_P(Targets, TensorOpsOnTarget, ::testing::ValuesIn(kAllTargets),
+                         TargetName());
 
 // ---- Errors ----
 

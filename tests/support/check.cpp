@@ -126,8 +126,103 @@ static Vec as_f32(Vec v) {
   return v;
 }
 
+// ---- targets ----
+
+const char* to_string(Target t) {
+  switch (t) {
+    case Target::kCpu: return "cpu";
+    case Target::kCudaFp32: return "cuda_fp32";
+    case Target::kCudaTf32: return "cuda_tf32";
+  }
+  return "?";
+}
+
+Target target_of(const Backend& be) {
+  if (be.kind() == DeviceKind::kCpu) return Target::kCpu;
+  return be.math_mode() == MathMode::kTf32 ? Target::kCudaTf32 : Target::kCudaFp32;
+}
+
+namespace {
+
+// The process's backends, one per device kind (the CUDA one serves both of its targets),
+// released by GoogleTest's environment teardown: before main returns, while the CUDA runtime
+// is still up.
+class TargetBackends : public ::testing::Environment {
+ public:
+  static TargetBackends& get() {
+    static TargetBackends* const env = [] {
+      auto* e = new TargetBackends;
+      ::testing::AddGlobalTestEnvironment(e);  // GoogleTest owns it
+      return e;
+    }();
+    return *env;
+  }
+  void TearDown() override {
+    cuda_.reset();
+    cpu_.reset();
+  }
+  Backend* cpu() {
+    if (!cpu_) cpu_ = make_cpu_backend();
+    return cpu_.get();
+  }
+  Backend* cuda(std::string* why) {
+    if (!cuda_) {
+      if (!cuda_usable(why)) return nullptr;
+      cuda_ = make_backend(BackendChoice::kCuda);
+    }
+    return cuda_.get();
+  }
+
+ private:
+  std::unique_ptr<Backend> cpu_, cuda_;
+};
+
+// Registered before RUN_ALL_TESTS (GoogleTest calls an environment's SetUp and TearDown only
+// if it was added before), from this file's static initialisation.
+[[maybe_unused]] const TargetBackends& kRegistered = TargetBackends::get();
+
+}  // namespace
+
+Backend* target_backend(Target t, std::string* why) {
+  TargetBackends& env = TargetBackends::get();
+  if (t == Target::kCpu) return env.cpu();
+  Backend* be = env.cuda(why);
+  if (be) be->set_math_mode(t == Target::kCudaTf32 ? MathMode::kTf32 : MathMode::kFp32);
+  return be;
+}
+
+void expect_same_contract(const Layer& cpu, const Layer& other) {
+  ASSERT_EQ(cpu.output_descs().size(), other.output_descs().size()) << other.name() << ": outputs";
+  for (std::size_t k = 0; k < cpu.output_descs().size(); ++k) {
+    EXPECT_EQ(cpu.output_descs()[k].shape, other.output_descs()[k].shape) << "output " << k;
+    EXPECT_EQ(cpu.output_descs()[k].dtype, other.output_descs()[k].dtype) << "output " << k;
+  }
+  ASSERT_EQ(cpu.params().size(), other.params().size()) << other.name() << ": parameters";
+  for (std::size_t k = 0; k < cpu.params().size(); ++k) {
+    const Param& a = cpu.params()[k];
+    const Param& b = other.params()[k];
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.value.shape(), b.value.shape()) << b.name;
+    EXPECT_EQ(a.init, b.init) << b.name;
+    EXPECT_EQ(a.decay, b.decay) << b.name;
+  }
+  EXPECT_DOUBLE_EQ(cpu.flops().fprop, other.flops().fprop);
+  EXPECT_DOUBLE_EQ(cpu.flops().dgrad, other.flops().dgrad);
+  EXPECT_DOUBLE_EQ(cpu.flops().wgrad, other.flops().wgrad);
+  EXPECT_DOUBLE_EQ(cpu.bytes().fprop, other.bytes().fprop);
+  EXPECT_DOUBLE_EQ(cpu.bytes().dgrad, other.bytes().dgrad);
+  EXPECT_DOUBLE_EQ(cpu.bytes().wgrad, other.bytes().wgrad);
+}
+
+// ---- the layer harness ----
+
 void check_layer(Backend& be, Layer& layer, const RefForward& fwd, const RefBackward& bwd,
                  const LayerCheckOptions& opt) {
+  const Target target = target_of(be);
+  const Tol fwd_tol = tolerance(target, Phase::kFprop, opt.op_class);
+  const Tol dgrad_tol = tolerance(target, Phase::kDgrad, opt.op_class);
+  const Tol wgrad_tol = tolerance(target, Phase::kWgrad, opt.op_class);
+  SCOPED_TRACE(std::string("target ") + to_string(target));
   layer.set_training(opt.training);
   const auto& in = layer.input_descs();
   const auto& out = layer.output_descs();
@@ -137,13 +232,16 @@ void check_layer(Backend& be, Layer& layer, const RefForward& fwd, const RefBack
   for (std::size_t k = 0; k < in.size(); ++k) {
     needs[k] = k < opt.x_needs_grad.size() ? opt.x_needs_grad[k] : in[k].dtype == DType::kF32;
     x.push_back(be.empty(in[k], MemCategory::kDynamic));
-    Vec v = in[k].dtype == DType::kI32 ? Vec() : as_f32(random_vec(in[k].shape.numel(),
-                                                                   opt.seed * 31 + k, opt.x_lo,
-                                                                   opt.x_hi));
-    if (in[k].dtype == DType::kI32) {
+    Vec v;
+    if (auto it = opt.x_values.find(static_cast<int>(k)); it != opt.x_values.end()) {
+      v = it->second;
+      ASSERT_EQ(static_cast<int64_t>(v.size()), in[k].shape.numel()) << "x_values " << k;
+    } else if (in[k].dtype == DType::kI32) {
       Rng rng(opt.seed * 131 + k);
       v.resize(in[k].shape.numel());
       for (auto& e : v) e = static_cast<double>(rng.randint(opt.int_lo, opt.int_hi));
+    } else {
+      v = as_f32(random_vec(in[k].shape.numel(), opt.seed * 31 + k, opt.x_lo, opt.x_hi));
     }
     from_host(be, x.back(), v);
     xh.push_back(v);
@@ -182,27 +280,31 @@ void check_layer(Backend& be, Layer& layer, const RefForward& fwd, const RefBack
     yw.push_back(&y[k]);
     dyp.push_back(&dy[k]);
   }
+  be.synchronize();
+  const uint64_t allocs_before = be.allocator().stats().num_allocations;
   layer.forward(yw, xp);
   layer.backward(dxw, dyp, xp, yp);
   be.synchronize();
+  EXPECT_EQ(be.allocator().stats().num_allocations, allocs_before)
+      << layer.name() << ": forward/backward allocated";
 
   std::vector<Vec> yref = fwd(xh, ph);
   ASSERT_EQ(yref.size(), y.size()) << layer.name() << ": reference output count";
   for (std::size_t k = 0; k < y.size(); ++k) {
     expect_close(layer.name() + " forward y" + std::to_string(k), to_host(be, y[k]), yref[k],
-                 opt.fwd_tol);
+                 fwd_tol);
   }
   RefGrads g = bwd(xh, ph, dyh);
   for (std::size_t k = 0; k < x.size(); ++k) {
     if (!needs[k]) continue;
     expect_close(layer.name() + " backward dx" + std::to_string(k), to_host(be, dx[k]),
-                 g.dx.at(k), opt.bwd_data_tol);
+                 g.dx.at(k), dgrad_tol);
   }
   for (std::size_t k = 0; k < layer.params().size(); ++k) {
     Vec want = g.dparams.at(k);
     for (std::size_t i = 0; i < want.size(); ++i) want[i] += grad_start[k][i];
     expect_close(layer.params()[k].name + " gradient (accumulated)",
-                 to_host(be, layer.params()[k].grad), want, opt.bwd_weights_tol);
+                 to_host(be, layer.params()[k].grad), want, wgrad_tol);
   }
   // With parameter gradients off (a frozen layer, the other player's layers in a GAN step),
   // backward leaves every Param::grad exactly as it was and still computes the input
@@ -229,10 +331,10 @@ void check_layer(Backend& be, Layer& layer, const RefForward& fwd, const RefBack
     for (std::size_t k = 0; k < x.size() && same_forward; ++k) {
       if (!needs[k]) continue;
       expect_close(layer.name() + " backward dx" + std::to_string(k) + " (parameter gradients off)",
-                   to_host(be, dx[k]), g.dx.at(k), opt.bwd_data_tol);
+                   to_host(be, dx[k]), g.dx.at(k), dgrad_tol);
     }
   }
-  if (opt.run_fd) {
+  if (opt.run_fd && target == Target::kCpu) {
     check_reference_gradients(fwd, bwd, xh, ph, dyh, needs, opt.fd_samples);
   }
 }
