@@ -20,8 +20,10 @@ std::unique_ptr<Backend> make_cuda_backend_or_throw();  // backends/cuda/cuda_ba
 
 std::unique_ptr<Backend> make_backend(BackendChoice choice, std::string* notice) {
   switch (choice) {
-    case BackendChoice::kCpu: return make_cpu_backend();
-    case BackendChoice::kCuda: return make_cuda_backend_or_throw();
+    case BackendChoice::kCpu:
+      return make_cpu_backend();
+    case BackendChoice::kCuda:
+      return make_cuda_backend_or_throw();
     case BackendChoice::kAuto: {
       std::string why;
       if (cuda_usable(&why)) return make_cuda_backend_or_throw();
@@ -32,9 +34,9 @@ std::unique_ptr<Backend> make_backend(BackendChoice choice, std::string* notice)
   return make_cpu_backend();
 }
 
-
 #ifdef TBD_WITH_CUDA
-std::unique_ptr<CounterSession> make_cupti_session(Backend& be, std::string* why);  // cupti_session.cu
+std::unique_ptr<CounterSession> make_cupti_session(Backend& be,
+                                                   std::string* why);  // cupti_session.cu
 #endif
 
 std::unique_ptr<CounterSession> make_counter_session(Backend& be, std::string* why) {

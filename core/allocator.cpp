@@ -57,8 +57,8 @@ std::shared_ptr<Buffer> TrackingAllocator::allocate(std::size_t bytes, MemCatego
   void* p = raw_->allocate(bytes);
   if (!p) {
     throw OutOfMemory("out of memory: needs " + gib(stats_.total_current + bytes) +
-                      ", the device refused " + gib(bytes) + " for " + to_string(category) +
-                      " (" + gib(stats_.total_current) + " in use)");
+                      ", the device refused " + gib(bytes) + " for " + to_string(category) + " (" +
+                      gib(stats_.total_current) + " in use)");
   }
   int c = static_cast<int>(category);
   stats_.current[c] += bytes;

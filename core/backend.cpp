@@ -20,8 +20,9 @@ PeakRate Backend::peak_flops(MathMode m) {
 }
 
 PeakRate Backend::peak_bandwidth() {
-  return {0, std::string("unknown: the ") + to_string(kind()) + " backend does not say its "
-                                                                 "memory bandwidth"};
+  return {0, std::string("unknown: the ") + to_string(kind()) +
+                 " backend does not say its "
+                 "memory bandwidth"};
 }
 
 static int64_t steady_ns() {

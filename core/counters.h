@@ -40,5 +40,4 @@ class CounterSession {
   virtual std::string tf32_tensor_flop_method() const = 0;
 };
 
-
 }  // namespace tbd

@@ -49,13 +49,14 @@ void check_status(Status status, const char* call, const char* file, int line) {
 }  // namespace tbd
 
 // TBD_CHECK(cond, parts...): throws tbd::Error with the parts streamed together.
-#define TBD_CHECK(cond, ...)                                                                \
-  do {                                                                                      \
-    if (!(cond)) ::tbd::detail::throw_error(#cond, __FILE__, __LINE__,                      \
-                                            ::tbd::detail::concat(__VA_ARGS__));            \
+#define TBD_CHECK(cond, ...)                                                                     \
+  do {                                                                                           \
+    if (!(cond))                                                                                 \
+      ::tbd::detail::throw_error(#cond, __FILE__, __LINE__, ::tbd::detail::concat(__VA_ARGS__)); \
   } while (0)
 
-#define TBD_FAIL(...) ::tbd::detail::throw_error("", __FILE__, __LINE__, ::tbd::detail::concat(__VA_ARGS__))
+#define TBD_FAIL(...) \
+  ::tbd::detail::throw_error("", __FILE__, __LINE__, ::tbd::detail::concat(__VA_ARGS__))
 
 // Library-status checks: TBD_DEFINE_STATUS_CHECK(TBD_CUDA_CHECK, CudaTraits) in a backend.
 #define TBD_STATUS_CHECK(Traits, call) \

@@ -15,8 +15,8 @@
 namespace tbd {
 
 struct Roofline {
-  double peak_flops = 0;          // FLOP/s; 0: unknown
-  double peak_bytes_per_s = 0;    // bytes/s; 0: unknown
+  double peak_flops = 0;        // FLOP/s; 0: unknown
+  double peak_bytes_per_s = 0;  // bytes/s; 0: unknown
 
   bool known() const { return peak_flops > 0 && peak_bytes_per_s > 0; }
   // The attainable FLOP/s at intensity `flop_per_byte`: min(P, I * W).

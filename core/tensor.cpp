@@ -10,20 +10,28 @@ namespace tbd {
 
 std::size_t dtype_size(DType t) {
   switch (t) {
-    case DType::kF32: return 4;
-    case DType::kBF16: return 2;
-    case DType::kF16: return 2;
-    case DType::kI32: return 4;
+    case DType::kF32:
+      return 4;
+    case DType::kBF16:
+      return 2;
+    case DType::kF16:
+      return 2;
+    case DType::kI32:
+      return 4;
   }
   return 0;
 }
 
 const char* to_string(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "f16";
-    case DType::kI32: return "i32";
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+    case DType::kI32:
+      return "i32";
   }
   return "?";
 }
@@ -34,13 +42,20 @@ const char* to_string(Layout l) { return l == Layout::kRowMajor ? "row_major" : 
 
 const char* to_string(MemCategory c) {
   switch (c) {
-    case MemCategory::kWeights: return "weights";
-    case MemCategory::kWeightGrads: return "weight_grads";
-    case MemCategory::kOptimizerState: return "optimizer_state";
-    case MemCategory::kFeatureMaps: return "feature_maps";
-    case MemCategory::kWorkspace: return "workspace";
-    case MemCategory::kDynamic: return "dynamic";
-    case MemCategory::kCount: break;
+    case MemCategory::kWeights:
+      return "weights";
+    case MemCategory::kWeightGrads:
+      return "weight_grads";
+    case MemCategory::kOptimizerState:
+      return "optimizer_state";
+    case MemCategory::kFeatureMaps:
+      return "feature_maps";
+    case MemCategory::kWorkspace:
+      return "workspace";
+    case MemCategory::kDynamic:
+      return "dynamic";
+    case MemCategory::kCount:
+      break;
   }
   return "?";
 }
@@ -67,9 +82,7 @@ Buffer::~Buffer() {
   if (alloc_ && ptr_) alloc_->deallocate(ptr_, bytes_, category_);
 }
 
-MemCategory Tensor::category() const {
-  return buf_ ? buf_->category() : MemCategory::kDynamic;
-}
+MemCategory Tensor::category() const { return buf_ ? buf_->category() : MemCategory::kDynamic; }
 
 Tensor Tensor::view(Shape shape, Layout layout) const {
   TBD_CHECK(shape.numel() == numel(), "Tensor::view: ", shape.to_string(), " has ", shape.numel(),

@@ -114,7 +114,9 @@ class Tensor {
 
   void* raw() const { return buf_ ? static_cast<char*>(buf_->data()) + offset_ : nullptr; }
   template <class T>
-  T* data() const { return static_cast<T*>(raw()); }
+  T* data() const {
+    return static_cast<T*>(raw());
+  }
   float* f32() const { return data<float>(); }
 
   // Same storage, another shape of equal element count (row-major reinterpretation).

@@ -6,11 +6,16 @@ namespace tbd {
 
 const char* to_string(ActKind k) {
   switch (k) {
-    case ActKind::kRelu: return "relu";
-    case ActKind::kLeakyRelu: return "leaky_relu";
-    case ActKind::kTanh: return "tanh";
-    case ActKind::kSigmoid: return "sigmoid";
-    case ActKind::kGelu: return "gelu";
+    case ActKind::kRelu:
+      return "relu";
+    case ActKind::kLeakyRelu:
+      return "leaky_relu";
+    case ActKind::kTanh:
+      return "tanh";
+    case ActKind::kSigmoid:
+      return "sigmoid";
+    case ActKind::kGelu:
+      return "gelu";
   }
   return "?";
 }
@@ -21,10 +26,10 @@ Shape activation_output_shape(const std::string& name, const ActivationConfig& c
   TBD_LAYER_CHECK(x.shape.rank() >= 1, k, name, "input x must have rank >= 1, got ",
                   x.shape.to_string());
   check_positive(k, name, "x", x.shape);
-  TBD_LAYER_CHECK(x.dtype == DType::kF32, k, name, "input x must be f32, got ",
-                  to_string(x.dtype), " ", x.shape.to_string());
-  TBD_LAYER_CHECK(x.layout == Layout::kRowMajor || (x.shape.rank() == 4 && x.shape[1] % 16 == 0),
-                  k, name, "input x in nChw16c needs rank 4 and C % 16 == 0, got ",
+  TBD_LAYER_CHECK(x.dtype == DType::kF32, k, name, "input x must be f32, got ", to_string(x.dtype),
+                  " ", x.shape.to_string());
+  TBD_LAYER_CHECK(x.layout == Layout::kRowMajor || (x.shape.rank() == 4 && x.shape[1] % 16 == 0), k,
+                  name, "input x in nChw16c needs rank 4 and C % 16 == 0, got ",
                   x.shape.to_string());
   (void)cfg;
   return x.shape;
@@ -33,11 +38,15 @@ Shape activation_output_shape(const std::string& name, const ActivationConfig& c
 Flops activation_flops(const ActivationConfig& cfg, const Shape& x) {
   double e = static_cast<double>(x.numel());
   switch (cfg.act) {
-    case ActKind::kRelu: return Flops{e, e, 0};
-    case ActKind::kLeakyRelu: return Flops{2 * e, 2 * e, 0};
+    case ActKind::kRelu:
+      return Flops{e, e, 0};
+    case ActKind::kLeakyRelu:
+      return Flops{2 * e, 2 * e, 0};
     case ActKind::kTanh:
-    case ActKind::kSigmoid: return Flops{4 * e, 3 * e, 0};
-    case ActKind::kGelu: return Flops{8 * e, 10 * e, 0};
+    case ActKind::kSigmoid:
+      return Flops{4 * e, 3 * e, 0};
+    case ActKind::kGelu:
+      return Flops{8 * e, 10 * e, 0};
   }
   return Flops{};
 }
@@ -53,8 +62,10 @@ Contract contract(const std::string& name, const ActivationConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   check_input_count(ActivationConfig::kKind, name, in, 1);
   const Shape ys = activation_output_shape(name, cfg, in[0]);
-  return Contract{{TensorDesc{ys, DType::kF32, in[0].layout}}, {},
-                  activation_flops(cfg, in[0].shape), activation_bytes(cfg, in[0].shape)};
+  return Contract{{TensorDesc{ys, DType::kF32, in[0].layout}},
+                  {},
+                  activation_flops(cfg, in[0].shape),
+                  activation_bytes(cfg, in[0].shape)};
 }
 
 }  // namespace tbd

@@ -29,6 +29,7 @@ Bytes activation_bytes(const ActivationConfig& cfg, const Shape& x);
 
 // Contract: one input x; y like x (shape, dtype, layout); no parameters.
 template <>
-Contract contract(const std::string& name, const ActivationConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const ActivationConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 }  // namespace tbd

@@ -98,6 +98,7 @@ inline bool attention_dropout_keep(uint64_t base, uint64_t i, uint64_t threshold
 // wq, wk, wv, wo (D, D) Xavier-uniform [and bq, bk, bv, bo (D) zeros, no decay]; work with dropout
 // as configured (training mode; Layer::set_work switches it off in eval mode).
 template <>
-Contract contract(const std::string& name, const MultiHeadAttentionConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const MultiHeadAttentionConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 }  // namespace tbd

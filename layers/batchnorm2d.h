@@ -36,7 +36,8 @@ Bytes batchnorm2d_bytes(const Shape& x);
 
 // Contract: one input x; y like x; weight (C) ones and bias (C) zeros, no decay.
 template <>
-Contract contract(const std::string& name, const BatchNorm2dConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const BatchNorm2dConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 // Every backend's BatchNorm2d derives from this, so callers (tests, checkpoints, eval runs)
 // reach the running statistics without knowing the backend.

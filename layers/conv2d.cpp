@@ -15,21 +15,21 @@ Shape conv2d_output_shape(const std::string& name, const Conv2dConfig& c, const 
                   c.kernel_w, " stride ", c.stride_h, "x", c.stride_w, " pad ", c.pad_h, "x",
                   c.pad_w, " dilation ", c.dilation_h, "x", c.dilation_w, " groups ", c.groups);
   TBD_LAYER_CHECK(x[1] % c.groups == 0 && c.out_channels % c.groups == 0, k, name,
-                  "channels C=", x[1], " and K=", c.out_channels, " must divide by groups=",
-                  c.groups, " (x ", x.to_string(), ")");
+                  "channels C=", x[1], " and K=", c.out_channels,
+                  " must divide by groups=", c.groups, " (x ", x.to_string(), ")");
   int64_t eff_r = c.dilation_h * (c.kernel_h - 1) + 1;
   int64_t eff_s = c.dilation_w * (c.kernel_w - 1) + 1;
   int64_t p = (x[2] + 2 * c.pad_h - eff_r) / c.stride_h + 1;
   int64_t q = (x[3] + 2 * c.pad_w - eff_s) / c.stride_w + 1;
-  TBD_LAYER_CHECK(x[2] + 2 * c.pad_h >= eff_r && x[3] + 2 * c.pad_w >= eff_s, k, name,
-                  "input x ", x.to_string(), " is smaller than the ", eff_r, "x", eff_s,
+  TBD_LAYER_CHECK(x[2] + 2 * c.pad_h >= eff_r && x[3] + 2 * c.pad_w >= eff_s, k, name, "input x ",
+                  x.to_string(), " is smaller than the ", eff_r, "x", eff_s,
                   " (dilated) kernel with padding ", c.pad_h, "x", c.pad_w);
   return Shape{x[0], c.out_channels, p, q};
 }
 
 Flops conv2d_flops(const Conv2dConfig& c, const Shape& x, const Shape& y) {
-  double mac = static_cast<double>(y[0]) * y[1] * (x[1] / c.groups) * c.kernel_h * c.kernel_w *
-               y[2] * y[3];
+  double mac =
+      static_cast<double>(y[0]) * y[1] * (x[1] / c.groups) * c.kernel_h * c.kernel_w * y[2] * y[3];
   double bias = c.bias ? static_cast<double>(y.numel()) : 0.0;
   return Flops{2 * mac + bias, 2 * mac, 2 * mac + bias};
 }

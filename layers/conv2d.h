@@ -49,6 +49,7 @@ Bytes conv2d_bytes(const Conv2dConfig& cfg, const Shape& x, const Shape& y);
 // choose a blocked layout); weight (K, C/groups, R, S) He-normal with fan_in = C/groups*R*S,
 // fan_out = K/groups*R*S [and bias (K) zeros, no decay].
 template <>
-Contract contract(const std::string& name, const Conv2dConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const Conv2dConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 }  // namespace tbd

@@ -33,7 +33,8 @@ Bytes dropout_bytes(const Shape& x);
 
 // Contract: one input x; y like x; no parameters.
 template <>
-Contract contract(const std::string& name, const DropoutConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const DropoutConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 // The mask, shared by every backend and by the tests' reference. One splitmix64 hash gives
 // four 16-bit uniforms (elements 4j..4j+3); element i is dropped iff its uniform is below
@@ -42,9 +43,7 @@ Contract contract(const std::string& name, const DropoutConfig& cfg, const std::
 inline uint64_t dropout_key(const DropoutConfig& cfg, const std::string& layer_name) {
   return seed_for(cfg.seed, layer_name);
 }
-inline uint32_t dropout_threshold(double p) {
-  return static_cast<uint32_t>(p * 65536.0 + 0.5);
-}
+inline uint32_t dropout_threshold(double p) { return static_cast<uint32_t>(p * 65536.0 + 0.5); }
 TBD_HOST_DEVICE inline uint64_t dropout_step_base(uint64_t key, uint64_t step) {
   return splitmix64(key ^ (step * 0xD1B54A32D192ED03ull));
 }

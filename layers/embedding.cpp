@@ -41,11 +41,11 @@ Contract contract(const std::string& name, const EmbeddingConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   check_input_count(EmbeddingConfig::kKind, name, in, 1);
   const Shape ys = embedding_output_shape(name, cfg, in[0]);
-  return Contract{{TensorDesc{ys}},
-                  {{"weight", Shape{cfg.num_embeddings, cfg.dim}, cfg.init, cfg.dim,
-                    cfg.num_embeddings, true}},
-                  embedding_flops(cfg, in[0].shape),
-                  embedding_bytes(cfg, in[0].shape)};
+  return Contract{
+      {TensorDesc{ys}},
+      {{"weight", Shape{cfg.num_embeddings, cfg.dim}, cfg.init, cfg.dim, cfg.num_embeddings, true}},
+      embedding_flops(cfg, in[0].shape),
+      embedding_bytes(cfg, in[0].shape)};
 }
 
 }  // namespace tbd

@@ -38,6 +38,7 @@ Bytes embedding_bytes(const EmbeddingConfig& cfg, const Shape& ids);
 // Contract: one input ids (i32); y (..., dim) f32; weight (num_embeddings, dim) with
 // cfg.init, fan_in = dim, fan_out = num_embeddings (PyTorch's convention).
 template <>
-Contract contract(const std::string& name, const EmbeddingConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const EmbeddingConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 }  // namespace tbd

@@ -61,12 +61,12 @@ Contract contract(const std::string& name, const Conv2dDgradConfig& cfg,
   const Flops f = conv2d_flops(conv, xs, ys);
   const Bytes b = conv2d_bytes(conv, xs, ys);
   const int64_t C = xs[1], K = conv.out_channels, G = conv.groups;
-  return Contract{{TensorDesc{xs}},
-                  {{"weight", Shape{K, C / G, conv.kernel_h, conv.kernel_w}, Init::kHeNormal,
-                    (C / G) * conv.kernel_h * conv.kernel_w,
-                    (K / G) * conv.kernel_h * conv.kernel_w, true}},
-                  Flops{f.dgrad, f.fprop, f.wgrad},
-                  Bytes{b.dgrad, b.fprop, b.wgrad}};
+  return Contract{
+      {TensorDesc{xs}},
+      {{"weight", Shape{K, C / G, conv.kernel_h, conv.kernel_w}, Init::kHeNormal,
+        (C / G) * conv.kernel_h * conv.kernel_w, (K / G) * conv.kernel_h * conv.kernel_w, true}},
+      Flops{f.dgrad, f.fprop, f.wgrad},
+      Bytes{b.dgrad, b.fprop, b.wgrad}};
 }
 
 // ActivationDgrad, E elements: FLOPs fprop and dgrad E (ReLU: a select) or 2E (leaky: a
@@ -79,15 +79,17 @@ Contract contract(const std::string& name, const ActivationDgradConfig& cfg,
   check_input_count(k, name, in, 2);
   check_row_major_f32(k, name, "dy", in[0]);
   check_row_major_f32(k, name, "x", in[1]);
-  TBD_LAYER_CHECK(in[0].shape == in[1].shape, k, name, "dy ", in[0].shape.to_string(),
-                  " and x ", in[1].shape.to_string(), " must have the same shape");
+  TBD_LAYER_CHECK(in[0].shape == in[1].shape, k, name, "dy ", in[0].shape.to_string(), " and x ",
+                  in[1].shape.to_string(), " must have the same shape");
   TBD_LAYER_CHECK(cfg.act.act == ActKind::kRelu || cfg.act.act == ActKind::kLeakyRelu, k, name,
                   "double backward of ", to_string(cfg.act.act),
                   " is not supported: only relu and leaky_relu, whose derivative is piecewise "
                   "constant");
   const double e = static_cast<double>(in[0].shape.numel());
   const double per = cfg.act.act == ActKind::kRelu ? 1.0 : 2.0;
-  Contract c{{TensorDesc{in[0].shape}}, {}, Flops{per * e, per * e, 0},
+  Contract c{{TensorDesc{in[0].shape}},
+             {},
+             Flops{per * e, per * e, 0},
              Bytes{bytes_of(3 * e), bytes_of(3 * e), 0}};
   c.input_grads = {true, false};
   return c;
@@ -131,8 +133,8 @@ Contract contract(const std::string& name, const LayerNormDgradConfig& cfg,
   check_input_count(k, name, in, 2);
   check_row_major_f32(k, name, "dy", in[0]);
   check_row_major_f32(k, name, "x", in[1]);
-  TBD_LAYER_CHECK(in[0].shape == in[1].shape, k, name, "dy ", in[0].shape.to_string(),
-                  " and x ", in[1].shape.to_string(), " must have the same shape");
+  TBD_LAYER_CHECK(in[0].shape == in[1].shape, k, name, "dy ", in[0].shape.to_string(), " and x ",
+                  in[1].shape.to_string(), " must have the same shape");
   const Shape xs = layer_norm_output_shape(name, cfg.ln, in[1].shape);
   const int64_t D = xs[-1];
   const double e = static_cast<double>(xs.numel()), d = static_cast<double>(D);

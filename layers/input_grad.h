@@ -46,7 +46,7 @@ struct LinearDgradConfig {
 
 struct Conv2dDgradConfig {
   static constexpr const char* kKind = "Conv2dDgrad";
-  Conv2dConfig conv;  // the forward convolution
+  Conv2dConfig conv;                            // the forward convolution
   int64_t in_channels = 0, in_h = 0, in_w = 0;  // its input's C, H, W (dx's shape)
 };
 

@@ -32,8 +32,12 @@ Layer::Layer(Backend& be, std::string name, std::vector<TensorDesc> inputs, cons
 void init_param(Backend& be, Param& p, uint64_t seed) {
   Rng rng(seed_for(seed, p.name));
   switch (p.init) {
-    case Init::kZeros: be.fill(p.value, 0.f); break;
-    case Init::kOnes: be.fill(p.value, 1.f); break;
+    case Init::kZeros:
+      be.fill(p.value, 0.f);
+      break;
+    case Init::kOnes:
+      be.fill(p.value, 1.f);
+      break;
     case Init::kHeNormal:
       fill_normal(be, p.value, rng, 0.0, std::sqrt(2.0 / static_cast<double>(p.fan_in)));
       break;
@@ -42,7 +46,9 @@ void init_param(Backend& be, Param& p, uint64_t seed) {
       fill_uniform(be, p.value, rng, -a, a);
       break;
     }
-    case Init::kNormal002: fill_normal(be, p.value, rng, 0.0, 0.02); break;
+    case Init::kNormal002:
+      fill_normal(be, p.value, rng, 0.0, 0.02);
+      break;
     case Init::kUniformFanIn: {
       const double a = 1.0 / std::sqrt(static_cast<double>(p.fan_in));
       fill_uniform(be, p.value, rng, -a, a);
@@ -87,8 +93,8 @@ void Layer::check_arity(std::size_t got, std::size_t want, const char* what) con
   TBD_LAYER_CHECK(got == want, kind(), name_, what, ": expected ", want, " tensors, got ", got);
 }
 
-void check_input_count(const char* kind, const std::string& name,
-                       const std::vector<TensorDesc>& in, std::size_t want, const char* what) {
+void check_input_count(const char* kind, const std::string& name, const std::vector<TensorDesc>& in,
+                       std::size_t want, const char* what) {
   TBD_LAYER_CHECK(in.size() == want, kind, name, what, ": expected ", want, " tensors, got ",
                   in.size());
 }

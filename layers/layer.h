@@ -81,10 +81,10 @@ inline double bytes_of(double elements, DType t = DType::kF32) {
 enum class Init {
   kZeros,
   kOnes,
-  kHeNormal,        // N(0, 2/fan_in): conv and linear layers followed by ReLU
-  kXavierUniform,   // U(-a, a), a = sqrt(6/(fan_in+fan_out)): attention, LSTM, embeddings
-  kNormal002,       // N(0, 0.02): embeddings in the Transformer convention
-  kUniformFanIn,    // U(-1/sqrt(fan_in), 1/sqrt(fan_in)): RNN defaults
+  kHeNormal,       // N(0, 2/fan_in): conv and linear layers followed by ReLU
+  kXavierUniform,  // U(-a, a), a = sqrt(6/(fan_in+fan_out)): attention, LSTM, embeddings
+  kNormal002,      // N(0, 0.02): embeddings in the Transformer convention
+  kUniformFanIn,   // U(-1/sqrt(fan_in), 1/sqrt(fan_in)): RNN defaults
 };
 
 // A parameter as a kind declares it: what Layer's constructor allocates.
@@ -239,17 +239,16 @@ class Layer {
 // like "Conv2d 'layer1.0.conv1': input x must have rank 4 (N, C, H, W), got (3, 224, 224)".
 [[noreturn]] void throw_layer_error(const char* kind, const std::string& name,
                                     const std::string& msg);
-#define TBD_LAYER_CHECK(cond, kind, name, ...)                                        \
-  do {                                                                                 \
+#define TBD_LAYER_CHECK(cond, kind, name, ...)                                             \
+  do {                                                                                     \
     if (!(cond)) ::tbd::throw_layer_error(kind, name, ::tbd::detail::concat(__VA_ARGS__)); \
   } while (0)
 void check_rank(const char* kind, const std::string& name, const char* arg, const TensorDesc& d,
                 int rank, const char* dims_doc);
 void check_positive(const char* kind, const std::string& name, const char* arg, const Shape& s);
 // "Conv2d 'c': inputs: expected 1 tensors, got 2" (contracts check their arity with this).
-void check_input_count(const char* kind, const std::string& name,
-                       const std::vector<TensorDesc>& in, std::size_t want,
-                       const char* what = "inputs");
+void check_input_count(const char* kind, const std::string& name, const std::vector<TensorDesc>& in,
+                       std::size_t want, const char* what = "inputs");
 // "Linear 'fc': input x must be f32, got (2, 3) i32 row_major".
 void check_f32(const char* kind, const std::string& name, const char* arg, const TensorDesc& d);
 
@@ -343,14 +342,13 @@ std::vector<Layout> impl_input_layouts(const Config& cfg, const std::vector<Tens
 // TBD_REGISTER_LAYER(Conv2dConfig, DeviceKind::kCpu, Conv2dOneDnn): the class must have a
 // constructor (Backend&, const std::string&, const Config&, const std::vector<TensorDesc>&),
 // and may have a static input_layouts (see InputLayouts).
-#define TBD_REGISTER_LAYER(Config, device, Impl)                                              \
-  static const bool TBD_LAYER_CONCAT(tbd_registered_, __LINE__) =                             \
-      ::tbd::register_layer<Config>(                                                          \
-          device,                                                                             \
-          [](::tbd::Backend& be, const std::string& name, const Config& cfg,                 \
-             const std::vector<::tbd::TensorDesc>& in) {                                      \
-            return std::unique_ptr<::tbd::Layer>(new Impl(be, name, cfg, in));               \
-          },                                                                                  \
-          &::tbd::impl_input_layouts<Impl, Config>)
+#define TBD_REGISTER_LAYER(Config, device, Impl)                                                 \
+  static const bool TBD_LAYER_CONCAT(tbd_registered_, __LINE__) = ::tbd::register_layer<Config>( \
+      device,                                                                                    \
+      [](::tbd::Backend& be, const std::string& name, const Config& cfg,                         \
+         const std::vector<::tbd::TensorDesc>& in) {                                             \
+        return std::unique_ptr<::tbd::Layer>(new Impl(be, name, cfg, in));                       \
+      },                                                                                         \
+      &::tbd::impl_input_layouts<Impl, Config>)
 
 }  // namespace tbd

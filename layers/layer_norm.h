@@ -31,6 +31,7 @@ Bytes layer_norm_bytes(const Shape& x);
 // Contract: one input x (f32, normalised over the last dim D); y like x; gamma (D) ones
 // and beta (D) zeros, no decay.
 template <>
-Contract contract(const std::string& name, const LayerNormConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const LayerNormConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 }  // namespace tbd

@@ -9,8 +9,8 @@ Shape linear_output_shape(const std::string& name, const LinearConfig& cfg, cons
   TBD_LAYER_CHECK(x.rank() >= 2, k, name, "input x must have rank >= 2 (..., D_in), got ",
                   x.to_string());
   check_positive(k, name, "x", x);
-  TBD_LAYER_CHECK(cfg.out_features > 0, k, name, "invalid config: out_features=",
-                  cfg.out_features, " (x ", x.to_string(), ")");
+  TBD_LAYER_CHECK(cfg.out_features > 0, k, name, "invalid config: out_features=", cfg.out_features,
+                  " (x ", x.to_string(), ")");
   std::vector<int64_t> dims = x.dims();
   dims.back() = cfg.out_features;
   return Shape(std::move(dims));
@@ -56,8 +56,8 @@ Shape gemm_output_shape(const std::string& name, const GemmConfig& cfg, const Sh
   std::vector<int64_t> y(a.dims().begin(), a.dims().end() - 2);
   for (int i = 0; i + 2 < a.rank(); ++i) {
     d.batch *= a[i];
-    TBD_LAYER_CHECK(b.rank() == 2 || b[i] == a[i], k, name, "batch dims differ: a ",
-                    a.to_string(), " b ", b.to_string());
+    TBD_LAYER_CHECK(b.rank() == 2 || b[i] == a[i], k, name, "batch dims differ: a ", a.to_string(),
+                    " b ", b.to_string());
   }
   d.b_shared = b.rank() == 2 && a.rank() > 2;
   y.push_back(d.m);

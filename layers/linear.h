@@ -58,10 +58,12 @@ Bytes gemm_bytes(const GemmConfig& cfg, const GemmDims& d);
 // Contract: one input x (..., K) f32; y (..., N) f32; weight (N, K) with cfg.init, fan_in K,
 // fan_out N [and bias (N) zeros, no decay].
 template <>
-Contract contract(const std::string& name, const LinearConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const LinearConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 // Contract: inputs a, b (f32); y as documented above, f32; [bias (N) zeros, no decay].
 template <>
-Contract contract(const std::string& name, const GemmConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const GemmConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 }  // namespace tbd

@@ -67,7 +67,9 @@ Contract contract(const std::string& name, const SoftmaxCrossEntropyConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   check_input_count(SoftmaxCrossEntropyConfig::kKind, name, in, 2, "inputs (logits, labels)");
   const Shape ys = softmax_cross_entropy_output_shape(name, cfg, in[0], in[1]);
-  return Contract{{TensorDesc{ys}}, {}, softmax_cross_entropy_flops(in[0].shape),
+  return Contract{{TensorDesc{ys}},
+                  {},
+                  softmax_cross_entropy_flops(in[0].shape),
                   softmax_cross_entropy_bytes(in[0].shape)};
 }
 
@@ -90,10 +92,12 @@ Contract contract(const std::string& name, const GradientPenaltyConfig& cfg,
   TBD_LAYER_CHECK(g.rank() >= 2 && in[0].layout == Layout::kRowMajor, k, name,
                   "input g must be row-major with rank >= 2 (N, ...), got ", in[0].to_string());
   check_positive(k, name, "g", g);
-  TBD_LAYER_CHECK(cfg.weight > 0 && cfg.target >= 0, k, name, "invalid config: weight=",
-                  cfg.weight, " target=", cfg.target);
+  TBD_LAYER_CHECK(cfg.weight > 0 && cfg.target >= 0, k, name, "invalid config: weight=", cfg.weight,
+                  " target=", cfg.target);
   const double e = static_cast<double>(g.numel()), n = static_cast<double>(g[0]);
-  return Contract{{TensorDesc{Shape{1}}}, {}, Flops{2 * e + 4 * n, 2 * e + 6 * n, 0},
+  return Contract{{TensorDesc{Shape{1}}},
+                  {},
+                  Flops{2 * e + 4 * n, 2 * e + 6 * n, 0},
                   Bytes{bytes_of(e + 1), bytes_of(1 + 2 * e), 0}};
 }
 

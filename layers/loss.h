@@ -61,11 +61,13 @@ Bytes mse_loss_bytes(const Shape& pred);
 
 // Contract: inputs logits (..., V) f32 and labels (...) i32; y (1) f32; no parameters.
 template <>
-Contract contract(const std::string& name, const SoftmaxCrossEntropyConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const SoftmaxCrossEntropyConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 // Contract: inputs pred and target (same shape, f32); y (1) f32; no parameters.
 template <>
-Contract contract(const std::string& name, const MseLossConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const MseLossConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 // Contract: input g (N, ...) f32 row-major, rank >= 2; y (1) f32; no parameters.
 template <>

@@ -121,12 +121,12 @@ std::unique_ptr<Optimizer> make_optimizer(Backend& be, const Config& cfg,
 
 // TBD_REGISTER_OPTIMIZER(SgdConfig, DeviceKind::kCpu, SgdCpu): Impl(Backend&, const Config&,
 // std::vector<Param*>).
-#define TBD_REGISTER_OPTIMIZER(Config, device, Impl)                                       \
-  static const bool TBD_LAYER_CONCAT(tbd_registered_opt_, __LINE__) = [] {                 \
-    ::tbd::optimizer_registry<Config>()[device] =                                          \
-        [](::tbd::Backend& be, const Config& cfg, std::vector<::tbd::Param*> ps) {         \
-          return std::unique_ptr<::tbd::Optimizer>(new Impl(be, cfg, std::move(ps)));      \
-        };                                                                                  \
+#define TBD_REGISTER_OPTIMIZER(Config, device, Impl)                                        \
+  static const bool TBD_LAYER_CONCAT(tbd_registered_opt_, __LINE__) = [] {                  \
+    ::tbd::optimizer_registry<Config>()[device] = [](::tbd::Backend& be, const Config& cfg, \
+                                                     std::vector<::tbd::Param*> ps) {       \
+      return std::unique_ptr<::tbd::Optimizer>(new Impl(be, cfg, std::move(ps)));           \
+    };                                                                                      \
     return true;                                                                            \
   }()
 

@@ -7,8 +7,8 @@ const char* to_string(PoolKind k) { return k == PoolKind::kMax ? "max" : "avg"; 
 
 static void check_pool_input(const char* k, const std::string& name, const TensorDesc& x) {
   check_rank(k, name, "x", x, 4, "(N, C, H, W)");
-  TBD_LAYER_CHECK(x.dtype == DType::kF32, k, name, "input x must be f32, got ",
-                  to_string(x.dtype), " ", x.shape.to_string());
+  TBD_LAYER_CHECK(x.dtype == DType::kF32, k, name, "input x must be f32, got ", to_string(x.dtype),
+                  " ", x.shape.to_string());
   TBD_LAYER_CHECK(x.layout == Layout::kRowMajor || x.shape[1] % 16 == 0, k, name,
                   "input x in nChw16c needs C % 16 == 0, got ", x.shape.to_string());
 }
@@ -17,15 +17,14 @@ Shape pool2d_output_shape(const std::string& name, const Pool2dConfig& c, const 
   const char* k = Pool2dConfig::kKind;
   check_pool_input(k, name, x);
   TBD_LAYER_CHECK(c.kernel_h > 0 && c.kernel_w > 0 && c.stride_h > 0 && c.stride_w > 0 &&
-                      c.pad_h >= 0 && c.pad_w >= 0 && c.pad_h < c.kernel_h &&
-                      c.pad_w < c.kernel_w,
+                      c.pad_h >= 0 && c.pad_w >= 0 && c.pad_h < c.kernel_h && c.pad_w < c.kernel_w,
                   k, name, "invalid config: kernel ", c.kernel_h, "x", c.kernel_w, " stride ",
                   c.stride_h, "x", c.stride_w, " pad ", c.pad_h, "x", c.pad_w,
                   " (kernel and stride > 0, 0 <= pad < kernel)");
   const Shape& s = x.shape;
   TBD_LAYER_CHECK(s[2] + 2 * c.pad_h >= c.kernel_h && s[3] + 2 * c.pad_w >= c.kernel_w, k, name,
-                  "input x ", s.to_string(), " is smaller than the ", c.kernel_h, "x",
-                  c.kernel_w, " kernel with padding ", c.pad_h, "x", c.pad_w);
+                  "input x ", s.to_string(), " is smaller than the ", c.kernel_h, "x", c.kernel_w,
+                  " kernel with padding ", c.pad_h, "x", c.pad_w);
   int64_t p = (s[2] + 2 * c.pad_h - c.kernel_h) / c.stride_h + 1;
   int64_t q = (s[3] + 2 * c.pad_w - c.kernel_w) / c.stride_w + 1;
   return Shape{s[0], s[1], p, q};
@@ -66,7 +65,9 @@ Contract contract(const std::string& name, const Pool2dConfig& cfg,
   check_input_count(Pool2dConfig::kKind, name, in, 1);
   const Shape& xs = in[0].shape;
   const Shape ys = pool2d_output_shape(name, cfg, in[0]);
-  return Contract{{TensorDesc{ys, DType::kF32, in[0].layout}}, {}, pool2d_flops(cfg, xs, ys),
+  return Contract{{TensorDesc{ys, DType::kF32, in[0].layout}},
+                  {},
+                  pool2d_flops(cfg, xs, ys),
                   pool2d_bytes(cfg, xs, ys)};
 }
 
@@ -76,7 +77,9 @@ Contract contract(const std::string& name, const GlobalAvgPool2dConfig& cfg,
   (void)cfg;
   check_input_count(GlobalAvgPool2dConfig::kKind, name, in, 1);
   const Shape ys = global_avg_pool2d_output_shape(name, in[0]);
-  return Contract{{TensorDesc{ys}}, {}, global_avg_pool2d_flops(in[0].shape),
+  return Contract{{TensorDesc{ys}},
+                  {},
+                  global_avg_pool2d_flops(in[0].shape),
                   global_avg_pool2d_bytes(in[0].shape)};
 }
 

@@ -54,10 +54,12 @@ Bytes global_avg_pool2d_bytes(const Shape& x);
 
 // Contract: one input x (N, C, H, W) f32; y (N, C, P, Q) in x's layout; no parameters.
 template <>
-Contract contract(const std::string& name, const Pool2dConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const Pool2dConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 // Contract: one input x (N, C, H, W) f32; y (N, C) row-major; no parameters.
 template <>
-Contract contract(const std::string& name, const GlobalAvgPool2dConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const GlobalAvgPool2dConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 }  // namespace tbd

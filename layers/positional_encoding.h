@@ -24,6 +24,7 @@ Bytes positional_encoding_bytes(const Shape& x);
 // Contract: one input x (N, T, D) f32; y like x; no parameters (the table is a
 // constant buffer, not a parameter).
 template <>
-Contract contract(const std::string& name, const PositionalEncodingConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const PositionalEncodingConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 }  // namespace tbd

@@ -50,7 +50,8 @@ Bytes cell_bytes(double tn, int64_t in, int64_t hidden, int64_t gates, int64_t s
   const double h = static_cast<double>(hidden), x = tn * static_cast<double>(in);
   const double pw = static_cast<double>(gates * hidden * (in + hidden));
   const double pb = static_cast<double>(bias_vectors * hidden);
-  const double s = tn * static_cast<double>(saved) * h, dgates = tn * static_cast<double>(gates) * h;
+  const double s = tn * static_cast<double>(saved) * h,
+               dgates = tn * static_cast<double>(gates) * h;
   return Bytes{bytes_of(x + pw + pb + tn * h + s), bytes_of(tn * h + s + pw + x + dgates),
                bytes_of(x + tn * h + dgates + 2 * (pw + pb))};
 }
@@ -67,8 +68,8 @@ Bytes sequence_bytes(const Shape& x, int64_t hidden, int64_t num_layers, bool bi
   return b;
 }
 
-int64_t sequence_params(int64_t input_size, int64_t hidden, int64_t num_layers,
-                        bool bidirectional, int64_t gates, int64_t bias_vectors) {
+int64_t sequence_params(int64_t input_size, int64_t hidden, int64_t num_layers, bool bidirectional,
+                        int64_t gates, int64_t bias_vectors) {
   const int64_t dirs = bidirectional ? 2 : 1;
   int64_t n = 0;
   for (int64_t l = 0; l < num_layers; ++l) {
@@ -93,8 +94,7 @@ Shape gru_output_shape(const std::string& name, const GruConfig& cfg, const Shap
 Shape lstm_cell_output_shape(const std::string& name, const LstmCellConfig& cfg, const Shape& x,
                              const Shape& h, const Shape& c) {
   const char* k = LstmCellConfig::kKind;
-  TBD_LAYER_CHECK(x.rank() == 2, k, name, "input x must have rank 2 (N, I), got ",
-                  x.to_string());
+  TBD_LAYER_CHECK(x.rank() == 2, k, name, "input x must have rank 2 (N, I), got ", x.to_string());
   check_positive(k, name, "x", x);
   TBD_LAYER_CHECK(cfg.hidden > 0, k, name, "invalid config: hidden=", cfg.hidden,
                   " must be positive (x ", x.to_string(), ")");
@@ -219,7 +219,9 @@ Contract contract(const std::string& name, const LstmCellConfig& cfg,
   const Shape hs = lstm_cell_output_shape(name, cfg, in[0].shape, in[1].shape, in[2].shape);
   const char* args[] = {"x", "h", "c"};
   for (int i = 0; i < 3; ++i) check_f32(k, name, args[i], in[i]);
-  Contract c{{TensorDesc{hs}, TensorDesc{hs}}, {}, lstm_cell_flops(cfg, in[0].shape),
+  Contract c{{TensorDesc{hs}, TensorDesc{hs}},
+             {},
+             lstm_cell_flops(cfg, in[0].shape),
              lstm_cell_bytes(cfg, in[0].shape)};
   add_direction_params(c.params, true, "", in[0].shape[1], cfg.hidden);
   return c;

@@ -86,7 +86,8 @@ int64_t lstm_cell_param_count(const LstmCellConfig& cfg, int64_t input_size);
 // Contract: one input x (T, N, I) f32; y (T, N, H*dirs) f32; the parameters of every
 // layer and direction as above, U(-1/sqrt(H), 1/sqrt(H)), biases without decay.
 template <>
-Contract contract(const std::string& name, const LstmConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const LstmConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 // Contract: as LSTM, with the GRU parameters above.
 template <>
@@ -94,6 +95,7 @@ Contract contract(const std::string& name, const GruConfig& cfg, const std::vect
 
 // Contract: inputs x (N, I), h (N, H), c (N, H) f32; outputs h', c' (N, H); w_ih, w_hh, b.
 template <>
-Contract contract(const std::string& name, const LstmCellConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const LstmCellConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 }  // namespace tbd

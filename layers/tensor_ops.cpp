@@ -16,10 +16,9 @@ std::string shapes_of(const std::vector<TensorDesc>& x) {
   return s;
 }
 
-void check_row_major(const char* k, const std::string& name, const char* arg,
-                     const TensorDesc& x) {
-  TBD_LAYER_CHECK(x.layout == Layout::kRowMajor, k, name, "input ", arg,
-                  " must be row-major, got ", x.to_string());
+void check_row_major(const char* k, const std::string& name, const char* arg, const TensorDesc& x) {
+  TBD_LAYER_CHECK(x.layout == Layout::kRowMajor, k, name, "input ", arg, " must be row-major, got ",
+                  x.to_string());
 }
 
 void check_input(const char* k, const std::string& name, const char* arg, const TensorDesc& x) {
@@ -43,8 +42,8 @@ TensorDesc add_output_desc(const std::string& name, const std::vector<TensorDesc
   check_input(k, name, "x1", x[1]);
   TBD_LAYER_CHECK(x[0].shape == x[1].shape, k, name, "inputs x0 ", x[0].shape.to_string(),
                   " and x1 ", x[1].shape.to_string(), " must have the same shape");
-  TBD_LAYER_CHECK(x[0].layout == x[1].layout, k, name, "inputs x0 ", x[0].to_string(),
-                  " and x1 ", x[1].to_string(), " must have the same layout");
+  TBD_LAYER_CHECK(x[0].layout == x[1].layout, k, name, "inputs x0 ", x[0].to_string(), " and x1 ",
+                  x[1].to_string(), " must have the same layout");
   TBD_LAYER_CHECK(x[0].dtype == DType::kF32 && x[1].dtype == DType::kF32, k, name,
                   "inputs must be f32, got x0 ", x[0].to_string(), " and x1 ", x[1].to_string());
   return x[0];
@@ -119,8 +118,8 @@ std::vector<Shape> split_output_shapes(const std::string& name, const SplitConfi
   }
   bool positive = std::all_of(cfg.sizes.begin(), cfg.sizes.end(), [](int64_t s) { return s > 0; });
   TBD_LAYER_CHECK(positive && sum == x.shape[axis], k, name, "sizes (", sizes,
-                  ") must be positive and sum to x's dim ", axis, " = ", x.shape[axis],
-                  ", x ", x.shape.to_string());
+                  ") must be positive and sum to x's dim ", axis, " = ", x.shape[axis], ", x ",
+                  x.shape.to_string());
   std::vector<Shape> out;
   for (int64_t s : cfg.sizes) {
     std::vector<int64_t> d = x.shape.dims();
@@ -130,8 +129,7 @@ std::vector<Shape> split_output_shapes(const std::string& name, const SplitConfi
   return out;
 }
 
-Shape reshape_output_shape(const std::string& name, const ReshapeConfig& cfg,
-                           const TensorDesc& x) {
+Shape reshape_output_shape(const std::string& name, const ReshapeConfig& cfg, const TensorDesc& x) {
   const char* k = ReshapeConfig::kKind;
   check_input(k, name, "x", x);
   check_row_major(k, name, "x", x);
@@ -152,15 +150,13 @@ Shape reshape_output_shape(const std::string& name, const ReshapeConfig& cfg,
                   " must have positive dims and at most one -1");
   std::vector<int64_t> dims = cfg.shape;
   if (infer >= 0) {
-    TBD_LAYER_CHECK(x.shape.numel() % known == 0, k, name, "cannot reshape x ",
-                    x.shape.to_string(), " (", x.shape.numel(), " elements) to ",
-                    target.to_string());
+    TBD_LAYER_CHECK(x.shape.numel() % known == 0, k, name, "cannot reshape x ", x.shape.to_string(),
+                    " (", x.shape.numel(), " elements) to ", target.to_string());
     dims[infer] = x.shape.numel() / known;
   }
   Shape out(dims);
-  TBD_LAYER_CHECK(out.numel() == x.shape.numel(), k, name, "cannot reshape x ",
-                  x.shape.to_string(), " (", x.shape.numel(), " elements) to ",
-                  target.to_string());
+  TBD_LAYER_CHECK(out.numel() == x.shape.numel(), k, name, "cannot reshape x ", x.shape.to_string(),
+                  " (", x.shape.numel(), " elements) to ", target.to_string());
   return out;
 }
 

@@ -74,8 +74,7 @@ Shape concat_output_shape(const std::string& name, const ConcatConfig& cfg,
 // sizes all positive and summing to x's extent along axis.
 std::vector<Shape> split_output_shapes(const std::string& name, const SplitConfig& cfg,
                                        const TensorDesc& x);
-Shape reshape_output_shape(const std::string& name, const ReshapeConfig& cfg,
-                           const TensorDesc& x);
+Shape reshape_output_shape(const std::string& name, const ReshapeConfig& cfg, const TensorDesc& x);
 // perm a permutation of 0..rank-1 (rank <= 12, oneDNN's limit).
 Shape transpose_output_shape(const std::string& name, const TransposeConfig& cfg,
                              const TensorDesc& x);
@@ -88,22 +87,27 @@ Contract contract(const std::string& name, const AddConfig& cfg, const std::vect
 
 // Contract: inputs as above; y row-major in the inputs' dtype; a copy (no FLOPs).
 template <>
-Contract contract(const std::string& name, const ConcatConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const ConcatConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 // Contract: one input; one output per size, row-major; a copy.
 template <>
-Contract contract(const std::string& name, const SplitConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const SplitConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 // Contract: one input; y row-major; a copy.
 template <>
-Contract contract(const std::string& name, const ReshapeConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const ReshapeConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 // Contract: one input; y row-major; a copy.
 template <>
-Contract contract(const std::string& name, const TransposeConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const TransposeConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 // Contract: one input x; y like x; y carries no gradient (output_grads {false}); a copy.
 template <>
-Contract contract(const std::string& name, const DetachConfig& cfg, const std::vector<TensorDesc>& in);
+Contract contract(const std::string& name, const DetachConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 }  // namespace tbd

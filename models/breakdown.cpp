@@ -136,8 +136,8 @@ std::string format_breakdown(const StepBreakdown& b, const std::string& title,
                              const Roofline& roofline) {
   std::ostringstream os;
   char line[512];
-  os << title << " — per-layer breakdown (" << (b.from_device_counters ? "CUPTI kernel time" : "host timers")
-     << ")\n";
+  os << title << " — per-layer breakdown ("
+     << (b.from_device_counters ? "CUPTI kernel time" : "host timers") << ")\n";
   std::snprintf(line, sizeof(line), "%-31s %-19s %8s %8s %7s %7s %8s %6s %5s %6s %6s %8s\n",
                 "layer", "kind", "fwd ms", "bwd ms", "GFLOP", "GFLOP/s", "MB", "FLOP/B", "bound",
                 "roof", "share", "mem MiB");
@@ -147,20 +147,19 @@ std::string format_breakdown(const StepBreakdown& b, const std::string& title,
     if (v) std::snprintf(s, sizeof(s), "%.1f%%", *v * 100);
     return v ? std::string(s) : std::string("-");
   };
-  auto row = [&](const std::string& name, const std::string& kind, double f, double bw,
-                 double flop, double bytes, std::size_t mem) {
+  auto row = [&](const std::string& name, const std::string& kind, double f, double bw, double flop,
+                 double bytes, std::size_t mem) {
     double t = f + bw;
     RowRoofline rr = row_roofline(flop, bytes, t, roofline);
     char ai[32] = "-";
     if (rr.arithmetic_intensity) std::snprintf(ai, sizeof(ai), "%.1f", *rr.arithmetic_intensity);
-    std::string roof = rr.roofline_utilization ? pct(rr.roofline_utilization)
-                                               : pct(rr.bandwidth_utilization);
+    std::string roof =
+        rr.roofline_utilization ? pct(rr.roofline_utilization) : pct(rr.bandwidth_utilization);
     std::snprintf(line, sizeof(line),
                   "%-31.31s %-19.19s %8.3f %8.3f %7.3f %7.1f %8.1f %6s %5s %6s %5.1f%% %8.2f\n",
                   name.c_str(), kind.c_str(), f * 1e3, bw * 1e3, flop * 1e-9,
-                  t > 0 ? flop / t * 1e-9 : 0.0, bytes * 1e-6, ai, rr.bound.c_str(),
-                  roof.c_str(), b.sum_s > 0 ? 100.0 * t / b.sum_s : 0.0,
-                  static_cast<double>(mem) / (1 << 20));
+                  t > 0 ? flop / t * 1e-9 : 0.0, bytes * 1e-6, ai, rr.bound.c_str(), roof.c_str(),
+                  b.sum_s > 0 ? 100.0 * t / b.sum_s : 0.0, static_cast<double>(mem) / (1 << 20));
     os << line;
   };
   for (const auto& t : b.layers) {

@@ -18,10 +18,10 @@
 namespace tbd {
 
 struct LayerTiming {
-  std::string name;      // graph node name ("layer2.0.conv2")
-  std::string kind;      // "Conv2d"
-  std::string problem;   // Layer::describe()
-  double fwd_s = 0;      // mean seconds per step
+  std::string name;     // graph node name ("layer2.0.conv2")
+  std::string kind;     // "Conv2d"
+  std::string problem;  // Layer::describe()
+  double fwd_s = 0;     // mean seconds per step
   double bwd_s = 0;
   Flops flops;
   Bytes bytes;                   // analytic bytes moved (a lower bound, layers/layer.h)
@@ -35,9 +35,9 @@ struct StepBreakdown {
   double optimizer_s = 0;
   double optimizer_flops = 0;
   double optimizer_bytes = 0;
-  double zero_grad_bytes = 0;  // every gradient written once (Graph::zero_grad_bytes)
-  double sum_s = 0;   // all rows + zero_grad + optimizer
-  double step_s = 0;  // mean un-instrumented train_step() time
+  double zero_grad_bytes = 0;         // every gradient written once (Graph::zero_grad_bytes)
+  double sum_s = 0;                   // all rows + zero_grad + optimizer
+  double step_s = 0;                  // mean un-instrumented train_step() time
   bool from_device_counters = false;  // kernel time from CUPTI instead of host timers
 };
 
@@ -49,10 +49,10 @@ StepBreakdown measure_breakdown(Model& m, int steps = 3, CounterSession* counter
 // unknown roof. A row with bytes but no FLOPs is memory-bound and gets
 // bandwidth_utilization instead of an intensity and a roofline utilization.
 struct RowRoofline {
-  std::optional<double> arithmetic_intensity;  // FLOP/byte
-  std::optional<double> roofline_utilization;  // achieved FLOP/s over the roof
-  std::optional<double> bandwidth_utilization; // bytes/s over peak bandwidth (no FLOPs)
-  std::string bound = "-";                     // "mem", "comp" or "-"
+  std::optional<double> arithmetic_intensity;   // FLOP/byte
+  std::optional<double> roofline_utilization;   // achieved FLOP/s over the roof
+  std::optional<double> bandwidth_utilization;  // bytes/s over peak bandwidth (no FLOPs)
+  std::string bound = "-";                      // "mem", "comp" or "-"
 };
 RowRoofline row_roofline(double flop, double bytes, double seconds, const Roofline& roofline);
 

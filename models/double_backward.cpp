@@ -85,14 +85,10 @@ const std::map<std::string, Rule>& rules() {
          return std::vector<TensorId>{g.add1(name, c, {dy})};
        }},
       // A layout change: the gradients here are row-major whatever the forward's layouts.
-      {ReorderConfig::kKind,
-       [](Graph&, const NodeView&, TensorId dy, const std::string&) {
-         return std::vector<TensorId>{dy};
-       }},
-      {DetachConfig::kKind,
-       [](Graph&, const NodeView&, TensorId, const std::string&) {
-         return std::vector<TensorId>{-1};
-       }},
+      {ReorderConfig::kKind, [](Graph&, const NodeView&, TensorId dy,
+                                const std::string&) { return std::vector<TensorId>{dy}; }},
+      {DetachConfig::kKind, [](Graph&, const NodeView&, TensorId,
+                               const std::string&) { return std::vector<TensorId>{-1}; }},
   };
   return r;
 }
@@ -108,8 +104,7 @@ const std::vector<std::string>& input_gradient_kinds() {
   return kinds;
 }
 
-InputGradient append_input_gradient(Graph& g, TensorId x, TensorId out,
-                                    const std::string& prefix) {
+InputGradient append_input_gradient(Graph& g, TensorId x, TensorId out, const std::string& prefix) {
   const std::size_t n_nodes = g.nodes().size();
   // Tensors that depend on x, in node order.
   std::map<TensorId, bool> dep{{x, true}};
@@ -135,8 +130,8 @@ InputGradient append_input_gradient(Graph& g, TensorId x, TensorId out,
       const Graph::Node& node = g.nodes()[i];
       for (TensorId o : node.outputs) {
         if (!grads.count(o)) continue;
-        TBD_CHECK(node.outputs.size() == 1, "append_input_gradient: '", node.layer->name(),
-                  "' (", node.layer->kind(), ") has ", node.outputs.size(),
+        TBD_CHECK(node.outputs.size() == 1, "append_input_gradient: '", node.layer->name(), "' (",
+                  node.layer->kind(), ") has ", node.outputs.size(),
                   " outputs; only single-output kinds have input-gradient rules");
         dy = grads.at(o);
       }

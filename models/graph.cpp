@@ -18,7 +18,8 @@ class ReorderLayer final : public Layer {
                const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract(name, cfg, in)) {}
   // Takes its input as it comes (that is its job).
-  static std::vector<Layout> input_layouts(const ReorderConfig&, const std::vector<TensorDesc>& in) {
+  static std::vector<Layout> input_layouts(const ReorderConfig&,
+                                           const std::vector<TensorDesc>& in) {
     return {in.empty() ? Layout::kRowMajor : in[0].layout};
   }
   const char* kind() const override { return ReorderConfig::kKind; }
@@ -94,8 +95,8 @@ std::vector<TensorId> Graph::add_node(std::unique_ptr<Layer> layer, std::vector<
 void Graph::tie(Param& dst, Param& src) {
   TBD_CHECK(!finalized_, "Graph::tie '", dst.name, "' after finalize()");
   TBD_CHECK(dst.value.shape() == src.value.shape(), "Graph::tie: '", dst.name, "' ",
-            dst.value.shape().to_string(), " and '", src.name, "' ",
-            src.value.shape().to_string(), " differ in shape");
+            dst.value.shape().to_string(), " and '", src.name, "' ", src.value.shape().to_string(),
+            " differ in shape");
   TBD_CHECK(!src.tied, "Graph::tie: '", src.name, "' is itself tied");
   TBD_CHECK(!dst.tied, "Graph::tie: '", dst.name, "' is already tied");
   dst.tied = true;
@@ -105,8 +106,8 @@ void Graph::tie(Param& dst, Param& src) {
 void Graph::share_value(Param& dst, Param& src) {
   TBD_CHECK(!finalized_, "Graph::share_value '", dst.name, "' after finalize()");
   TBD_CHECK(dst.value.shape() == src.value.shape(), "Graph::share_value: '", dst.name, "' ",
-            dst.value.shape().to_string(), " and '", src.name, "' ",
-            src.value.shape().to_string(), " differ in shape");
+            dst.value.shape().to_string(), " and '", src.name, "' ", src.value.shape().to_string(),
+            " differ in shape");
   TBD_CHECK(!dst.tied && !dst.value_from, "Graph::share_value: '", dst.name,
             "' is already tied or shared");
   dst.value_from = &src;  // bound in finalize(), once src has storage
@@ -182,7 +183,8 @@ void Graph::finalize() {
         std::string key = t.desc.to_string();
         int idx = used_here[key]++;
         auto& v = grad_scratch_[key];  // by desc, reused across nodes
-        while (static_cast<int>(v.size()) <= idx) v.push_back(be_.empty(t.desc, MemCategory::kDynamic));
+        while (static_cast<int>(v.size()) <= idx)
+          v.push_back(be_.empty(t.desc, MemCategory::kDynamic));
         p.slots[k].target = &v[idx];
         fixups.push_back({&p.slots[k], n.inputs[k]});
       }

@@ -111,7 +111,7 @@ class Graph {
 
   void set_training(bool training);
   void forward();
-  void backward();  // needs forward() first; parameter gradients accumulate
+  void backward();   // needs forward() first; parameter gradients accumulate
   void zero_grad();  // one fill of the gradient arena
   // The parameter arena (after finalize): every unique parameter's value and gradient.
   const ParamArena& arena() const { return arena_; }
@@ -150,7 +150,7 @@ class Graph {
   };
   // Per node: where each input's gradient goes in backward.
   struct GradSlot {
-    Tensor* target = nullptr;  // nullptr: no gradient needed
+    Tensor* target = nullptr;           // nullptr: no gradient needed
     Tensor* accumulate_into = nullptr;  // non-null: target is scratch, add it here afterwards
   };
   struct NodePlan {

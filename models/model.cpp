@@ -12,8 +12,8 @@ TensorId Model::data_input(const std::string& name, Shape shape, DType dtype, do
   return data_input(graph_, name, std::move(shape), dtype, lo, hi);
 }
 
-TensorId Model::data_input(Graph& g, const std::string& name, Shape shape, DType dtype,
-                           double lo, double hi) {
+TensorId Model::data_input(Graph& g, const std::string& name, Shape shape, DType dtype, double lo,
+                           double hi) {
   TensorId id = g.input(name, std::move(shape), dtype);
   data_.push_back(Data{&g, id, lo, hi, {}});
   return id;

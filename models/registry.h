@@ -39,7 +39,8 @@ struct ModelEntry {
 bool register_model(ModelEntry e);
 const std::vector<ModelEntry>& model_registry();
 
-#define TBD_REGISTER_MODEL(...) \
-  static const bool TBD_LAYER_CONCAT(tbd_registered_model_, __LINE__) = ::tbd::register_model(__VA_ARGS__)
+#define TBD_REGISTER_MODEL(...)                                         \
+  static const bool TBD_LAYER_CONCAT(tbd_registered_model_, __LINE__) = \
+      ::tbd::register_model(__VA_ARGS__)
 
 }  // namespace tbd

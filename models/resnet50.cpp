@@ -11,7 +11,9 @@
 
 namespace tbd {
 
-std::vector<ResNetStage> resnet50_stages() { return {{3, 64, 1}, {4, 128, 2}, {6, 256, 2}, {3, 512, 2}}; }
+std::vector<ResNetStage> resnet50_stages() {
+  return {{3, 64, 1}, {4, 128, 2}, {6, 256, 2}, {3, 512, 2}};
+}
 
 std::vector<BottleneckSpec> resnet50_blocks(int64_t image) {
   return resnet_blocks(image, resnet50_stages(), 64);
@@ -53,7 +55,9 @@ std::vector<ConvShape> bottleneck_convs(const BottleneckSpec& b) {
   return v;
 }
 
-ConvShape resnet50_stem(int64_t image) { return {"conv1", 3, image, image, Conv2dConfig::square(64, 7, 2, 3)}; }
+ConvShape resnet50_stem(int64_t image) {
+  return {"conv1", 3, image, image, Conv2dConfig::square(64, 7, 2, 3)};
+}
 
 int64_t resnet50_param_count() {
   int64_t n = 3 * 64 * 49 + 2 * 64;  // stem conv + bn
@@ -71,8 +75,10 @@ TensorId conv_bn(Graph& g, const ConvShape& c, TensorId x, bool relu) {
   TensorId h = g.add1(c.name, c.cfg, {x});
   std::string bn = c.name;
   auto pos = bn.rfind("conv");
-  if (pos != std::string::npos) bn.replace(pos, 4, "bn");
-  else bn += ".bn";
+  if (pos != std::string::npos)
+    bn.replace(pos, 4, "bn");
+  else
+    bn += ".bn";
   h = g.add1(bn, BatchNorm2dConfig{}, {h});
   if (relu) h = g.add1(c.name + ".relu", ActivationConfig{ActKind::kRelu}, {h});
   return h;
@@ -124,13 +130,15 @@ std::unique_ptr<Model> build_resnet50(Backend& be, const ResNetOptions& o) {
   return m;
 }
 
-TBD_REGISTER_MODEL(ModelEntry{
-    "ResNet50", {1, 2, 4, 8, 16, 32, 64, 96, 128}, 1, [](Backend& be, const ModelArgs& a) {
-      ResNetOptions o;
-      o.batch = a.batch;
-      o.build_only = a.build_only;
-      return build_resnet50(be, o);
-    },
-    {}});
+TBD_REGISTER_MODEL(ModelEntry{"ResNet50",
+                              {1, 2, 4, 8, 16, 32, 64, 96, 128},
+                              1,
+                              [](Backend& be, const ModelArgs& a) {
+                                ResNetOptions o;
+                                o.batch = a.batch;
+                                o.build_only = a.build_only;
+                                return build_resnet50(be, o);
+                              },
+                              {}});
 
 }  // namespace tbd

@@ -28,11 +28,11 @@ struct ConvShape {
 };
 
 struct BottleneckSpec {
-  std::string name;     // "layer2.0"
-  int64_t in_c, h, w;   // block input
-  int64_t width;        // bottleneck width; output channels 4*width
-  int64_t stride;       // on conv2 (v1.5) and the downsample
-  bool downsample;      // projection shortcut (1x1 conv + bn)
+  std::string name;    // "layer2.0"
+  int64_t in_c, h, w;  // block input
+  int64_t width;       // bottleneck width; output channels 4*width
+  int64_t stride;      // on conv2 (v1.5) and the downsample
+  bool downsample;     // projection shortcut (1x1 conv + bn)
 };
 std::vector<BottleneckSpec> resnet50_blocks(int64_t image = 224);
 // Any bottleneck ResNet: the blocks after a stem of `stem_channels` (tests use narrow ones).

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/random.h"
 #include "layers/activation.h"
 #include "layers/attention.h"
 #include "layers/dropout.h"
@@ -12,7 +13,6 @@
 #include "layers/loss.h"
 #include "layers/positional_encoding.h"
 #include "layers/tensor_ops.h"
-#include "core/random.h"
 #include "models/registry.h"
 
 namespace tbd {
@@ -28,7 +28,8 @@ namespace {
 
 class TransformerBuilder {
  public:
-  TransformerBuilder(Graph& g, const TransformerSpec& s, uint64_t seed) : g_(g), s_(s), seed_(seed) {}
+  TransformerBuilder(Graph& g, const TransformerSpec& s, uint64_t seed)
+      : g_(g), s_(s), seed_(seed) {}
 
   TensorId dropout(const std::string& name, TensorId x) {
     if (s_.dropout <= 0) return x;
@@ -37,7 +38,9 @@ class TransformerBuilder {
     c.seed = seed_for(seed_, name);
     return g_.add1(name, c, {x});
   }
-  TensorId norm(const std::string& name, TensorId x) { return g_.add1(name, LayerNormConfig{}, {x}); }
+  TensorId norm(const std::string& name, TensorId x) {
+    return g_.add1(name, LayerNormConfig{}, {x});
+  }
 
   // x + dropout(attn(norm(x)[, memory]))
   TensorId attention_block(const std::string& name, TensorId x, TensorId memory, bool causal) {
@@ -145,16 +148,18 @@ std::unique_ptr<Model> build_transformer(Backend& be, const TransformerOptions& 
   return m;
 }
 
-TBD_REGISTER_MODEL(ModelEntry{
-    "Transformer", {1, 2, 4, 8, 16, 32, 64, 128}, 1,
-    [](Backend& be, const ModelArgs& a) {
-      TransformerOptions o;
-      o.batch = a.batch;
-      o.build_only = a.build_only;
-      // len: source and target length (tbd_bench --tbd_seq_len; the name's /len:<T>).
-      o.spec.src_len = o.spec.tgt_len = a.param("len", o.spec.src_len);
-      return build_transformer(be, o);
-    },
-    {"len"}});
+TBD_REGISTER_MODEL(ModelEntry{"Transformer",
+                              {1, 2, 4, 8, 16, 32, 64, 128},
+                              1,
+                              [](Backend& be, const ModelArgs& a) {
+                                TransformerOptions o;
+                                o.batch = a.batch;
+                                o.build_only = a.build_only;
+                                // len: source and target length (tbd_bench --tbd_seq_len; the
+                                // name's /len:<T>).
+                                o.spec.src_len = o.spec.tgt_len = a.param("len", o.spec.src_len);
+                                return build_transformer(be, o);
+                              },
+                              {"len"}});
 
 }  // namespace tbd

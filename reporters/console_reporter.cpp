@@ -63,8 +63,8 @@ bool TableReporter::ReportContext(const Context& context) {
   char buf[512];
   int n = std::snprintf(buf, sizeof(buf), "%s%-*s", head.c_str(), static_cast<int>(name_width_),
                         "benchmark");
-  std::snprintf(buf + n, sizeof(buf) - static_cast<std::size_t>(n), kColumns, "time",
-                "samples/s", "GFLOP/s", "util", "bound", "roof", "peak mem");
+  std::snprintf(buf + n, sizeof(buf) - static_cast<std::size_t>(n), kColumns, "time", "samples/s",
+                "GFLOP/s", "util", "bound", "roof", "peak mem");
   out << buf << "\n" << std::string(std::string(buf).size(), '-') << "\n";
   out.flush();
   start_s_ = now_s();
@@ -119,8 +119,8 @@ void TableReporter::print_row(const Run& r, int k) {
   double intensity = counter_value(r, counter::kArithmeticIntensity);
   double roof = counter_value(r, counter::kRooflineUtilization) * 100;
   const char* bound = "-";
-  const bool spread = r.run_type == Run::RT_Aggregate && r.aggregate_name != "mean" &&
-                      r.aggregate_name != "median";
+  const bool spread =
+      r.run_type == Run::RT_Aggregate && r.aggregate_name != "mean" && r.aggregate_name != "median";
   if (std::isnan(roof)) {
     roof = counter_value(r, counter::kBandwidthUtilization) * 100;
     if (!std::isnan(roof) && !spread) bound = "mem";

@@ -2,7 +2,8 @@
 //
 // One line per row, in the order rows finish, with a [k/n] progress counter (n = benchmarks the
 // filter selects; repetitions of one benchmark share its k):
-//   [ 3/61] Conv2d/resnet50.layer2.1.conv2/fwd/batch:8   4.21 ms   1900   440.2  71.2%  comp  71.2%  38.5 MiB
+//   [ 3/61] Conv2d/resnet50.layer2.1.conv2/fwd/batch:8   4.21 ms   1900   440.2  71.2%
+//   comp  71.2%  38.5 MiB
 // columns: time per iteration, samples/s, achieved GFLOP/s, FP32 utilization, the roofline
 // bound (`mem` when arithmetic intensity x peak bandwidth is below the peak FLOP/s, else
 // `comp`; core/roofline.h), roofline utilization (bandwidth utilization for rows without
@@ -44,7 +45,7 @@ class TableReporter : public benchmark::BenchmarkReporter {
   int total_;
   std::vector<std::string> context_lines_;
   Roofline roofline_;
-  std::size_t prefix_width_ = 0;  // "[ k/n] "
+  std::size_t prefix_width_ = 0;                      // "[ k/n] "
   std::map<std::pair<int64_t, int64_t>, int> index_;  // (family, instance) -> k
   std::size_t name_width_ = 40;
   int rows_ = 0;

@@ -106,10 +106,10 @@ std::vector<std::string> context_lines(const RunContext& c) {
   v.push_back("tbd: backend " + std::string(to_string(c.backend)) + " (" + c.device + "), " +
               std::to_string(c.threads) + " threads, math " + to_string(c.math) + ", build " +
               c.build_type);
-  v.push_back("tbd: peak FP32 " + rate(c.peak_fp32.per_s, "GFLOP/s") + " (" +
-              c.peak_fp32.method + ")");
-  v.push_back("tbd: peak bandwidth " + rate(c.bandwidth.per_s, "GB/s") + " (" +
-              c.bandwidth.method + ")");
+  v.push_back("tbd: peak FP32 " + rate(c.peak_fp32.per_s, "GFLOP/s") + " (" + c.peak_fp32.method +
+              ")");
+  v.push_back("tbd: peak bandwidth " + rate(c.bandwidth.per_s, "GB/s") + " (" + c.bandwidth.method +
+              ")");
   v.push_back("tbd: commit " + c.git.commit.substr(0, 12) +
               (c.git.dirty == "true" ? " (dirty)" : ""));
   return v;

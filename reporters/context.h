@@ -43,7 +43,7 @@ struct RunContext {
   bool cold_l2 = false;  // in effect: GPU backends only
   bool breakdown = false;
   bool h2d_per_step = false;
-  std::string denormals;                // what the CPU's FTZ/DAZ setting did
+  std::string denormals;  // what the CPU's FTZ/DAZ setting did
   std::string omp_wait_policy = "default";
   std::map<std::string, std::string> backend_facts;  // Backend::describe()
   GitState git;
@@ -51,10 +51,10 @@ struct RunContext {
   // The peaks, measured unless the run only lists its benchmarks (then none of them, nor
   // gpu_counters, is in the context).
   bool peaks_measured = false;
-  PeakRate peak_fp32;  // Backend::peak_flops(kFp32)
-  PeakRate peak_tf32;  // Backend::peak_flops(kTf32); in the context on GPU backends only
-  PeakRate bandwidth;  // Backend::peak_bandwidth()
-  std::string gpu_counters;             // "CUPTI", "unavailable: <why>", "not applicable (...)"
+  PeakRate peak_fp32;        // Backend::peak_flops(kFp32)
+  PeakRate peak_tf32;        // Backend::peak_flops(kTf32); in the context on GPU backends only
+  PeakRate bandwidth;        // Backend::peak_bandwidth()
+  std::string gpu_counters;  // "CUPTI", "unavailable: <why>", "not applicable (...)"
   std::string tf32_tensor_flop_method;  // with CUPTI: how tf32_tensor_flop is counted
 
   // The compute roof is the peak of the math in effect: TF32 tensor cores when they may run.

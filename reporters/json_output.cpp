@@ -14,8 +14,10 @@ std::string sanitize_json_numbers(const std::string& s) {
     char c = s[i];
     if (in_string) {
       out += c;
-      if (c == '\\' && i + 1 < s.size()) out += s[++i];
-      else if (c == '"') in_string = false;
+      if (c == '\\' && i + 1 < s.size())
+        out += s[++i];
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     if (c == '"') {

@@ -9,8 +9,10 @@ namespace {
 
 const char* mem_description(MemCategory c) {
   switch (c) {
-    case MemCategory::kWeights: return "peak of parameters (4 bytes x parameters in FP32)";
-    case MemCategory::kWeightGrads: return "peak of parameter gradients";
+    case MemCategory::kWeights:
+      return "peak of parameters (4 bytes x parameters in FP32)";
+    case MemCategory::kWeightGrads:
+      return "peak of parameter gradients";
     case MemCategory::kOptimizerState:
       return "peak of optimizer state (momentum, Adam moments)";
     case MemCategory::kFeatureMaps:
@@ -20,7 +22,8 @@ const char* mem_description(MemCategory c) {
              "cuBLAS workspaces)";
     case MemCategory::kDynamic:
       return "peak of everything else: activation gradients, inputs and labels, temporaries";
-    case MemCategory::kCount: break;
+    case MemCategory::kCount:
+      break;
   }
   return "peak of this memory category";
 }
@@ -39,10 +42,14 @@ std::string counter::mem(MemCategory c) { return std::string("mem_") + to_string
 
 const char* to_string(MetricDirection d) {
   switch (d) {
-    case MetricDirection::kLower: return "lower";
-    case MetricDirection::kHigher: return "higher";
-    case MetricDirection::kWork: return "work";
-    case MetricDirection::kInfo: return "info";
+    case MetricDirection::kLower:
+      return "lower";
+    case MetricDirection::kHigher:
+      return "higher";
+    case MetricDirection::kWork:
+      return "work";
+    case MetricDirection::kInfo:
+      return "info";
   }
   return "?";
 }
@@ -63,8 +70,8 @@ const std::vector<MetricInfo>& metric_table() {
       const MemCategory m = static_cast<MemCategory>(c);
       t.push_back({counter::mem(m), MetricDirection::kLower, "bytes", true, mem_description(m)});
     }
-    t.push_back({std::string("*") + counter::kPerSecondSuffix, MetricDirection::kHigher,
-                 "items/s", false,
+    t.push_back({std::string("*") + counter::kPerSecondSuffix, MetricDirection::kHigher, "items/s",
+                 false,
                  "a model's extra items per second over the measured work time, e.g. "
                  "tokens_per_second"});
     return t;

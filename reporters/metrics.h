@@ -25,7 +25,7 @@ enum class MetricDirection { kLower, kHigher, kWork, kInfo };
 const char* to_string(MetricDirection d);  // "lower", "higher", "work", "info"
 
 // X(constant, key, direction, unit, exact, description)
-#define TBD_COUNTERS(X)                                                                       \
+#define TBD_COUNTERS(X)                                                                        \
   X(kItemsPerSecond, "items_per_second", kHigher, "samples/s", false,                          \
     "samples processed per second (images, sentences; batch rows for layers) over the "        \
     "measured work time")                                                                      \
@@ -53,8 +53,7 @@ const char* to_string(MetricDirection d);  // "lower", "higher", "work", "info"
     "implementation, a lower bound (layers/layer.h)")                                          \
   X(kBytesPerSecond, "bytes_per_second", kHigher, "bytes/s", false,                            \
     "bytes over the measured time per iteration: the achieved (lower-bound) bandwidth")        \
-  X(kArithmeticIntensity, "arithmetic_intensity", kWork, "FLOP/byte", true,                    \
-    "flop / bytes")                                                                            \
+  X(kArithmeticIntensity, "arithmetic_intensity", kWork, "FLOP/byte", true, "flop / bytes")    \
   X(kRooflineUtilization, "roofline_utilization", kHigher, "fraction", false,                  \
     "achieved FLOP/s over the roof min(peak FP32 FLOP/s, arithmetic_intensity x peak "         \
     "bandwidth); above 1 when the data stays in cache between iterations")                     \

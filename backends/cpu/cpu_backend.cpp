@@ -14,11 +14,16 @@ namespace cpu {
 
 std::string DnnlTraits::message(dnnl_status_t s) {
   switch (s) {
-    case dnnl_out_of_memory: return "out of memory";
-    case dnnl_invalid_arguments: return "invalid arguments";
-    case dnnl_unimplemented: return "unimplemented (no implementation for these shapes/formats)";
-    case dnnl_runtime_error: return "runtime error";
-    default: return "status " + std::to_string(static_cast<int>(s));
+    case dnnl_out_of_memory:
+      return "out of memory";
+    case dnnl_invalid_arguments:
+      return "invalid arguments";
+    case dnnl_unimplemented:
+      return "unimplemented (no implementation for these shapes/formats)";
+    case dnnl_runtime_error:
+      return "runtime error";
+    default:
+      return "status " + std::to_string(static_cast<int>(s));
   }
 }
 
@@ -39,23 +44,32 @@ std::string CpuBackend::device_name() const {
 
 static const char* isa_name(dnnl::cpu_isa isa) {
   switch (isa) {
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
-    case dnnl::cpu_isa::avx2: return "avx2";
-    case dnnl::cpu_isa::avx: return "avx";
-    case dnnl::cpu_isa::sse41: return "sse41";
-    default: return "other";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    default:
+      return "other";
   }
 }
 
 std::map<std::string, std::string> CpuBackend::describe() const {
   const dnnl_version_t* v = dnnl_version();
   std::map<std::string, std::string> m;
-  m["onednn_version"] = std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-                        std::to_string(v->patch);
+  m["onednn_version"] =
+      std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
   m["onednn_isa"] = isa_name(dnnl::get_effective_cpu_isa());
   m["threads"] = std::to_string(num_threads());
   return m;
@@ -107,8 +121,8 @@ void CpuBackend::copy_to_host(void* dst, const Tensor& src) {
 }
 
 void CpuBackend::reorder(const Tensor& dst, const Tensor& src) {
-  TBD_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype(),
-            "reorder: dst ", dst.desc().to_string(), " and src ", src.desc().to_string(),
+  TBD_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype(), "reorder: dst ",
+            dst.desc().to_string(), " and src ", src.desc().to_string(),
             " differ in shape or dtype");
   if (dst.layout() == src.layout()) {
     if (dst.raw() != src.raw()) std::memcpy(dst.raw(), src.raw(), src.bytes());
@@ -151,10 +165,14 @@ CpuBackend& as_cpu(Backend& be) {
 
 dnnl::memory::data_type dnnl_dtype(DType t) {
   switch (t) {
-    case DType::kF32: return dnnl::memory::data_type::f32;
-    case DType::kBF16: return dnnl::memory::data_type::bf16;
-    case DType::kF16: return dnnl::memory::data_type::f16;
-    case DType::kI32: return dnnl::memory::data_type::s32;
+    case DType::kF32:
+      return dnnl::memory::data_type::f32;
+    case DType::kBF16:
+      return dnnl::memory::data_type::bf16;
+    case DType::kF16:
+      return dnnl::memory::data_type::f16;
+    case DType::kI32:
+      return dnnl::memory::data_type::s32;
   }
   return dnnl::memory::data_type::undef;
 }

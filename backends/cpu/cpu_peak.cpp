@@ -45,11 +45,11 @@ __attribute__((target("avx512f"))) float fma_avx512(int64_t iters) {
     a14 = _mm512_fmadd_ps(a14, m, c);
     a15 = _mm512_fmadd_ps(a15, m, c);
   }
-  __m512 s = _mm512_add_ps(
-      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                    _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7))),
-      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)),
-                    _mm512_add_ps(_mm512_add_ps(a12, a13), _mm512_add_ps(a14, a15))));
+  __m512 s =
+      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                                  _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7))),
+                    _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)),
+                                  _mm512_add_ps(_mm512_add_ps(a12, a13), _mm512_add_ps(a14, a15))));
   alignas(64) float v[16];
   _mm512_store_ps(v, s);
   float sum = 0;
@@ -78,10 +78,10 @@ __attribute__((target("avx2,fma"))) float fma_avx2(int64_t iters) {
     a10 = _mm256_fmadd_ps(a10, m, c);
     a11 = _mm256_fmadd_ps(a11, m, c);
   }
-  __m256 s = _mm256_add_ps(
-      _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                    _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7))),
-      _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
+  __m256 s =
+      _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                                  _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7))),
+                    _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
   alignas(32) float v[8];
   _mm256_store_ps(v, s);
   return v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
@@ -118,8 +118,8 @@ double measure(Kernel k, double flop_per_iter, int threads, int trials, double t
     g_sink = g_sink + k(iters);
     double t = now_s() - t0;
     if (t > trial_s / 4 || iters > (int64_t{1} << 40)) {
-      iters = std::max<int64_t>(1024, static_cast<int64_t>(static_cast<double>(iters) * trial_s /
-                                                           std::max(t, 1e-9)));
+      iters = std::max<int64_t>(
+          1024, static_cast<int64_t>(static_cast<double>(iters) * trial_s / std::max(t, 1e-9)));
       break;
     }
     iters *= 4;

@@ -4,9 +4,10 @@
 // AVX-512 frequency licences and virtualisation make spec-sheet peaks unreliable, so the peak
 // is measured once per process by a calibrated FMA micro-kernel: every thread in use runs
 // chains of independent vector FMAs (enough accumulators to cover FMA latency x the number of
-// FMA pipes) and the best of many short timed runs per thread counts (summed over threads). The kernels are compiled for AVX-512
-// and AVX2+FMA with __attribute__((target)) and chosen with __builtin_cpu_supports, so the
-// binary runs on any x86-64; the fastest available kernel defines the peak.
+// FMA pipes) and the best of many short timed runs per thread counts (summed over threads). The
+// kernels are compiled for AVX-512 and AVX2+FMA with __attribute__((target)) and chosen with
+// __builtin_cpu_supports, so the binary runs on any x86-64; the fastest available kernel defines
+// the peak.
 #pragma once
 
 #include <string>

@@ -364,8 +364,8 @@ CudaBackend::CopyBandwidth CudaBackend::measure_copy_bandwidth() {
   CopyBandwidth bw;
   bw.bytes_per_s = best;
   bw.method = detail::concat("measured: device-to-device cudaMemcpyAsync of ", bytes >> 20,
-                             " MiB (L2 ", l2_bytes_ >> 20, " MiB), CUDA events, best of ",
-                             kCopies, " copies, counting 2 x bytes (read + write)");
+                             " MiB (L2 ", l2_bytes_ >> 20, " MiB), CUDA events, best of ", kCopies,
+                             " copies, counting 2 x bytes (read + write)");
   return bw;
 }
 

@@ -34,10 +34,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/backends.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cupti.h"
 #include "core/counters.h"
-#include "backends/backends.h"
 
 namespace tbd {
 namespace cuda {
@@ -292,10 +292,10 @@ class CuptiSession final : public CounterSession {
   }
 
   std::string tf32_tensor_flop_method() const override {
-    return detail::concat(
-        "sm__ops_path_tensor_src_tf32_dst_fp32.sum x ", kTf32FlopPerTensorOp,
-        kTf32Calibrated ? " (calibrated against a cuBLAS TF32 GEMM)"
-                        : " (UNCALIBRATED: calibrate on a GPU against a cuBLAS TF32 GEMM)");
+    return detail::concat("sm__ops_path_tensor_src_tf32_dst_fp32.sum x ", kTf32FlopPerTensorOp,
+                          kTf32Calibrated
+                              ? " (calibrated against a cuBLAS TF32 GEMM)"
+                              : " (UNCALIBRATED: calibrate on a GPU against a cuBLAS TF32 GEMM)");
   }
 
  private:

@@ -18,18 +18,25 @@ class ActivationOneDnn final : public Layer {
   ActivationOneDnn(Backend& be, const std::string& name, const ActivationConfig& cfg,
                    const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
-
     float alpha = 0.f;
     switch (cfg.act) {
-      case ActKind::kRelu: alg_ = algorithm::eltwise_relu_use_dst_for_bwd; break;
+      case ActKind::kRelu:
+        alg_ = algorithm::eltwise_relu_use_dst_for_bwd;
+        break;
       case ActKind::kLeakyRelu:
         alpha = static_cast<float>(cfg.alpha);
         // y keeps x's sign only for alpha >= 0, so only then can backward read y.
         alg_ = alpha >= 0 ? algorithm::eltwise_relu_use_dst_for_bwd : algorithm::eltwise_relu;
         break;
-      case ActKind::kTanh: alg_ = algorithm::eltwise_tanh_use_dst_for_bwd; break;
-      case ActKind::kSigmoid: alg_ = algorithm::eltwise_logistic_use_dst_for_bwd; break;
-      case ActKind::kGelu: alg_ = algorithm::eltwise_gelu_erf; break;
+      case ActKind::kTanh:
+        alg_ = algorithm::eltwise_tanh_use_dst_for_bwd;
+        break;
+      case ActKind::kSigmoid:
+        alg_ = algorithm::eltwise_logistic_use_dst_for_bwd;
+        break;
+      case ActKind::kGelu:
+        alg_ = algorithm::eltwise_gelu_erf;
+        break;
     }
     use_dst_ = alg_ == algorithm::eltwise_relu_use_dst_for_bwd ||
                alg_ == algorithm::eltwise_tanh_use_dst_for_bwd ||
@@ -45,13 +52,14 @@ class ActivationOneDnn final : public Layer {
       bwd_pd_ = dnnl::eltwise_backward::primitive_desc(
           dnnl::eltwise_backward::desc(alg_, md_, md_, alpha, 0.f), attr, eng, fwd_pd_);
     } catch (const dnnl::error& e) {
-      throw_layer_error(kind(), name, std::string("oneDNN has no eltwise ") + to_string(cfg.act) +
-                                          " for x " + in[0].to_string() + ": " + e.what());
+      throw_layer_error(kind(), name,
+                        std::string("oneDNN has no eltwise ") + to_string(cfg.act) + " for x " +
+                            in[0].to_string() + ": " + e.what());
     }
     fwd_ = dnnl::eltwise_forward(fwd_pd_);
     bwd_ = dnnl::eltwise_backward(bwd_pd_);
-    std::size_t scratch = std::max(fwd_pd_.scratchpad_desc().get_size(),
-                                   bwd_pd_.scratchpad_desc().get_size());
+    std::size_t scratch =
+        std::max(fwd_pd_.scratchpad_desc().get_size(), bwd_pd_.scratchpad_desc().get_size());
     if (scratch) {
       scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
     }
@@ -59,7 +67,8 @@ class ActivationOneDnn final : public Layer {
 
   const char* kind() const override { return ActivationConfig::kKind; }
   // Elementwise over the buffer (or per channel): any layout, as it comes.
-  static std::vector<Layout> input_layouts(const ActivationConfig&, const std::vector<TensorDesc>& in) {
+  static std::vector<Layout> input_layouts(const ActivationConfig&,
+                                           const std::vector<TensorDesc>& in) {
     return layouts_as_given(in);
   }
   std::string describe() const override {

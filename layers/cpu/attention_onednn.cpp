@@ -67,8 +67,8 @@ TBD_SIMD_CLONES void dropout_row(const float* p, float* pd, uint8_t* keep, int64
 // g: dL/dPd on entry, dL/dS' on exit where S' = Q K^T (the scale folded in):
 // dP = g * keep / (1 - p); dS' = scale * P * (dP - sum_j P_j dP_j). Masked keys have P = 0,
 // so they get 0 without looking at the mask.
-TBD_SIMD_CLONES void softmax_row_backward(float* g, const float* p, const uint8_t* keep,
-                                          int64_t tk, float inv_keep, float scale) {
+TBD_SIMD_CLONES void softmax_row_backward(float* g, const float* p, const uint8_t* keep, int64_t tk,
+                                          float inv_keep, float scale) {
   if (keep != nullptr) {
 #pragma omp simd
     for (int64_t j = 0; j < tk; ++j) g[j] = keep[j] ? g[j] * inv_keep : 0.f;
@@ -82,8 +82,8 @@ TBD_SIMD_CLONES void softmax_row_backward(float* g, const float* p, const uint8_
 
 // db[j0..j0+nb) += sum over m rows of z[i, j0..j0+nb); z: (m, d). nb <= kColBlock.
 constexpr int64_t kColBlock = 64;
-TBD_SIMD_CLONES void column_sum_block(float* db, const float* z, int64_t m, int64_t d,
-                                      int64_t j0, int64_t nb) {
+TBD_SIMD_CLONES void column_sum_block(float* db, const float* z, int64_t m, int64_t d, int64_t j0,
+                                      int64_t nb) {
   float acc[kColBlock] = {};
   for (int64_t i = 0; i < m; ++i) {
     const float* row = z + i * d + j0;
@@ -170,8 +170,9 @@ class MultiHeadAttentionOneDnn final : public Layer {
       make(mm_dw_q_, act_t(mq), act(mq), w_md, {}, true, "attention dW (q/out)");
       make(mm_dw_kv_, act_t(mk), act(mk), w_md, {}, true, "attention dW (k/v)");
     } catch (const dnnl::error& e) {
-      throw_layer_error(kind(), name, std::string("oneDNN has no matmul for q_in ") +
-                                          in[0].to_string() + ": " + e.what());
+      throw_layer_error(
+          kind(), name,
+          std::string("oneDNN has no matmul for q_in ") + in[0].to_string() + ": " + e.what());
     }
     // One scratchpad shared by all primitives (they run one at a time).
     std::size_t scratch = 0;
@@ -212,9 +213,8 @@ class MultiHeadAttentionOneDnn final : public Layer {
     const int32_t* lengths = cfg_.padding_mask ? x.back()->data<int32_t>() : nullptr;
     if (lengths != nullptr) {
       for (int64_t n = 0; n < d_.N; ++n) {
-        TBD_LAYER_CHECK(lengths[n] >= 1 && lengths[n] <= d_.Tk, kind(), name_,
-                        "input kv_lengths[", n, "] = ", lengths[n], " is outside [1, Tk=", d_.Tk,
-                        "]");
+        TBD_LAYER_CHECK(lengths[n] >= 1 && lengths[n] <= d_.Tk, kind(), name_, "input kv_lengths[",
+                        n, "] = ", lengths[n], " is outside [1, Tk=", d_.Tk, "]");
       }
     }
     const bool bias = cfg_.bias;

@@ -47,25 +47,24 @@ class BatchNorm2dOneDnn final : public BatchNorm2dLayer {
       fwd_eval_pd_ = fwd::primitive_desc(
           fwd::desc(dnnl::prop_kind::forward_inference, x_md, eps, global), attr, eng);
       bwd_train_pd_ = bwd::primitive_desc(
-          bwd::desc(dnnl::prop_kind::backward, x_md, x_md, eps, flags), attr, eng,
-          fwd_train_pd_);
+          bwd::desc(dnnl::prop_kind::backward, x_md, x_md, eps, flags), attr, eng, fwd_train_pd_);
       // The hint must have the same flags, so it is a training-kind twin of the eval forward.
       fwd::primitive_desc global_hint(
           fwd::desc(dnnl::prop_kind::forward_training, x_md, eps, global), attr, eng);
       bwd_eval_pd_ = bwd::primitive_desc(
           bwd::desc(dnnl::prop_kind::backward, x_md, x_md, eps, global), attr, eng, global_hint);
     } catch (const dnnl::error& e) {
-      throw_layer_error(kind(), name, std::string("oneDNN has no batch normalization for x ") +
-                                          in[0].to_string() + ": " + e.what());
+      throw_layer_error(kind(), name,
+                        std::string("oneDNN has no batch normalization for x ") +
+                            in[0].to_string() + ": " + e.what());
     }
     fwd_train_ = fwd(fwd_train_pd_);
     fwd_eval_ = fwd(fwd_eval_pd_);
     bwd_train_ = bwd(bwd_train_pd_);
     bwd_eval_ = bwd(bwd_eval_pd_);
-    std::size_t scratch = std::max({fwd_train_pd_.scratchpad_desc().get_size(),
-                                    fwd_eval_pd_.scratchpad_desc().get_size(),
-                                    bwd_train_pd_.scratchpad_desc().get_size(),
-                                    bwd_eval_pd_.scratchpad_desc().get_size()});
+    std::size_t scratch = std::max(
+        {fwd_train_pd_.scratchpad_desc().get_size(), fwd_eval_pd_.scratchpad_desc().get_size(),
+         bwd_train_pd_.scratchpad_desc().get_size(), bwd_eval_pd_.scratchpad_desc().get_size()});
     if (scratch) {
       scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
     }
@@ -73,7 +72,8 @@ class BatchNorm2dOneDnn final : public BatchNorm2dLayer {
 
   const char* kind() const override { return BatchNorm2dConfig::kKind; }
   // Elementwise over the buffer (or per channel): any layout, as it comes.
-  static std::vector<Layout> input_layouts(const BatchNorm2dConfig&, const std::vector<TensorDesc>& in) {
+  static std::vector<Layout> input_layouts(const BatchNorm2dConfig&,
+                                           const std::vector<TensorDesc>& in) {
     return layouts_as_given(in);
   }
   std::string describe() const override {
@@ -171,8 +171,8 @@ class BatchNorm2dOneDnn final : public BatchNorm2dLayer {
       const double mu = mp[c], rstd = 1.0 / std::sqrt(static_cast<double>(vp[c]) + eps);
       for (int64_t n = 0; n < N; ++n) {
         for (int64_t i = 0; i < HW; ++i) {
-          int64_t off = blocked ? ((n * (C / 16) + c / 16) * HW + i) * 16 + c % 16
-                                : (n * C + c) * HW + i;
+          int64_t off =
+              blocked ? ((n * (C / 16) + c / 16) * HW + i) * 16 + c % 16 : (n * C + c) * HW + i;
           sg += dyp[off] * (xp[off] - mu) * rstd;
           sb += dyp[off];
         }

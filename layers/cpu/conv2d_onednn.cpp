@@ -10,11 +10,11 @@
 //
 // Strided spatial convolutions (kernel > 1, stride > 1, e.g. ResNet-50's layer2.0.conv2) run
 // their forward channels-last: oneDNN 2.6 has its brgemm kernel (brgconv) only for nhwc, which
-// beats its nChw16c direct kernel on those shapes (results/tuning.md). A few images at a time, x is reordered nChw16c -> nhwc into a
-// workspace chunk, brgconv runs, y is reordered back to nChw16c: the reorders are inside the
-// layer's forward time, and the path is taken only when oneDNN actually offers brgconv.
-// Backward stays nChw16c (oneDNN 2.6's nhwc wgrad is slower).
-// describe() names the implementations in use.
+// beats its nChw16c direct kernel on those shapes (results/tuning.md). A few images at a time, x is
+// reordered nChw16c -> nhwc into a workspace chunk, brgconv runs, y is reordered back to nChw16c:
+// the reorders are inside the layer's forward time, and the path is taken only when oneDNN actually
+// offers brgconv. Backward stays nChw16c (oneDNN 2.6's nhwc wgrad is slower). describe() names the
+// implementations in use.
 #include "backends/cpu/onednn.h"
 #include "layers/conv2d.h"
 
@@ -43,8 +43,8 @@ class Conv2dOneDnn final : public Layer {
                                  : memory::dims{G, K / G, C / G, cfg.kernel_h, cfg.kernel_w};
     w_user_md_ = memory::desc(w_dims, memory::data_type::f32, G == 1 ? tag::oihw : tag::goihw);
     memory::desc w_any(w_dims, memory::data_type::f32, tag::any);
-    memory::desc b_md = cfg.bias ? memory::desc({K}, memory::data_type::f32, tag::a)
-                                 : memory::desc();
+    memory::desc b_md =
+        cfg.bias ? memory::desc({K}, memory::data_type::f32, tag::a) : memory::desc();
     memory::desc x_md = md_of(in[0]);
     memory::desc y_md = md_of(outputs_[0]);
     memory::dims strides{cfg.stride_h, cfg.stride_w};
@@ -69,12 +69,13 @@ class Conv2dOneDnn final : public Layer {
                                                 y_md, strides, dil, pad_l, pad_r),
           attr, eng, fwd_pd_);
       bwd_w_pd_ = dnnl::convolution_backward_weights::primitive_desc(
-          dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_md,
-                                                   w_any, b_md, y_md, strides, dil, pad_l, pad_r),
+          dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_md, w_any,
+                                                   b_md, y_md, strides, dil, pad_l, pad_r),
           attr, eng, fwd_pd_);
     } catch (const dnnl::error& e) {
-      throw_layer_error(kind(), name, std::string("oneDNN has no convolution for x ") +
-                                          in[0].to_string() + ": " + e.what());
+      throw_layer_error(
+          kind(), name,
+          std::string("oneDNN has no convolution for x ") + in[0].to_string() + ": " + e.what());
     }
     // Channels-last forward (see the top of this file), over chunks of the batch.
     if (G == 1 && cfg.stride_h * cfg.stride_w > 1 && cfg.kernel_h * cfg.kernel_w > 1 &&
@@ -119,21 +120,22 @@ class Conv2dOneDnn final : public Layer {
     w_bwd_ = fwd_pd_.weights_desc() == bwd_data_pd_.weights_desc()
                  ? w_fwd_
                  : blocked_copy(bwd_data_pd_.weights_desc());
-    dw_scratch_ = be.empty(Shape{static_cast<int64_t>(bwd_w_pd_.diff_weights_desc().get_size() / 4)},
-                           MemCategory::kWorkspace);
+    dw_scratch_ =
+        be.empty(Shape{static_cast<int64_t>(bwd_w_pd_.diff_weights_desc().get_size() / 4)},
+                 MemCategory::kWorkspace);
     if (cfg.bias) db_scratch_ = be.empty(Shape{K}, MemCategory::kWorkspace);
-    std::size_t scratch = std::max({fwd_pd_.scratchpad_desc().get_size(),
-                                    bwd_data_pd_.scratchpad_desc().get_size(),
-                                    bwd_w_pd_.scratchpad_desc().get_size()});
-    if (scratch) scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)},
-                                     MemCategory::kWorkspace);
+    std::size_t scratch =
+        std::max({fwd_pd_.scratchpad_desc().get_size(), bwd_data_pd_.scratchpad_desc().get_size(),
+                  bwd_w_pd_.scratchpad_desc().get_size()});
+    if (scratch)
+      scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
 
     dnnl::primitive_attr sum_attr;
     dnnl::post_ops po;
     po.append_sum(1.0f);
     sum_attr.set_post_ops(po);
-    dw_to_user_ = dnnl::reorder(
-        dnnl::reorder::primitive_desc(eng, bwd_w_pd_.diff_weights_desc(), eng, w_user_md_, sum_attr));
+    dw_to_user_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, bwd_w_pd_.diff_weights_desc(),
+                                                              eng, w_user_md_, sum_attr));
     if (w_fwd_.defined()) {
       w_to_fwd_ = dnnl::reorder(
           dnnl::reorder::primitive_desc(eng, w_user_md_, eng, fwd_pd_.weights_desc()));
@@ -154,15 +156,13 @@ class Conv2dOneDnn final : public Layer {
 
   std::string describe() const override {
     const Shape& x = inputs_[0].shape;
-    return detail::concat("x ", x.to_string(), " K=", cfg_.out_channels, " ", cfg_.kernel_h, "x",
-                          cfg_.kernel_w, " s", cfg_.stride_h, " p", cfg_.pad_h,
-                          cfg_.groups > 1 ? " g" + std::to_string(cfg_.groups) : "", " fwd ",
-                          fwd_pd_.impl_info_str(),
-                          channels_last_fwd()
-                              ? detail::concat(" (nhwc, ", chunk_, "/chunk, ", span_, "/reorder)")
-                              : "",
-                          " bwd ", bwd_data_pd_.impl_info_str(), "/",
-                          bwd_w_pd_.impl_info_str());
+    return detail::concat(
+        "x ", x.to_string(), " K=", cfg_.out_channels, " ", cfg_.kernel_h, "x", cfg_.kernel_w, " s",
+        cfg_.stride_h, " p", cfg_.pad_h, cfg_.groups > 1 ? " g" + std::to_string(cfg_.groups) : "",
+        " fwd ", fwd_pd_.impl_info_str(),
+        channels_last_fwd() ? detail::concat(" (nhwc, ", chunk_, "/chunk, ", span_, "/reorder)")
+                            : "",
+        " bwd ", bwd_data_pd_.impl_info_str(), "/", bwd_w_pd_.impl_info_str());
   }
 
   void forward(MutTensorRefs y, TensorRefs x) override {
@@ -199,10 +199,10 @@ class Conv2dOneDnn final : public Layer {
       execute(cpu_, x_to_nhwc_, {{DNNL_ARG_FROM, x_blk}, {DNNL_ARG_TO, x_span}}, "Conv2d reorder");
       for (int64_t c = 0; c < span_ / chunk_; ++c) {
         const auto i = static_cast<std::size_t>(c);
-        args[DNNL_ARG_SRC] = memory(fwd_pd_.src_desc(), e,
-                                    static_cast<char*>(x_nhwc_.raw()) + i * x_chunk_bytes);
-        args[DNNL_ARG_DST] = memory(fwd_pd_.dst_desc(), e,
-                                    static_cast<char*>(y_nhwc_.raw()) + i * y_chunk_bytes);
+        args[DNNL_ARG_SRC] =
+            memory(fwd_pd_.src_desc(), e, static_cast<char*>(x_nhwc_.raw()) + i * x_chunk_bytes);
+        args[DNNL_ARG_DST] =
+            memory(fwd_pd_.dst_desc(), e, static_cast<char*>(y_nhwc_.raw()) + i * y_chunk_bytes);
         execute(cpu_, fwd_, args, "Conv2d forward");
       }
       execute(cpu_, y_from_nhwc_, {{DNNL_ARG_FROM, y_span}, {DNNL_ARG_TO, y_blk}},
@@ -284,11 +284,11 @@ class Conv2dOneDnn final : public Layer {
   dnnl::primitive fwd_, bwd_data_, bwd_w_, dw_to_user_, w_to_fwd_, w_to_bwd_;
   dnnl::primitive x_to_nhwc_, y_from_nhwc_;  // channels-last forward only
   Tensor w_fwd_, w_bwd_, dw_scratch_, db_scratch_, scratch_;
-  Tensor x_nhwc_, y_nhwc_;  // channels-last forward only: one span of x and y
+  Tensor x_nhwc_, y_nhwc_;                        // channels-last forward only: one span of x and y
   memory::desc x_span_md_, y_span_md_;            // nChw16c slices of span_ images
   memory::desc x_span_nhwc_md_, y_span_nhwc_md_;  // the same slices, nhwc (built once)
-  int64_t chunk_ = 0;  // images per brgconv call
-  int64_t span_ = 0;   // images per reorder (a multiple of chunk_)
+  int64_t chunk_ = 0;                             // images per brgconv call
+  int64_t span_ = 0;                              // images per reorder (a multiple of chunk_)
 };
 
 TBD_REGISTER_LAYER(Conv2dConfig, DeviceKind::kCpu, Conv2dOneDnn);

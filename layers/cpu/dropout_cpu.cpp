@@ -30,7 +30,8 @@ class DropoutCpu final : public Layer {
 
   const char* kind() const override { return DropoutConfig::kKind; }
   // Elementwise over the buffer (or per channel): any layout, as it comes.
-  static std::vector<Layout> input_layouts(const DropoutConfig&, const std::vector<TensorDesc>& in) {
+  static std::vector<Layout> input_layouts(const DropoutConfig&,
+                                           const std::vector<TensorDesc>& in) {
     return layouts_as_given(in);
   }
   std::string describe() const override {

@@ -55,9 +55,9 @@ class EmbeddingCpu final : public Layer {
       for (int64_t d = 0; d < D; ++d) yr[d] = s * wr[d];
     }
     if (bad >= 0) {
-      throw_layer_error(kind(), name_,
-                        detail::concat("input ids: element ", bad, " is ", ids[bad],
-                                       ", outside [0, ", V, ")"));
+      throw_layer_error(
+          kind(), name_,
+          detail::concat("input ids: element ", bad, " is ", ids[bad], ", outside [0, ", V, ")"));
     }
   }
 

@@ -36,15 +36,15 @@ class LinearDgradCpu final : public Layer {
 
   void forward(MutTensorRefs y, TensorRefs x) override {  // dx = dy W
     check_arity(x.size(), 1, "forward inputs");
-    TBD_DNNL_CHECK(dnnl_sgemm('N', 'N', M_, I_, O_, 1.f, x[0]->f32(), O_,
-                              params_[0].value.f32(), I_, 0.f, y[0]->f32(), I_));
+    TBD_DNNL_CHECK(dnnl_sgemm('N', 'N', M_, I_, O_, 1.f, x[0]->f32(), O_, params_[0].value.f32(),
+                              I_, 0.f, y[0]->f32(), I_));
   }
 
   void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     const float* v = dy[0]->f32();
     if (dx[0] != nullptr) {  // d(dy) = v W^T
-      TBD_DNNL_CHECK(dnnl_sgemm('N', 'T', M_, O_, I_, 1.f, v, I_, params_[0].value.f32(), I_,
-                                0.f, dx[0]->f32(), O_));
+      TBD_DNNL_CHECK(dnnl_sgemm('N', 'T', M_, O_, I_, 1.f, v, I_, params_[0].value.f32(), I_, 0.f,
+                                dx[0]->f32(), O_));
     }
     if (param_grads()) {  // d(W) += dy^T v
       TBD_DNNL_CHECK(dnnl_sgemm('T', 'N', O_, I_, M_, 1.f, x[0]->f32(), O_, v, I_, 1.f,
@@ -99,16 +99,17 @@ class Conv2dDgradCpu final : public Layer {
                                                    pad_l, pad_r),
           attr, eng, fwd_pd_);
     } catch (const dnnl::error& e) {
-      throw_layer_error(kind(), name, std::string("oneDNN has no convolution for dy ") +
-                                          in[0].to_string() + ": " + e.what());
+      throw_layer_error(
+          kind(), name,
+          std::string("oneDNN has no convolution for dy ") + in[0].to_string() + ": " + e.what());
     }
     fwd_ = dnnl::convolution_forward(fwd_pd_);
     bwd_data_ = dnnl::convolution_backward_data(bwd_data_pd_);
     bwd_w_ = dnnl::convolution_backward_weights(bwd_w_pd_);
     dw_scratch_ = be.empty(params_[0].value.shape(), MemCategory::kWorkspace);
-    const std::size_t scratch = std::max({fwd_pd_.scratchpad_desc().get_size(),
-                                          bwd_data_pd_.scratchpad_desc().get_size(),
-                                          bwd_w_pd_.scratchpad_desc().get_size()});
+    const std::size_t scratch =
+        std::max({fwd_pd_.scratchpad_desc().get_size(), bwd_data_pd_.scratchpad_desc().get_size(),
+                  bwd_w_pd_.scratchpad_desc().get_size()});
     if (scratch) {
       scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
     }
@@ -118,8 +119,8 @@ class Conv2dDgradCpu final : public Layer {
     return detail::concat("dy ", inputs_[0].shape.to_string(), " -> dx ",
                           outputs_[0].shape.to_string(), " ", cfg_.conv.kernel_h, "x",
                           cfg_.conv.kernel_w, " s", cfg_.conv.stride_h, " p", cfg_.conv.pad_h,
-                          " fwd ", bwd_data_pd_.impl_info_str(), " bwd ",
-                          fwd_pd_.impl_info_str(), "/", bwd_w_pd_.impl_info_str());
+                          " fwd ", bwd_data_pd_.impl_info_str(), " bwd ", fwd_pd_.impl_info_str(),
+                          "/", bwd_w_pd_.impl_info_str());
   }
 
   void forward(MutTensorRefs y, TensorRefs x) override {  // dx = conv backward data of dy
@@ -150,9 +151,7 @@ class Conv2dDgradCpu final : public Layer {
   }
 
  private:
-  memory mem(const memory::desc& md, const Tensor& t) {
-    return memory(md, cpu_.engine(), t.raw());
-  }
+  memory mem(const memory::desc& md, const Tensor& t) { return memory(md, cpu_.engine(), t.raw()); }
   void add_scratch(std::unordered_map<int, memory>& args, const memory::desc& md) {
     if (md.get_size()) args[DNNL_ARG_SCRATCHPAD] = memory(md, cpu_.engine(), scratch_.raw());
   }
@@ -225,12 +224,12 @@ class Pool2dDgradCpu final : public Layer {
       const float* dy = x[0]->f32() + plane * P() * Q();
       float* dx = y[0]->f32() + plane * H() * W();
       std::fill(dx, dx + H() * W(), 0.f);
-      for_windows([&](int64_t p, int64_t q, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
-                      float inv) {
-        const float g = dy[p * Q() + q] * inv;
-        for (int64_t h = h0; h < h1; ++h)
-          for (int64_t w = w0; w < w1; ++w) dx[h * W() + w] += g;
-      });
+      for_windows(
+          [&](int64_t p, int64_t q, int64_t h0, int64_t h1, int64_t w0, int64_t w1, float inv) {
+            const float g = dy[p * Q() + q] * inv;
+            for (int64_t h = h0; h < h1; ++h)
+              for (int64_t w = w0; w < w1; ++w) dx[h * W() + w] += g;
+          });
     });
   }
   // d(dy)[p, q] = average pooling of v.
@@ -239,13 +238,13 @@ class Pool2dDgradCpu final : public Layer {
     for_planes([&](int64_t plane) {
       const float* v = dy[0]->f32() + plane * H() * W();
       float* out = dx[0]->f32() + plane * P() * Q();
-      for_windows([&](int64_t p, int64_t q, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
-                      float inv) {
-        float s = 0.f;
-        for (int64_t h = h0; h < h1; ++h)
-          for (int64_t w = w0; w < w1; ++w) s += v[h * W() + w];
-        out[p * Q() + q] = s * inv;
-      });
+      for_windows(
+          [&](int64_t p, int64_t q, int64_t h0, int64_t h1, int64_t w0, int64_t w1, float inv) {
+            float s = 0.f;
+            for (int64_t h = h0; h < h1; ++h)
+              for (int64_t w = w0; w < w1; ++w) s += v[h * W() + w];
+            out[p * Q() + q] = s * inv;
+          });
     });
   }
 
@@ -325,8 +324,8 @@ class LayerNormDgradCpu final : public Layer {
       mgx /= static_cast<double>(D);
       for (int64_t i = 0; i < D; ++i) {
         const double xh = (xr[i] - mu) * r;
-        out[m * D + i] = static_cast<float>(r * (static_cast<double>(dr[i]) * gamma[i] - mg -
-                                                 xh * mgx));
+        out[m * D + i] =
+            static_cast<float>(r * (static_cast<double>(dr[i]) * gamma[i] - mg - xh * mgx));
       }
     }
   }

@@ -49,8 +49,9 @@ class LayerNormOneDnn final : public Layer {
                                                    stat_md_, eps, f),
           attr, eng, fwd_pd_);
     } catch (const dnnl::error& e) {
-      throw_layer_error(kind(), name, std::string("oneDNN has no layer normalization for x ") +
-                                          in[0].to_string() + ": " + e.what());
+      throw_layer_error(kind(), name,
+                        std::string("oneDNN has no layer normalization for x ") +
+                            in[0].to_string() + ": " + e.what());
     }
     fwd_ = dnnl::layer_normalization_forward(fwd_pd_);
     bwd_ = dnnl::layer_normalization_backward(bwd_pd_);
@@ -58,8 +59,8 @@ class LayerNormOneDnn final : public Layer {
     var_ = be.empty(Shape{M_}, MemCategory::kFeatureMaps);
     dgamma_ = be.empty(Shape{D_}, MemCategory::kWorkspace);
     dbeta_ = be.empty(Shape{D_}, MemCategory::kWorkspace);
-    std::size_t scratch = std::max(fwd_pd_.scratchpad_desc().get_size(),
-                                   bwd_pd_.scratchpad_desc().get_size());
+    std::size_t scratch =
+        std::max(fwd_pd_.scratchpad_desc().get_size(), bwd_pd_.scratchpad_desc().get_size());
     if (scratch) {
       scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
     }
@@ -89,16 +90,15 @@ class LayerNormOneDnn final : public Layer {
       if (param_grads()) param_grads_only(dy[0]->f32(), x[0]->f32());
       return;
     }
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, mem(data_md_, x[0]->raw())},
-        {DNNL_ARG_DIFF_DST, mem(data_md_, dy[0]->raw())},
-        {DNNL_ARG_MEAN, mem(stat_md_, mean_.raw())},
-        {DNNL_ARG_VARIANCE, mem(stat_md_, var_.raw())},
-        {DNNL_ARG_SCALE, mem(param_md_, params_[0].value.raw())},
-        {DNNL_ARG_SHIFT, mem(param_md_, params_[1].value.raw())},
-        {DNNL_ARG_DIFF_SRC, mem(data_md_, dx[0]->raw())},
-        {DNNL_ARG_DIFF_SCALE, mem(param_md_, dgamma_.raw())},
-        {DNNL_ARG_DIFF_SHIFT, mem(param_md_, dbeta_.raw())}};
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(data_md_, x[0]->raw())},
+                                         {DNNL_ARG_DIFF_DST, mem(data_md_, dy[0]->raw())},
+                                         {DNNL_ARG_MEAN, mem(stat_md_, mean_.raw())},
+                                         {DNNL_ARG_VARIANCE, mem(stat_md_, var_.raw())},
+                                         {DNNL_ARG_SCALE, mem(param_md_, params_[0].value.raw())},
+                                         {DNNL_ARG_SHIFT, mem(param_md_, params_[1].value.raw())},
+                                         {DNNL_ARG_DIFF_SRC, mem(data_md_, dx[0]->raw())},
+                                         {DNNL_ARG_DIFF_SCALE, mem(param_md_, dgamma_.raw())},
+                                         {DNNL_ARG_DIFF_SHIFT, mem(param_md_, dbeta_.raw())}};
     add_scratch(args, bwd_pd_.scratchpad_desc());
     execute(cpu_, bwd_, args, "LayerNorm backward");
     if (!param_grads()) return;  // computed into scratch, not added

@@ -3,11 +3,11 @@
 // Every product is one oneDNN matmul created at build: a transposed operand is the same buffer
 // seen through a memory descriptor with swapped strides, so nothing is ever copied or
 // transposed. 2-D products without bias or binary post-op run on oneDNN's jit sgemm instead
-// (same operands and strides, beta = 1 for +=; see Sgemm). Parameter gradients use a sum post-op (dst += result), which is the gradient
-// policy's accumulation without an extra pass; bias gradients are the column sums of dy,
-// computed as ones(1, M) x dy(M, N) with the same sum post-op (a GEMV oneDNN runs at
-// bandwidth). The weights stay row-major (D_out, D_in) as PyTorch stores them; matmul reads
-// w^T through strides, so there is no weight reorder either.
+// (same operands and strides, beta = 1 for +=; see Sgemm). Parameter gradients use a sum post-op
+// (dst += result), which is the gradient policy's accumulation without an extra pass; bias
+// gradients are the column sums of dy, computed as ones(1, M) x dy(M, N) with the same sum post-op
+// (a GEMV oneDNN runs at bandwidth). The weights stay row-major (D_out, D_in) as PyTorch stores
+// them; matmul reads w^T through strides, so there is no weight reorder either.
 #include <vector>
 
 #include "backends/cpu/onednn.h"
@@ -22,8 +22,8 @@ using dt = memory::data_type;
 // Logical (rows, cols) view of a row-major matrix, batched: the stored matrix is (rows, cols),
 // or (cols, rows) when `transposed` (then the view swaps the strides). Batch stride = rows*cols.
 memory::desc mat(int64_t batch, int64_t rows, int64_t cols, bool transposed) {
-  memory::dims strides = transposed ? memory::dims{rows * cols, 1, rows}
-                                    : memory::dims{rows * cols, cols, 1};
+  memory::dims strides =
+      transposed ? memory::dims{rows * cols, 1, rows} : memory::dims{rows * cols, cols, 1};
   return memory::desc({batch, rows, cols}, dt::f32, strides);
 }
 memory::desc mat(int64_t rows, int64_t cols, bool transposed) {
@@ -97,8 +97,8 @@ Matmul make_matmul(CpuBackend& cpu, const char* kind, const std::string& name, c
   attr.set_post_ops(po);
   Matmul m;
   try {
-    m.pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, bias, dst), attr,
-                                        cpu.engine());
+    m.pd =
+        dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, bias, dst), attr, cpu.engine());
   } catch (const dnnl::error& e) {
     auto dims = [](const memory::desc& d) {
       std::string s = "(";
@@ -187,8 +187,8 @@ class LinearOneDnn final : public Layer {
     dgrad_ = make_matmul(cpu_, kind(), name, "backward data", mat(M_, N, false), mat(N, K, false),
                          none, mat(M_, K, false), 1.f, false);
     // dw (N, K) += dy^T (N, M) x x (M, K)
-    wgrad_ = make_matmul(cpu_, kind(), name, "weight gradient", mat(N, M_, true),
-                         mat(M_, K, false), none, mat(N, K, false), 1.f, true);
+    wgrad_ = make_matmul(cpu_, kind(), name, "weight gradient", mat(N, M_, true), mat(M_, K, false),
+                         none, mat(N, K, false), 1.f, true);
     if (cfg.bias) {
       // db (1, N) += ones (1, M) x dy (M, N)
       bgrad_ = make_matmul(cpu_, kind(), name, "bias gradient", mat(1, M_, false),
@@ -280,11 +280,11 @@ class GemmOneDnn final : public Layer {
                                mat(B, M, K, ta), none, mat(B, N, K, false), alpha, false);
       }
     } else if (!ta) {  // one 2-D product over the flattened B*M rows
-      memory::desc a_t = mat_strided(K, B * M, 1, K);  // A^T (K, B*M) of a (B*M, K)
+      memory::desc a_t = mat_strided(K, B * M, 1, K);   // A^T (K, B*M) of a (B*M, K)
       memory::desc dy_t = mat_strided(N, B * M, 1, N);  // dY^T (N, B*M) of dy (B*M, N)
       if (!tb) {
-        dgrad_b_ = make_matmul(cpu_, kind(), name, "gradient of b", a_t, mat(B * M, N, false),
-                               none, mat(K, N, false), alpha, false);
+        dgrad_b_ = make_matmul(cpu_, kind(), name, "gradient of b", a_t, mat(B * M, N, false), none,
+                               mat(K, N, false), alpha, false);
       } else {
         dgrad_b_ = make_matmul(cpu_, kind(), name, "gradient of b", dy_t, mat(B * M, K, false),
                                none, mat(N, K, false), alpha, false);
@@ -293,8 +293,8 @@ class GemmOneDnn final : public Layer {
       for (int acc = 0; acc < 2; ++acc) {
         Matmul& m = acc ? dgrad_b_acc_ : dgrad_b_;
         if (!tb) {  // db (K, N) (+)= alpha A_b^T (K, M) x dY_b (M, N)
-          m = make_matmul(cpu_, kind(), name, "gradient of b", mat(K, M, false),
-                          mat(M, N, false), none, mat(K, N, false), alpha, acc == 1);
+          m = make_matmul(cpu_, kind(), name, "gradient of b", mat(K, M, false), mat(M, N, false),
+                          none, mat(K, N, false), alpha, acc == 1);
         } else {  // db (N, K) (+)= alpha dY_b^T (N, M) x A_b (M, K)
           m = make_matmul(cpu_, kind(), name, "gradient of b", mat(N, M, true), mat(M, K, true),
                           none, mat(N, K, false), alpha, acc == 1);
@@ -308,8 +308,7 @@ class GemmOneDnn final : public Layer {
                            mat(B * M, N, false), none, mat(1, N, false), 1.f, true);
       ones_ = ones_vector(be, B * M);
     }
-    scratch_ = alloc_scratch(
-        be, {&fwd_, &dgrad_a_, &dgrad_b_, &dgrad_b_acc_, &bgrad_});
+    scratch_ = alloc_scratch(be, {&fwd_, &dgrad_a_, &dgrad_b_, &dgrad_b_acc_, &bgrad_});
   }
 
   const char* kind() const override { return GemmConfig::kKind; }

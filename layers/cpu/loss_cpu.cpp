@@ -1,4 +1,5 @@
-// layers/cpu/loss_cpu.cpp: SoftmaxCrossEntropy, MseLoss and GradientPenalty, own code (oneDNN has no losses).
+// layers/cpu/loss_cpu.cpp: SoftmaxCrossEntropy, MseLoss and GradientPenalty, own code (oneDNN has
+// no losses).
 //
 // Cross-entropy works row by row (OpenMP over rows): max and sum of the logits in one pass,
 // then sum exp(z - max) in a second, giving the numerically stable log-sum-exp that backward
@@ -58,8 +59,8 @@ constexpr int64_t kParallelMin = 16384;
 
 class SoftmaxCrossEntropyCpu final : public Layer {
  public:
-  SoftmaxCrossEntropyCpu(Backend& be, const std::string& name,
-                         const SoftmaxCrossEntropyConfig& cfg, const std::vector<TensorDesc>& in)
+  SoftmaxCrossEntropyCpu(Backend& be, const std::string& name, const SoftmaxCrossEntropyConfig& cfg,
+                         const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
     TBD_LAYER_CHECK(in[0].layout == Layout::kRowMajor, kind(), name,
                     "input logits must be row-major, got ", in[0].to_string());
@@ -115,10 +116,10 @@ class SoftmaxCrossEntropyCpu final : public Layer {
       row_loss[m] = row;
     }
     if (bad_row >= 0) {
-      throw_layer_error(kind(), name_,
-                        detail::concat("input labels: row ", bad_row, " has label ",
-                                       labels[bad_row], ", outside [0, ", V,
-                                       ") and not ignore_index ", ignore));
+      throw_layer_error(
+          kind(), name_,
+          detail::concat("input labels: row ", bad_row, " has label ", labels[bad_row],
+                         ", outside [0, ", V, ") and not ignore_index ", ignore));
     }
     double total = 0;
     int64_t count = 0;
@@ -176,9 +177,9 @@ class MseLossCpu final : public Layer {
   MseLossCpu(Backend& be, const std::string& name, const MseLossConfig& cfg,
              const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract(name, cfg, in)) {
-    TBD_LAYER_CHECK(in[0].layout == Layout::kRowMajor && in[1].layout == Layout::kRowMajor,
-                    kind(), name, "inputs pred and target must be row-major, got ",
-                    in[0].to_string(), " and ", in[1].to_string());
+    TBD_LAYER_CHECK(in[0].layout == Layout::kRowMajor && in[1].layout == Layout::kRowMajor, kind(),
+                    name, "inputs pred and target must be row-major, got ", in[0].to_string(),
+                    " and ", in[1].to_string());
     E_ = in[0].shape.numel();
     blocks_ = (E_ + kBlock - 1) / kBlock;
     partial_ = be.empty(Shape{2 * blocks_}, MemCategory::kWorkspace);  // blocks_ doubles
@@ -275,13 +276,13 @@ class GradientPenaltyCpu final : public Layer {
     float* dg = dx[0]->f32();
     compute_norms(g);  // cheap against what produced g; keeps forward free of saved state
     const double* norm = norms_.data<double>();
-    const double scale = static_cast<double>(dy[0]->f32()[0]) * cfg_.weight * 2.0 /
-                         static_cast<double>(N_);
+    const double scale =
+        static_cast<double>(dy[0]->f32()[0]) * cfg_.weight * 2.0 / static_cast<double>(N_);
     const int64_t D = D_;
 #pragma omp parallel for schedule(static) if (parallel : N_ * D > kParallelMin)
     for (int64_t n = 0; n < N_; ++n) {
-      const float s = norm[n] > 0 ? static_cast<float>(scale * (norm[n] - cfg_.target) / norm[n])
-                                  : 0.0f;
+      const float s =
+          norm[n] > 0 ? static_cast<float>(scale * (norm[n] - cfg_.target) / norm[n]) : 0.0f;
       const float* gn = g + n * D;
       float* dn = dg + n * D;
 #pragma omp simd

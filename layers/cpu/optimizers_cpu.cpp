@@ -37,8 +37,8 @@ TBD_SIMD_CLONES void sgd_chunk(float* w, const float* g, float* v, int64_t n, fl
 
 // g' = g + l2*w (Adam's coupled decay; l2 = 0 for AdamW or no decay); w *= shrink (AdamW:
 // 1 - lr*wd, else 1); m, v moments; w -= step_size * m / (sqrt(v)*inv_sqrt_bc2 + eps).
-TBD_SIMD_CLONES void adam_chunk(float* w, const float* g, float* m, float* v, int64_t n,
-                                float b1, float b2, float l2, float shrink, float step_size,
+TBD_SIMD_CLONES void adam_chunk(float* w, const float* g, float* m, float* v, int64_t n, float b1,
+                                float b2, float l2, float shrink, float step_size,
                                 float inv_sqrt_bc2, float eps) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
@@ -157,12 +157,12 @@ class AdamCpu final : public CpuOptimizer {
     const float eps = static_cast<float>(cfg_.eps), wd = static_cast<float>(cfg_.weight_decay);
     const float shrink_decay = static_cast<float>(1.0 - cfg_.lr * cfg_.weight_decay);
     const bool decoupled = cfg_.decoupled;
-    for_each_chunk([&](const Chunk& ch, const Param& p, float* w, const float* g, float* m,
-                       float* v) {
-      const float l2 = p.decay && !decoupled ? wd : 0.f;
-      const float shrink = p.decay && decoupled ? shrink_decay : 1.f;
-      adam_chunk(w, g, m, v, ch.size, b1, b2, l2, shrink, step_size, inv_sqrt_bc2, eps);
-    });
+    for_each_chunk(
+        [&](const Chunk& ch, const Param& p, float* w, const float* g, float* m, float* v) {
+          const float l2 = p.decay && !decoupled ? wd : 0.f;
+          const float shrink = p.decay && decoupled ? shrink_decay : 1.f;
+          adam_chunk(w, g, m, v, ch.size, b1, b2, l2, shrink, step_size, inv_sqrt_bc2, eps);
+        });
   }
 
  private:
@@ -182,10 +182,10 @@ class RmspropCpu final : public CpuOptimizer {
     const float lr = static_cast<float>(cfg_.lr), alpha = static_cast<float>(cfg_.alpha);
     const float eps = static_cast<float>(cfg_.eps), mom = static_cast<float>(cfg_.momentum);
     const float wd = static_cast<float>(cfg_.weight_decay);
-    for_each_chunk([&](const Chunk& ch, const Param& p, float* w, const float* g, float* sq,
-                       float* buf) {
-      rmsprop_chunk(w, g, sq, buf, ch.size, lr, alpha, eps, mom, p.decay ? wd : 0.f);
-    });
+    for_each_chunk(
+        [&](const Chunk& ch, const Param& p, float* w, const float* g, float* sq, float* buf) {
+          rmsprop_chunk(w, g, sq, buf, ch.size, lr, alpha, eps, mom, p.decay ? wd : 0.f);
+        });
   }
 
  private:

@@ -18,38 +18,42 @@ class PoolingPrims {
  public:
   PoolingPrims(CpuBackend& cpu, const char* kind, const std::string& name, const TensorDesc& x,
                dnnl::algorithm alg, const memory::desc& x_md, const memory::desc& y_md,
-               const memory::dims& strides, const memory::dims& kernel,
-               const memory::dims& pad_l, const memory::dims& pad_r)
+               const memory::dims& strides, const memory::dims& kernel, const memory::dims& pad_l,
+               const memory::dims& pad_r)
       : cpu_(cpu), x_md_(x_md), y_md_(y_md) {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     auto& eng = cpu.engine();
     try {
       fwd_pd_ = dnnl::pooling_forward::primitive_desc(
-          dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, alg, x_md, y_md,
-                                      strides, kernel, pad_l, pad_r),
+          dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, alg, x_md, y_md, strides,
+                                      kernel, pad_l, pad_r),
           attr, eng);
       bwd_pd_ = dnnl::pooling_backward::primitive_desc(
           dnnl::pooling_backward::desc(alg, x_md, y_md, strides, kernel, pad_l, pad_r), attr, eng,
           fwd_pd_);
     } catch (const dnnl::error& e) {
-      throw_layer_error(kind, name, std::string("oneDNN has no pooling for x ") + x.to_string() +
-                                        ": " + e.what());
+      throw_layer_error(
+          kind, name,
+          std::string("oneDNN has no pooling for x ") + x.to_string() + ": " + e.what());
     }
     fwd_ = dnnl::pooling_forward(fwd_pd_);
     bwd_ = dnnl::pooling_backward(bwd_pd_);
     std::size_t ws = fwd_pd_.workspace_desc().get_size();
-    if (ws) workspace_ = cpu.empty(Shape{static_cast<int64_t>((ws + 3) / 4)}, MemCategory::kFeatureMaps);
-    std::size_t scratch = std::max(fwd_pd_.scratchpad_desc().get_size(),
-                                   bwd_pd_.scratchpad_desc().get_size());
+    if (ws)
+      workspace_ = cpu.empty(Shape{static_cast<int64_t>((ws + 3) / 4)}, MemCategory::kFeatureMaps);
+    std::size_t scratch =
+        std::max(fwd_pd_.scratchpad_desc().get_size(), bwd_pd_.scratchpad_desc().get_size());
     if (scratch) {
       scratch_ = cpu.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
     }
   }
 
   void forward(void* y, const void* x, const char* who) {
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(x_md_, x)}, {DNNL_ARG_DST, mem(y_md_, y)}};
-    if (workspace_.defined()) args[DNNL_ARG_WORKSPACE] = mem(fwd_pd_.workspace_desc(), workspace_.raw());
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(x_md_, x)},
+                                         {DNNL_ARG_DST, mem(y_md_, y)}};
+    if (workspace_.defined())
+      args[DNNL_ARG_WORKSPACE] = mem(fwd_pd_.workspace_desc(), workspace_.raw());
     add_scratch(args, fwd_pd_.scratchpad_desc());
     execute(cpu_, fwd_, args, who);
   }
@@ -57,7 +61,8 @@ class PoolingPrims {
   void backward(void* dx, const void* dy, const char* who) {
     std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, mem(y_md_, dy)},
                                          {DNNL_ARG_DIFF_SRC, mem(x_md_, dx)}};
-    if (workspace_.defined()) args[DNNL_ARG_WORKSPACE] = mem(fwd_pd_.workspace_desc(), workspace_.raw());
+    if (workspace_.defined())
+      args[DNNL_ARG_WORKSPACE] = mem(fwd_pd_.workspace_desc(), workspace_.raw());
     add_scratch(args, bwd_pd_.scratchpad_desc());
     execute(cpu_, bwd_, args, who);
   }
@@ -112,8 +117,7 @@ class Pool2dOneDnn final : public Layer {
   }
   std::string describe() const override {
     return detail::concat(to_string(cfg_.pool), " x ", inputs_[0].shape.to_string(), " ",
-                          cfg_.kernel_h, "x", cfg_.kernel_w, " s", cfg_.stride_h, " p",
-                          cfg_.pad_h);
+                          cfg_.kernel_h, "x", cfg_.kernel_w, " s", cfg_.stride_h, " p", cfg_.pad_h);
   }
 
   void forward(MutTensorRefs y, TensorRefs x) override {
@@ -138,9 +142,9 @@ class GlobalAvgPool2dOneDnn final : public Layer {
     // (N, C, 1, 1) in x's layout: the same bytes as y's (N, C) row-major (see the top).
     TensorDesc y4{Shape{xs[0], xs[1], 1, 1}, DType::kF32, in[0].layout};
     prims_ = std::make_unique<PoolingPrims>(
-        as_cpu(be), kind(), name, in[0], dnnl::algorithm::pooling_avg_exclude_padding,
-        md_of(in[0]), md_of(y4), memory::dims{1, 1}, memory::dims{xs[2], xs[3]},
-        memory::dims{0, 0}, memory::dims{0, 0});
+        as_cpu(be), kind(), name, in[0], dnnl::algorithm::pooling_avg_exclude_padding, md_of(in[0]),
+        md_of(y4), memory::dims{1, 1}, memory::dims{xs[2], xs[3]}, memory::dims{0, 0},
+        memory::dims{0, 0});
   }
 
   const char* kind() const override { return GlobalAvgPool2dConfig::kKind; }

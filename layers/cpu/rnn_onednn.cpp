@@ -65,7 +65,8 @@ struct CellStates {
   void* dc1 = nullptr;  // diff_dst_iter_c
 };
 
-Tensor workspace_for(Backend& be, const memory::desc& md, MemCategory cat = MemCategory::kWorkspace) {
+Tensor workspace_for(Backend& be, const memory::desc& md,
+                     MemCategory cat = MemCategory::kWorkspace) {
   std::size_t bytes = md.get_size();
   return be.empty(Shape{static_cast<int64_t>(std::max<std::size_t>((bytes + 3) / 4, 1))}, cat);
 }
@@ -103,9 +104,9 @@ class RnnLayerPrims {
     memory::desc wi_any({1, D, H, G, H}, dt::f32, tag::any);
     const bool lstm = s.cell == Cell::kLstm;
     const memory::desc none;
-    const memory::desc& it = iter_md_;                             // src_iter (+ diff)
-    const memory::desc& it_c = lstm ? iter_md_ : none;             // src_iter_c (+ diff)
-    const memory::desc& ot = s.states ? iter_md_ : none;           // dst_iter (+ diff)
+    const memory::desc& it = iter_md_;                              // src_iter (+ diff)
+    const memory::desc& it_c = lstm ? iter_md_ : none;              // src_iter_c (+ diff)
+    const memory::desc& ot = s.states ? iter_md_ : none;            // dst_iter (+ diff)
     const memory::desc& ot_c = s.states && lstm ? iter_md_ : none;  // dst_iter_c (+ diff)
     auto dir = D == 2 ? dnnl::rnn_direction::bidirectional_concat
                       : dnnl::rnn_direction::unidirectional_left2right;
@@ -128,13 +129,13 @@ class RnnLayerPrims {
         bwd_pd_ = bpd;
       } else {
         dnnl::lbr_gru_forward::primitive_desc fpd(
-            dnnl::lbr_gru_forward::desc(dnnl::prop_kind::forward_training, dir, src_md_, it,
-                                        wl_any, wi_any, bias_md_, dst_md_, ot),
+            dnnl::lbr_gru_forward::desc(dnnl::prop_kind::forward_training, dir, src_md_, it, wl_any,
+                                        wi_any, bias_md_, dst_md_, ot),
             attr, eng);
         dnnl::lbr_gru_backward::primitive_desc bpd(
             dnnl::lbr_gru_backward::desc(dnnl::prop_kind::backward, dir, src_md_, it, wl_any,
-                                         wi_any, bias_md_, dst_md_, ot, src_md_, it, wl_any,
-                                         wi_any, bias_md_, dst_md_, ot),
+                                         wi_any, bias_md_, dst_md_, ot, src_md_, it, wl_any, wi_any,
+                                         bias_md_, dst_md_, ot),
             attr, eng, fpd);
         fwd_ = dnnl::lbr_gru_forward(fpd);
         bwd_ = dnnl::lbr_gru_backward(bpd);
@@ -142,10 +143,10 @@ class RnnLayerPrims {
         bwd_pd_ = bpd;
       }
     } catch (const dnnl::error& e) {
-      throw_layer_error(kind, name,
-                        detail::concat("oneDNN has no ", s.cell == Cell::kLstm ? "LSTM" : "GRU",
-                                       " for T=", T, " N=", N, " I=", I, " H=", H, " dirs=", D,
-                                       ": ", e.what()));
+      throw_layer_error(
+          kind, name,
+          detail::concat("oneDNN has no ", s.cell == Cell::kLstm ? "LSTM" : "GRU", " for T=", T,
+                         " N=", N, " I=", I, " H=", H, " dirs=", D, ": ", e.what()));
     }
 
     Backend& be = cpu;
@@ -226,10 +227,10 @@ class RnnLayerPrims {
     int64_t in = 0;
     memory::desc stage_md;  // ldgoi (1, D, in, G, H): the parameters' own layout when direct
     memory::desc fwd_md, bwd_md, diff_md;
-    Tensor stage;           // gathered parameters (not direct)
+    Tensor stage;               // gathered parameters (not direct)
     Tensor fwd_copy, bwd_copy;  // the primitives' formats, when they differ from stage_md
-    Tensor diff;            // the primitive's diff weights (zeroed before each backward)
-    Tensor diff_stage;      // diff in ldgoi for the gate-permuting add (not direct)
+    Tensor diff;                // the primitive's diff weights (zeroed before each backward)
+    Tensor diff_stage;          // diff in ldgoi for the gate-permuting add (not direct)
     dnnl::primitive to_fwd, to_bwd, diff_out;
   };
 
@@ -255,8 +256,8 @@ class RnnLayerPrims {
       dnnl::post_ops po;
       po.append_sum(1.0f);
       sum_attr.set_post_ops(po);
-      w.diff_out = dnnl::reorder(
-          dnnl::reorder::primitive_desc(eng, diff_md, eng, w.stage_md, sum_attr));
+      w.diff_out =
+          dnnl::reorder(dnnl::reorder::primitive_desc(eng, diff_md, eng, w.stage_md, sum_attr));
     } else if (diff_md != w.stage_md) {
       w.diff_stage = workspace_for(be, w.stage_md);
       w.diff_out = dnnl::reorder(dnnl::reorder::primitive_desc(eng, diff_md, eng, w.stage_md));
@@ -410,9 +411,9 @@ class RnnLayerPrims {
   dnnl::primitive fwd_, bwd_;
   WeightSlot wl_, wi_;
   Tensor workspace_, bias_stage_, diff_bias_;
-  Tensor zeros_;                     // (1, D, N, H): initial states, or LSTMCell's diff_dst_iter
-  Tensor diff_iter_, diff_iter_c_;   // gradients of the zero initial states (unused)
-  Tensor dst_iter_;                  // LSTMCell: a copy of h' that oneDNN writes
+  Tensor zeros_;                    // (1, D, N, H): initial states, or LSTMCell's diff_dst_iter
+  Tensor diff_iter_, diff_iter_c_;  // gradients of the zero initial states (unused)
+  Tensor dst_iter_;                 // LSTMCell: a copy of h' that oneDNN writes
 };
 
 // The contract checked the dtype; the primitives here take plain time-major data.
@@ -451,15 +452,15 @@ class RnnSequenceOneDnn final : public Layer {
     } else {
       dh_[0] = be.empty(Shape{T * N * I}, MemCategory::kDynamic);
     }
-    if (scratch) scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)},
-                                     MemCategory::kWorkspace);
+    if (scratch)
+      scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
   }
 
   const char* kind() const override { return Config::kKind; }
 
   std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " H=", cfg_.hidden, " layers=",
-                          cfg_.num_layers, cfg_.bidirectional ? " bidirectional" : "");
+    return detail::concat("x ", inputs_[0].shape.to_string(), " H=", cfg_.hidden,
+                          " layers=", cfg_.num_layers, cfg_.bidirectional ? " bidirectional" : "");
   }
 
   void forward(MutTensorRefs y, TensorRefs x) override {
@@ -503,8 +504,8 @@ class LstmCellOneDnn final : public Layer {
     check_row_major(kind(), name, "h", in[1]);
     check_row_major(kind(), name, "c", in[2]);
     const int64_t N = in[0].shape[0], I = in[0].shape[1], H = cfg.hidden;
-    prims_ = std::make_unique<RnnLayerPrims>(cpu_, kind(), name,
-                                             RnnShape{Cell::kLstm, 1, N, I, H, 1, true}, params_, 0);
+    prims_ = std::make_unique<RnnLayerPrims>(
+        cpu_, kind(), name, RnnShape{Cell::kLstm, 1, N, I, H, 1, true}, params_, 0);
     if (std::size_t s = prims_->scratchpad_bytes()) {
       scratch_ = be.empty(Shape{static_cast<int64_t>((s + 3) / 4)}, MemCategory::kWorkspace);
     }

@@ -65,8 +65,9 @@ class AddOneDnn final : public Layer {
       pd_ = dnnl::binary::primitive_desc(
           dnnl::binary::desc(dnnl::algorithm::binary_add, md_, md_, md_), attr, cpu_.engine());
     } catch (const dnnl::error& e) {
-      throw_layer_error(kind(), name, std::string("oneDNN has no binary add for x ") +
-                                          in[0].to_string() + ": " + e.what());
+      throw_layer_error(
+          kind(), name,
+          std::string("oneDNN has no binary add for x ") + in[0].to_string() + ": " + e.what());
     }
     add_ = dnnl::binary(pd_);
     scratch_ = scratchpad_for(cpu_, pd_.scratchpad_desc());
@@ -83,9 +84,8 @@ class AddOneDnn final : public Layer {
 
   void forward(MutTensorRefs y, TensorRefs x) override {
     check_arity(x.size(), 2, "forward inputs");
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC_0, flat(*x[0])},
-                                         {DNNL_ARG_SRC_1, flat(*x[1])},
-                                         {DNNL_ARG_DST, flat(*y[0])}};
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC_0, flat(*x[0])}, {DNNL_ARG_SRC_1, flat(*x[1])}, {DNNL_ARG_DST, flat(*y[0])}};
     if (scratch_.defined()) {
       args[DNNL_ARG_SCRATCHPAD] = memory(pd_.scratchpad_desc(), cpu_.engine(), scratch_.raw());
     }
@@ -118,8 +118,8 @@ struct AxisCut {
 
   AxisCut() = default;
   AxisCut(const Shape& whole_shape, int axis, const std::vector<int64_t>& sizes, DType dt) {
-    const int64_t inner = prod(whole_shape, axis + 1, whole_shape.rank()) *
-                          static_cast<int64_t>(dtype_size(dt));
+    const int64_t inner =
+        prod(whole_shape, axis + 1, whole_shape.rank()) * static_cast<int64_t>(dtype_size(dt));
     outer = prod(whole_shape, 0, axis);
     whole = whole_shape[axis] * inner;
     int64_t o = 0;
@@ -177,8 +177,8 @@ class ConcatCpu final : public Layer {
     return std::vector<Layout>(in.size(), l);
   }
   std::string describe() const override {
-    return detail::concat(inputs_.size(), " inputs -> ", outputs_[0].shape.to_string(),
-                          " axis ", axis_);
+    return detail::concat(inputs_.size(), " inputs -> ", outputs_[0].shape.to_string(), " axis ",
+                          axis_);
   }
 
   void forward(MutTensorRefs y, TensorRefs x) override {
@@ -322,13 +322,14 @@ class TransposeOneDnn final : public Layer {
       fwd_pd_ = permuting_reorder(cpu_, xs, cfg.perm, ys, in[0].dtype);
       bwd_pd_ = permuting_reorder(cpu_, ys, inv, xs, in[0].dtype);
     } catch (const dnnl::error& e) {
-      throw_layer_error(kind(), name, std::string("oneDNN has no reorder for x ") +
-                                          in[0].to_string() + ": " + e.what());
+      throw_layer_error(
+          kind(), name,
+          std::string("oneDNN has no reorder for x ") + in[0].to_string() + ": " + e.what());
     }
     fwd_ = dnnl::reorder(fwd_pd_);
     bwd_ = dnnl::reorder(bwd_pd_);
-    std::size_t scratch = std::max(fwd_pd_.scratchpad_desc().get_size(),
-                                   bwd_pd_.scratchpad_desc().get_size());
+    std::size_t scratch =
+        std::max(fwd_pd_.scratchpad_desc().get_size(), bwd_pd_.scratchpad_desc().get_size());
     if (scratch) {
       scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
     }

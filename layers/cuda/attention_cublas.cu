@@ -22,8 +22,8 @@
 #include <limits>
 
 #include "backends/cuda/cuda_backend.h"
-#include "layers/cuda/kernel_util.cuh"
 #include "layers/attention.h"
+#include "layers/cuda/kernel_util.cuh"
 
 namespace tbd::cuda {
 namespace {
@@ -409,9 +409,9 @@ class MultiHeadAttentionCublas final : public Layer {
   int64_t N_ = 0, Tq_ = 0, Tk_ = 0, D_ = 0, H_ = 0, dh_ = 0;
   Tensor tmp_, qh_, kh_, vh_, p_, pd_, o_, oh_, dp_, dkh_, dvh_, ones_;
   AttentionDims dims_{};
-  Tensor step_counter_;  // i32 [next step, step of the last forward]: the mask counter (device)
-  DropoutParams drop_{};            // the mask of the last forward, for its backward
-  Tensor bad_length_;               // i32 flag: some kv_lengths[n] outside [1, Tk] (sticky)
+  Tensor step_counter_;   // i32 [next step, step of the last forward]: the mask counter (device)
+  DropoutParams drop_{};  // the mask of the last forward, for its backward
+  Tensor bad_length_;     // i32 flag: some kv_lengths[n] outside [1, Tk] (sticky)
   int* bad_length_host_ = nullptr;  // pinned copy of it
   cudaEvent_t bad_length_copied_ = nullptr;
 };

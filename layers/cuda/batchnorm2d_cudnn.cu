@@ -117,10 +117,9 @@ class BatchNorm2dCudnn final : public BatchNorm2dLayer {
       // Parameter gradients: alpha 1, beta 1 (accumulate); alpha 0 leaves them as they are.
       TBD_CUDNN_CHECK(cudnnBatchNormalizationBackward(
           cu_.cudnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, pg ? &kOne : &kZero, &kOne, x_desc_,
-          x[0]->raw(),
-          x_desc_, dy[0]->raw(), x_desc_, dx[0]->raw(), bn_desc_, params_[0].value.raw(),
-          params_[0].grad.raw(), params_[1].grad.raw(), cfg_.eps, save_mean_.raw(),
-          save_invstd_.raw()));
+          x[0]->raw(), x_desc_, dy[0]->raw(), x_desc_, dx[0]->raw(), bn_desc_,
+          params_[0].value.raw(), params_[0].grad.raw(), params_[1].grad.raw(), cfg_.eps,
+          save_mean_.raw(), save_invstd_.raw()));
       return;
     }
     const bool eval = !training_;

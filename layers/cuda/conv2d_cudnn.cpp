@@ -126,8 +126,8 @@ class Conv2dCudnn final : public Layer {
         " | cudnn ", to_string(math_), ": fprop=", fwd_algo_name(plan_.fprop.algo), "/",
         math_name(plan_.fprop.math), " ws ", plan_.fprop.workspace,
         " B; dgrad=", bwd_data_algo_name(plan_.dgrad.algo), "/", math_name(plan_.dgrad.math),
-        " ws ", plan_.dgrad.workspace, " B; wgrad=", bwd_filter_algo_name(plan_.wgrad.algo),
-        "/", math_name(plan_.wgrad.math), " ws ", plan_.wgrad.workspace, " B");
+        " ws ", plan_.dgrad.workspace, " B; wgrad=", bwd_filter_algo_name(plan_.wgrad.algo), "/",
+        math_name(plan_.wgrad.math), " ws ", plan_.wgrad.workspace, " B");
   }
 
   // y: (N, K, P, Q)  x: (N, C, H, W)

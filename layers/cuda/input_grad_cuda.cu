@@ -183,8 +183,8 @@ __global__ void ln_dgrad_fwd_kernel(const float* __restrict__ dy, const float* _
   const double mgx = block_sum(sgx, shared) / static_cast<double>(D);
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
     const double xh = (x[off + i] - mu) * r;
-    out[off + i] = static_cast<float>(r * (static_cast<double>(dy[off + i]) * gamma[i] - mg -
-                                           xh * mgx));
+    out[off + i] =
+        static_cast<float>(r * (static_cast<double>(dy[off + i]) * gamma[i] - mg - xh * mgx));
   }
 }
 
@@ -215,16 +215,15 @@ __global__ void ln_dgrad_bwd_kernel(const float* __restrict__ v, const float* __
     const double xh = (x[off + i] - mu) * r, g = static_cast<double>(dy[off + i]) * gamma[i];
     const double pv = v[off + i] - mv - xh * mvx;
     if (ddy) ddy[off + i] = static_cast<float>(r * pv * gamma[i]);
-    if (dxx) dxx[off + i] = static_cast<float>(r * r * (xh * c_xh - (g - mg - xh * mgx) * mvx -
-                                                        pv * mgx));
+    if (dxx)
+      dxx[off + i] = static_cast<float>(r * r * (xh * c_xh - (g - mg - xh * mgx) * mvx - pv * mgx));
   }
 }
 
 // d(gamma)[i] += sum over rows of r P(v)[i] dy[i], rows in order.
 __global__ void ln_dgrad_gamma_kernel(const float* __restrict__ v, const float* __restrict__ dy,
-                                      const float* __restrict__ x,
-                                      const double* __restrict__ rows, float* __restrict__ dgamma,
-                                      int64_t M, int64_t D) {
+                                      const float* __restrict__ x, const double* __restrict__ rows,
+                                      float* __restrict__ dgamma, int64_t M, int64_t D) {
   TBD_GRID_STRIDE(i, D) {
     double s = 0;
     for (int64_t m = 0; m < M; ++m) {

@@ -252,7 +252,8 @@ __global__ void gp_loss_kernel(const double* __restrict__ norm, int64_t N, doubl
                                double target, float* __restrict__ y) {
   __shared__ double shared[32];
   double s = 0;
-  for (int64_t n = threadIdx.x; n < N; n += blockDim.x) s += (norm[n] - target) * (norm[n] - target);
+  for (int64_t n = threadIdx.x; n < N; n += blockDim.x)
+    s += (norm[n] - target) * (norm[n] - target);
   s = block_sum(s, shared);
   if (threadIdx.x == 0) y[0] = static_cast<float>(weight * s / static_cast<double>(N));
 }
@@ -284,8 +285,7 @@ class GradientPenaltyCuda final : public Layer {
     auto* norm = static_cast<double*>(norms_.raw());
     gp_norm_kernel<<<static_cast<unsigned>(N_), kBlock, 0, cu_.stream()>>>(x[0]->f32(), D_, norm);
     TBD_CUDA_CHECK_LAST();
-    gp_loss_kernel<<<1, kBlock, 0, cu_.stream()>>>(norm, N_, cfg_.weight, cfg_.target,
-                                                   y[0]->f32());
+    gp_loss_kernel<<<1, kBlock, 0, cu_.stream()>>>(norm, N_, cfg_.weight, cfg_.target, y[0]->f32());
     TBD_CUDA_CHECK_LAST();
   }
 

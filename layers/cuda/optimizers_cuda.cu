@@ -182,9 +182,12 @@ class AdamCuda final : public CudaOptimizerBase {
   void step() override {
     advance_step_kernel<<<1, 1, 0, cu_.stream()>>>(counter_.data<int32_t>());
     TBD_CUDA_CHECK_LAST();
-    const AdamArgs a{static_cast<float>(cfg_.lr),  static_cast<float>(cfg_.beta1),
-                     static_cast<float>(cfg_.beta2), static_cast<float>(cfg_.eps),
-                     cfg_.decoupled,                 counter_.data<int32_t>()};
+    const AdamArgs a{static_cast<float>(cfg_.lr),
+                     static_cast<float>(cfg_.beta1),
+                     static_cast<float>(cfg_.beta2),
+                     static_cast<float>(cfg_.eps),
+                     cfg_.decoupled,
+                     counter_.data<int32_t>()};
     for_each_group([&](const TensorTable& tab, dim3 grid) {
       adam_kernel<<<grid, kBlock, 0, cu_.stream()>>>(tab, a);
     });

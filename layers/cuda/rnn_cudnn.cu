@@ -353,8 +353,8 @@ class GruCudnn final : public RnnCudnn {
   GruCudnn(Backend& be, const std::string& name, const GruConfig& c,
            const std::vector<TensorDesc>& in)
       : RnnCudnn(be, name,
-                 {GruConfig::kKind, Cell::kGru, c.hidden, c.num_layers, c.bidirectional, false},
-                 in, contract(name, c, in)) {}
+                 {GruConfig::kKind, Cell::kGru, c.hidden, c.num_layers, c.bidirectional, false}, in,
+                 contract(name, c, in)) {}
 };
 
 class LstmCellCudnn final : public RnnCudnn {

@@ -29,9 +29,9 @@
 
 #include <omp.h>
 
-#include "fixtures/names.h"
 #include "backends/backends.h"
 #include "backends/cpu/cpu_bandwidth.h"
+#include "fixtures/names.h"
 #include "reporters/context.h"
 #include "reporters/json_output.h"
 #include "reporters/metrics.h"
@@ -104,8 +104,8 @@ class TempDir {
 json run_json(const std::string& args, Result* result = nullptr) {
   TempDir dir;
   fs::path out = dir / "run.json";
-  Result r = run_bench("--tbd_backend=cpu --benchmark_min_time=0.01 --benchmark_out=" +
-                       out.string() + " " + args);
+  Result r = run_bench(
+      "--tbd_backend=cpu --benchmark_min_time=0.01 --benchmark_out=" + out.string() + " " + args);
   if (result) *result = r;
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_FALSE(fs::exists(out.string() + ".tmp")) << "temporary JSON left behind";
@@ -132,7 +132,8 @@ const char* kMemCounters[] = {"mem_weights",      "mem_weight_grads", "mem_optim
 void expect_common_counters(const json& b) {
   SCOPED_TRACE(b["name"].get<std::string>());
   ASSERT_FALSE(b.value("error_occurred", false)) << b.value("error_message", "");
-  for (const char* k : {"flop", "flops", "fp32_utilization", "peak_memory_bytes", "cpu_utilization"}) {
+  for (const char* k :
+       {"flop", "flops", "fp32_utilization", "peak_memory_bytes", "cpu_utilization"}) {
     EXPECT_TRUE(b.contains(k)) << k;
   }
   EXPECT_GT(b["flop"].get<double>(), 0);
@@ -157,7 +158,8 @@ void expect_common_counters(const json& b) {
   }
   // Roofline: analytic bytes, their rate, the intensity and the position under the roof (both
   // roofs are measured on the CPU); bandwidth_utilization only on rows without FLOPs.
-  for (const char* k : {"bytes", "bytes_per_second", "arithmetic_intensity", "roofline_utilization"}) {
+  for (const char* k :
+       {"bytes", "bytes_per_second", "arithmetic_intensity", "roofline_utilization"}) {
     ASSERT_TRUE(b.contains(k)) << k;
   }
   EXPECT_FALSE(b.contains("bandwidth_utilization"));
@@ -242,10 +244,11 @@ TEST(BenchNames, KeepsGoogleBenchmarkSuffixesApart) {
 }
 
 TEST(BenchNames, RejectsWhatIsNotInTheGrammar) {
-  for (const char* bad : {"", "Conv2d", "Conv2d/resnet50.conv1/fwd", "Conv2d/resnet50.conv1/up/batch:1",
-                          "Conv2d/resnet50.conv1/fwd/batch:0", "Conv2d/resnet50.conv1/fwd/batch:x",
-                          "Conv2d//fwd/batch:1", "Conv2d/.conv1/fwd/batch:1", "ResNet50/train/8",
-                          "SGD/resnet50/steps", "a/b/c/d/e"}) {
+  for (const char* bad :
+       {"", "Conv2d", "Conv2d/resnet50.conv1/fwd", "Conv2d/resnet50.conv1/up/batch:1",
+        "Conv2d/resnet50.conv1/fwd/batch:0", "Conv2d/resnet50.conv1/fwd/batch:x",
+        "Conv2d//fwd/batch:1", "Conv2d/.conv1/fwd/batch:1", "ResNet50/train/8",
+        "SGD/resnet50/steps", "a/b/c/d/e"}) {
     EXPECT_FALSE(parse_bench_name(bad)) << bad;
   }
 }
@@ -281,13 +284,29 @@ TEST(Metrics, EveryCounterHasOneEntryAndPatternsMatch) {
     EXPECT_FALSE(m.unit.empty()) << m.key;
     EXPECT_FALSE(m.description.empty()) << m.key;
   }
-  for (const char* k : {"real_time", "cpu_time", "items_per_second", "flop", "flops",
-                        "fp32_utilization", "device_fp32_flop", "tensor_utilization",
-                        "gpu_utilization", "cpu_utilization", "peak_memory_bytes",
-                        "breakdown_coverage", "bytes", "bytes_per_second",
-                        "arithmetic_intensity", "roofline_utilization", "bandwidth_utilization",
-                        "mem_weights", "mem_weight_grads", "mem_optimizer_state",
-                        "mem_feature_maps", "mem_workspace", "mem_dynamic"}) {
+  for (const char* k : {"real_time",
+                        "cpu_time",
+                        "items_per_second",
+                        "flop",
+                        "flops",
+                        "fp32_utilization",
+                        "device_fp32_flop",
+                        "tensor_utilization",
+                        "gpu_utilization",
+                        "cpu_utilization",
+                        "peak_memory_bytes",
+                        "breakdown_coverage",
+                        "bytes",
+                        "bytes_per_second",
+                        "arithmetic_intensity",
+                        "roofline_utilization",
+                        "bandwidth_utilization",
+                        "mem_weights",
+                        "mem_weight_grads",
+                        "mem_optimizer_state",
+                        "mem_feature_maps",
+                        "mem_workspace",
+                        "mem_dynamic"}) {
     const MetricInfo* m = find_metric(k);
     ASSERT_NE(m, nullptr) << k;
     EXPECT_EQ(m->key, k) << "an exact entry wins over a pattern";
@@ -319,10 +338,10 @@ TEST(Metrics, EveryCounterHasOneEntryAndPatternsMatch) {
 
 TEST(CpuBandwidth, ArraysAreSizedFromTheCache) {
   const std::size_t mib = std::size_t{1} << 20;
-  EXPECT_EQ(triad_array_bytes(0, 0), 64 * mib);             // unknown cache: the minimum
-  EXPECT_EQ(triad_array_bytes(32 * mib, 0), 64 * mib);      // small caches: the minimum
-  EXPECT_EQ(triad_array_bytes(105 * mib, 0), 104 * mib);    // one LLC, 2 MiB granules
-  EXPECT_EQ(triad_array_bytes(480 * mib, 0), 256 * mib);    // huge caches: capped
+  EXPECT_EQ(triad_array_bytes(0, 0), 64 * mib);                    // unknown cache: the minimum
+  EXPECT_EQ(triad_array_bytes(32 * mib, 0), 64 * mib);             // small caches: the minimum
+  EXPECT_EQ(triad_array_bytes(105 * mib, 0), 104 * mib);           // one LLC, 2 MiB granules
+  EXPECT_EQ(triad_array_bytes(480 * mib, 0), 256 * mib);           // huge caches: capped
   EXPECT_EQ(triad_array_bytes(480 * mib, 1200 * mib), 100 * mib);  // a twelfth of free memory
   EXPECT_EQ(triad_array_bytes(480 * mib, 12 * mib), 2 * mib);      // never below one granule
 }
@@ -334,8 +353,8 @@ TEST(CpuBandwidth, TriadIsPlausibleAndQuick) {
   EXPECT_TRUE(std::isfinite(bw.bytes_per_s));
   EXPECT_GT(bw.bytes_per_s, 1e9) << bw.method;   // 1 GB/s: below any machine's DRAM
   EXPECT_LT(bw.bytes_per_s, 2e12) << bw.method;  // 2 TB/s: above any CPU socket's
-  for (const char* s : {"measured: STREAM triad", "3 arrays of", "best of",
-                        "write-allocate traffic not counted"}) {
+  for (const char* s :
+       {"measured: STREAM triad", "3 arrays of", "best of", "write-allocate traffic not counted"}) {
     EXPECT_NE(bw.method.find(s), std::string::npos) << bw.method;
   }
   EXPECT_LT(s, 2.0) << "the triad runs at every tbd_bench start";
@@ -405,15 +424,17 @@ TEST(RunContext, TheJsonStringsComeFromTheTypedFields) {
 
   c.peaks_measured = false;  // --benchmark_list_tests: nothing measured, nothing claimed
   m = context_entries(c);
-  for (const char* k : {"peak_fp32_flops", "peak_bandwidth_bytes_per_s", "gpu_counters",
-                        "roofline_compute_roof"}) {
+  for (const char* k :
+       {"peak_fp32_flops", "peak_bandwidth_bytes_per_s", "gpu_counters", "roofline_compute_roof"}) {
     EXPECT_EQ(m.count(k), 0u) << k;
   }
 }
 
 TEST(JsonOutput, NonFiniteNumbersBecomeNullOutsideStrings) {
-  std::string in = R"({"a": NaN, "b": -Infinity, "c": [Infinity, -NaN], "s": "NaN \" Infinity", "d": 1.5})";
-  std::string want = R"({"a": null, "b": null, "c": [null, null], "s": "NaN \" Infinity", "d": 1.5})";
+  std::string in =
+      R"({"a": NaN, "b": -Infinity, "c": [Infinity, -NaN], "s": "NaN \" Infinity", "d": 1.5})";
+  std::string want =
+      R"({"a": null, "b": null, "c": [null, null], "s": "NaN \" Infinity", "d": 1.5})";
   EXPECT_EQ(sanitize_json_numbers(in), want);
   EXPECT_NO_THROW(json::parse(sanitize_json_numbers(in)));
 }
@@ -433,21 +454,38 @@ TEST(TbdBench, ListsEveryKindAndEveryNameParses) {
   }
   // Every kind the registered models use (the recurrent kinds come back with the recurrent
   // models: their layer benchmarks are derived from the models' graphs).
-  for (const char* k : {"Conv2d", "BatchNorm2d", "Activation", "Pool2d", "GlobalAvgPool2d", "Linear",
-                        "Gemm", "MultiHeadAttention", "LayerNorm", "SoftmaxCrossEntropy", "Add",
-                        "Embedding", "PositionalEncoding", "Reshape", "Dropout", "SGD", "Adam",
-                        "RMSprop", "ResNet50", "Transformer"}) {
+  for (const char* k : {"Conv2d",
+                        "BatchNorm2d",
+                        "Activation",
+                        "Pool2d",
+                        "GlobalAvgPool2d",
+                        "Linear",
+                        "Gemm",
+                        "MultiHeadAttention",
+                        "LayerNorm",
+                        "SoftmaxCrossEntropy",
+                        "Add",
+                        "Embedding",
+                        "PositionalEncoding",
+                        "Reshape",
+                        "Dropout",
+                        "SGD",
+                        "Adam",
+                        "RMSprop",
+                        "ResNet50",
+                        "Transformer"}) {
     EXPECT_TRUE(kinds.count(k)) << k;
   }
   EXPECT_EQ(phases, (std::set<std::string>{"fwd", "bwd", "fwdbwd", "step", "train"}));
-  for (const char* must : {"Conv2d/resnet50.layer2.0.conv2/fwd/batch:32", "Gemm/square1024/fwd/batch:1",
-                           "SGD/resnet50/step", "ResNet50/train/batch:128",
-                           "Transformer/train/batch:8", "Conv2d/resnet50.conv1/bwd/batch:64",
-                           "Activation/resnet50.layer1.0.relu/fwd/batch:8",  // after the add
-                           "Activation/resnet50.layer1.0.conv1.relu/fwd/batch:8",
-                           "Linear/transformer.output_proj/fwdbwd/batch:32",
-                           "MultiHeadAttention/transformer.decoder.0.cross_attn/bwd/batch:1",
-                           "Adam/transformer/step"}) {
+  for (const char* must :
+       {"Conv2d/resnet50.layer2.0.conv2/fwd/batch:32", "Gemm/square1024/fwd/batch:1",
+        "SGD/resnet50/step", "ResNet50/train/batch:128", "Transformer/train/batch:8",
+        "Conv2d/resnet50.conv1/bwd/batch:64",
+        "Activation/resnet50.layer1.0.relu/fwd/batch:8",  // after the add
+        "Activation/resnet50.layer1.0.conv1.relu/fwd/batch:8",
+        "Linear/transformer.output_proj/fwdbwd/batch:32",
+        "MultiHeadAttention/transformer.decoder.0.cross_attn/bwd/batch:1",
+        "Adam/transformer/step"}) {
     EXPECT_TRUE(unique.count(must)) << must;
   }
 }
@@ -478,14 +516,14 @@ TEST(TbdBench, FiltersSelectWhatTheySay) {
 
   std::vector<std::string> neg = list("--benchmark_filter=-batch: --tbd_batches=1");
   EXPECT_EQ(neg, (std::vector<std::string>{"SGD/resnet50/step", "Adam/resnet50/step",
-                                          "RMSprop/resnet50/step", "SGD/transformer/step",
-                                          "Adam/transformer/step", "RMSprop/transformer/step"}));
+                                           "RMSprop/resnet50/step", "SGD/transformer/step",
+                                           "Adam/transformer/step", "RMSprop/transformer/step"}));
 }
 
 // The test model is test-only code: the product binary does not have it and says so.
 TEST(TbdBench, TheProductHasNoTestModel) {
-  Result r = run_bench("--tbd_backend=cpu --tbd_test_models --benchmark_list_tests",
-                       TBD_BENCH_PRODUCT);
+  Result r =
+      run_bench("--tbd_backend=cpu --tbd_test_models --benchmark_list_tests", TBD_BENCH_PRODUCT);
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.out.find("--tbd_test_models: this binary has no test model"), std::string::npos)
       << r.out;
@@ -498,18 +536,21 @@ TEST(TbdBench, TheProductHasNoTestModel) {
 // mean loss) gives exactly those, named by the model, plus the optimizers over its parameters;
 // a model built with parameters (len) puts them on its layers' names too.
 TEST(TbdBench, LayerBenchmarksComeFromTheModelGraphs) {
-  std::vector<std::string> t = list("--tbd_test_models --benchmark_filter=testconvnet --tbd_batches=2");
-  EXPECT_EQ(t, (std::vector<std::string>{
-                   "Conv2d/testconvnet.conv1/fwd/batch:2", "Conv2d/testconvnet.conv1/bwd/batch:2",
-                   "Conv2d/testconvnet.conv1/fwdbwd/batch:2", "Conv2d/testconvnet.conv2/fwd/batch:2",
-                   "Conv2d/testconvnet.conv2/bwd/batch:2", "Conv2d/testconvnet.conv2/fwdbwd/batch:2",
-                   "TestMeanLoss/testconvnet.loss/fwd/batch:2",
-                   "TestMeanLoss/testconvnet.loss/bwd/batch:2",
-                   "TestMeanLoss/testconvnet.loss/fwdbwd/batch:2", "SGD/testconvnet/step",
-                   "Adam/testconvnet/step", "RMSprop/testconvnet/step"}));
-  std::vector<std::string> fc1 =
-      list("--tbd_seq_len=32 --benchmark_filter=transformer.encoder.0.ffn.fc1/fwd/ --tbd_batches=8");
-  EXPECT_EQ(fc1, (std::vector<std::string>{"Linear/transformer.encoder.0.ffn.fc1/fwd/batch:8/len:32"}));
+  std::vector<std::string> t =
+      list("--tbd_test_models --benchmark_filter=testconvnet --tbd_batches=2");
+  EXPECT_EQ(
+      t,
+      (std::vector<std::string>{
+          "Conv2d/testconvnet.conv1/fwd/batch:2", "Conv2d/testconvnet.conv1/bwd/batch:2",
+          "Conv2d/testconvnet.conv1/fwdbwd/batch:2", "Conv2d/testconvnet.conv2/fwd/batch:2",
+          "Conv2d/testconvnet.conv2/bwd/batch:2", "Conv2d/testconvnet.conv2/fwdbwd/batch:2",
+          "TestMeanLoss/testconvnet.loss/fwd/batch:2", "TestMeanLoss/testconvnet.loss/bwd/batch:2",
+          "TestMeanLoss/testconvnet.loss/fwdbwd/batch:2", "SGD/testconvnet/step",
+          "Adam/testconvnet/step", "RMSprop/testconvnet/step"}));
+  std::vector<std::string> fc1 = list(
+      "--tbd_seq_len=32 --benchmark_filter=transformer.encoder.0.ffn.fc1/fwd/ --tbd_batches=8");
+  EXPECT_EQ(fc1,
+            (std::vector<std::string>{"Linear/transformer.encoder.0.ffn.fc1/fwd/batch:8/len:32"}));
 }
 
 TEST(TbdBench, BatchesAndQuickShapeTheAxis) {
@@ -545,16 +586,17 @@ TEST(TbdBench, BadFlagsFailWithTheirMessage) {
                         Case{"--benchmark_nonsense=1", {"--benchmark_nonsense"}}}) {
     Result r = run_bench(std::string(c.args) + " --benchmark_list_tests");
     EXPECT_NE(r.rc, 0) << c.args;
-    for (const char* s : c.says) EXPECT_NE(r.out.find(s), std::string::npos) << c.args << ": " << r.out;
+    for (const char* s : c.says)
+      EXPECT_NE(r.out.find(s), std::string::npos) << c.args << ": " << r.out;
   }
 }
 
 TEST(TbdBench, HelpListsTheTbdFlags) {
   Result r = run_bench("--help");
   EXPECT_EQ(r.rc, 0);
-  for (const char* s : {"--benchmark_filter", "--tbd_backend=auto|cpu|cuda", "--tbd_math", "--tbd_batches",
-                        "--tbd_quick", "--tbd_memory_limit", "--tbd_threads", "--tbd_breakdown",
-                        "--tbd_cold_l2"}) {
+  for (const char* s :
+       {"--benchmark_filter", "--tbd_backend=auto|cpu|cuda", "--tbd_math", "--tbd_batches",
+        "--tbd_quick", "--tbd_memory_limit", "--tbd_threads", "--tbd_breakdown", "--tbd_cold_l2"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
   }
 }
@@ -576,7 +618,8 @@ TEST(TbdBench, LayerRowsCarryTheCountersAndTheContext) {
   const double bytes[] = {fwd, bwd, fwd + bwd};
   int i = 0;
   for (const char* phase : {"fwd", "bwd", "fwdbwd"}) {
-    const json* b = find_row(j, std::string("Conv2d/resnet50.layer1.0.conv1/") + phase + "/batch:1");
+    const json* b =
+        find_row(j, std::string("Conv2d/resnet50.layer1.0.conv1/") + phase + "/batch:1");
     ASSERT_NE(b, nullptr) << phase;
     expect_common_counters(*b);
     EXPECT_DOUBLE_EQ((*b)["bytes"].get<double>(), bytes[i]) << phase;
@@ -589,8 +632,9 @@ TEST(TbdBench, LayerRowsCarryTheCountersAndTheContext) {
                 (*b)["flops"].get<double>(), 1e-6 * (*b)["flops"].get<double>());
   }
   const json& ctx = j["context"];
-  for (const char* k : {"backend", "device", "peak_fp32_flops", "peak_fp32_method", "threads", "math",
-                        "git_commit", "git_dirty", "build_type", "onednn_version", "timing"}) {
+  for (const char* k :
+       {"backend", "device", "peak_fp32_flops", "peak_fp32_method", "threads", "math", "git_commit",
+        "git_dirty", "build_type", "onednn_version", "timing"}) {
     EXPECT_TRUE(ctx.contains(k)) << k;
   }
   EXPECT_EQ(ctx["backend"], "cpu");
@@ -622,9 +666,11 @@ TEST(TbdBench, LayerRowsCarryTheCountersAndTheContext) {
 // the context keeps what Google Benchmark and its tools expect.
 TEST(TbdBench, MetricTableDescribesEveryRowKey) {
   Result r;
-  json j = run_json("--tbd_test_models --tbd_breakdown '--benchmark_filter=^TestConvNet/|"
-                    "^Conv2d/resnet50.layer1.0.conv1/fwd/' --tbd_batches=1 "
-                    "--benchmark_repetitions=2", &r);
+  json j = run_json(
+      "--tbd_test_models --tbd_breakdown '--benchmark_filter=^TestConvNet/|"
+      "^Conv2d/resnet50.layer1.0.conv1/fwd/' --tbd_batches=1 "
+      "--benchmark_repetitions=2",
+      &r);
   ASSERT_TRUE(j.contains("context") && j["context"].is_object()) << r.out;
   const json& ctx = j["context"];
   ASSERT_TRUE(ctx.contains("tbd_metrics"));
@@ -652,11 +698,21 @@ TEST(TbdBench, MetricTableDescribesEveryRowKey) {
     return false;
   };
   // Google Benchmark's row fields that are not metrics (its JSON reporter, 1.7).
-  const std::set<std::string> gb_fields{
-      "name",       "family_index",   "per_family_instance_index", "run_name",
-      "run_type",   "repetitions",    "repetition_index",          "threads",
-      "iterations", "time_unit",      "aggregate_name",            "aggregate_unit",
-      "label",      "error_occurred", "error_message"};
+  const std::set<std::string> gb_fields{"name",
+                                        "family_index",
+                                        "per_family_instance_index",
+                                        "run_name",
+                                        "run_type",
+                                        "repetitions",
+                                        "repetition_index",
+                                        "threads",
+                                        "iterations",
+                                        "time_unit",
+                                        "aggregate_name",
+                                        "aggregate_unit",
+                                        "label",
+                                        "error_occurred",
+                                        "error_message"};
   std::set<std::string> seen;
   ASSERT_GE(j["benchmarks"].size(), 4u) << r.out;
   for (const json& b : j["benchmarks"]) {
@@ -721,8 +777,9 @@ TEST(TbdBench, DenormalsAreFlushedUnlessKept) {
 // The breakdown rows carry the name of the row they break down, model parameters included
 // (they once said "Transformer/train/batch:1" under a row named ".../batch:1/len:4").
 TEST(TbdBench, BreakdownRowsCarryTheRowsName) {
-  json j = run_json("'--benchmark_filter=^Transformer/train/batch:1/' --tbd_batches=1 "
-                    "--tbd_seq_len=4 --tbd_breakdown");
+  json j = run_json(
+      "'--benchmark_filter=^Transformer/train/batch:1/' --tbd_batches=1 "
+      "--tbd_seq_len=4 --tbd_breakdown");
   ASSERT_NE(find_row(j, "Transformer/train/batch:1/len:4"), nullptr) << j.dump(1);
   ASSERT_TRUE(j.contains("tbd_breakdown"));
   ASSERT_FALSE(j["tbd_breakdown"].empty());
@@ -749,10 +806,10 @@ TEST(TbdBench, ModelFixtureTimesTrainingSteps) {
   // fixtures/test_model.cpp), summed as the FLOPs are: every layer's three phases, plus
   // zero_grad's writes and the optimizer. conv1: x (2, 3, 16, 16) = 1536, y (2, 16, 16, 16) =
   // 8192, w 432; conv2: x 8192, y (2, 16, 8, 8) = 2048, w 2304; the mean loss reads 2048.
-  const double conv1 = 4 * (1536 + 432 + 8192) + 4 * (8192 + 432 + 1536) +
-                       4 * (1536 + 8192 + 2 * 432);
-  const double conv2 = 4 * (8192 + 2304 + 2048) + 4 * (2048 + 2304 + 8192) +
-                       4 * (8192 + 2048 + 2 * 2304);
+  const double conv1 =
+      4 * (1536 + 432 + 8192) + 4 * (8192 + 432 + 1536) + 4 * (1536 + 8192 + 2 * 432);
+  const double conv2 =
+      4 * (8192 + 2304 + 2048) + 4 * (2048 + 2304 + 8192) + 4 * (8192 + 2048 + 2 * 2304);
   const double loss = 4 * (2048 + 1) + 4 * (1 + 2048);
   const double params = 432 + 2304;
   const double zero_grad = 4 * params, sgd = 4 * 3 * params;  // read w, g; write w
@@ -763,8 +820,10 @@ TEST(TbdBench, AFailingConfigIsAnErrorRowAndTheRunGoesOn) {
   // 4 MiB: layer1.0.conv1 fits at batch 1 (1.6 MiB) but not at batch 8, and the optimizer's
   // 25.6 M parameters (100 MB) do not fit at all.
   Result r;
-  json j = run_json("'--benchmark_filter=^Conv2d/resnet50.layer1.0.conv1/fwd/|^SGD/resnet50/' "
-                    "--tbd_batches=1,8 --tbd_memory_limit=0.004", &r);
+  json j = run_json(
+      "'--benchmark_filter=^Conv2d/resnet50.layer1.0.conv1/fwd/|^SGD/resnet50/' "
+      "--tbd_batches=1,8 --tbd_memory_limit=0.004",
+      &r);
   ASSERT_EQ(j["benchmarks"].size(), 3u) << r.out;
   const json* ok = find_row(j, "Conv2d/resnet50.layer1.0.conv1/fwd/batch:1");
   ASSERT_NE(ok, nullptr);
@@ -782,8 +841,9 @@ TEST(TbdBench, AFailingConfigIsAnErrorRowAndTheRunGoesOn) {
 }
 
 TEST(TbdBench, RepetitionsAggregateAndNamesStillParse) {
-  json j = run_json("'--benchmark_filter=^Conv2d/resnet50.layer1.0.conv1/fwd/' --tbd_batches=1 "
-                    "--benchmark_repetitions=2 --benchmark_report_aggregates_only=true");
+  json j = run_json(
+      "'--benchmark_filter=^Conv2d/resnet50.layer1.0.conv1/fwd/' --tbd_batches=1 "
+      "--benchmark_repetitions=2 --benchmark_report_aggregates_only=true");
   ASSERT_GE(j["benchmarks"].size(), 3u);
   for (const json& b : j["benchmarks"]) {
     auto n = parse_bench_name(b["name"]);
@@ -798,10 +858,12 @@ TEST(TbdBench, RepetitionsAggregateAndNamesStillParse) {
 TEST(TbdBench, ConsoleCoefficientOfVariationIsAPercentage) {
   TempDir dir;
   fs::path out = dir / "cv.json";
-  Result r = run_bench("--tbd_backend=cpu --benchmark_min_time=0.01 "
-                       "'--benchmark_filter=^Conv2d/resnet50.layer1.0.conv1/fwd/' --tbd_batches=1 "
-                       "--benchmark_repetitions=3 --benchmark_report_aggregates_only=true "
-                       "--benchmark_out=" + out.string());
+  Result r = run_bench(
+      "--tbd_backend=cpu --benchmark_min_time=0.01 "
+      "'--benchmark_filter=^Conv2d/resnet50.layer1.0.conv1/fwd/' --tbd_batches=1 "
+      "--benchmark_repetitions=3 --benchmark_report_aggregates_only=true "
+      "--benchmark_out=" +
+      out.string());
   ASSERT_EQ(r.rc, 0) << r.out;
   double json_cv = -1;
   const json j = json::parse(std::ifstream(out));
@@ -821,15 +883,21 @@ TEST(TbdBench, ConsoleCoefficientOfVariationIsAPercentage) {
 TEST(TbdBench, AnInterruptedRunLeavesNoFile) {
   TempDir dir;
   fs::path out = dir / "run.json";
-  std::string cmd = std::string(TBD_BENCH_BINARY) +
-                    " --tbd_backend=cpu --benchmark_min_time=30 '--benchmark_filter=^Conv2d/resnet50.conv1/fwd/' "
-                    "--tbd_batches=1 --benchmark_out=" + out.string() + " >/dev/null 2>&1 & pid=$!; "
-                    "sleep 2; kill -INT $pid; wait $pid";
-  std::system(("bash -c '" + [&] {
+  std::string cmd =
+      std::string(TBD_BENCH_BINARY) +
+      " --tbd_backend=cpu --benchmark_min_time=30 '--benchmark_filter=^Conv2d/resnet50.conv1/fwd/' "
+      "--tbd_batches=1 --benchmark_out=" +
+      out.string() +
+      " >/dev/null 2>&1 & pid=$!; "
+      "sleep 2; kill -INT $pid; wait $pid";
+  std::system(("bash -c '" +
+               [&] {
                  std::string q;
                  for (char c : cmd) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
                  return q;
-               }() + "'").c_str());
+               }() +
+               "'")
+                  .c_str());
   EXPECT_FALSE(fs::exists(out));
   EXPECT_FALSE(fs::exists(out.string() + ".tmp"));
 }

@@ -1,8 +1,8 @@
 // tests/core/allocator_test.cpp: category accounting, peaks, limits and OOM messages.
 #include <gtest/gtest.h>
 
-#include "core/backend.h"
 #include "backends/backends.h"
+#include "core/backend.h"
 #include "core/error.h"
 
 namespace tbd {
@@ -15,8 +15,11 @@ TEST(TrackingAllocator, CountsCurrentAndPeakPerCategory) {
   {
     Tensor w = be->empty(Shape{10, 10}, MemCategory::kWeights);
     Tensor f = be->empty(Shape{256}, MemCategory::kFeatureMaps);
-    EXPECT_EQ(a.stats().current_of(MemCategory::kWeights) - base.current_of(MemCategory::kWeights), 400u);
-    EXPECT_EQ(a.stats().current_of(MemCategory::kFeatureMaps) - base.current_of(MemCategory::kFeatureMaps), 1024u);
+    EXPECT_EQ(a.stats().current_of(MemCategory::kWeights) - base.current_of(MemCategory::kWeights),
+              400u);
+    EXPECT_EQ(a.stats().current_of(MemCategory::kFeatureMaps) -
+                  base.current_of(MemCategory::kFeatureMaps),
+              1024u);
     EXPECT_EQ(a.stats().total_current - base.total_current, 1424u);
     EXPECT_EQ(a.stats().num_allocations - base.num_allocations, 2u);
   }

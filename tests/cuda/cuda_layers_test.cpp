@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "core/backend.h"
 #include "backends/backends.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "layers/batchnorm2d.h"
 #include "layers/conv2d.h"

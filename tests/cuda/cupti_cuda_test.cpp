@@ -9,8 +9,8 @@
 
 #include <cmath>
 
-#include "core/counters.h"
 #include "backends/backends.h"
+#include "core/counters.h"
 #include "layers/linear.h"
 #include "tests/support/check.h"
 #ifdef TBD_WITH_CUDA

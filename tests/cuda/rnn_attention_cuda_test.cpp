@@ -39,7 +39,8 @@ TEST_F(RnnAttentionCuda, AttentionDropoutEvalIsIdentityAndMasksAreSeeded) {
   auto forward = [&](Layer& l, bool training) {
     l.set_training(training);
     for (std::size_t k = 0; k < l.params().size(); ++k) {
-      from_host(be, l.params()[k].value, random_vec(l.params()[k].value.numel(), 30 + k, -0.5, 0.5));
+      from_host(be, l.params()[k].value,
+                random_vec(l.params()[k].value.numel(), 30 + k, -0.5, 0.5));
     }
     Tensor x = be.empty(in[0], MemCategory::kDynamic), y = be.empty(in[0], MemCategory::kDynamic);
     from_host(be, x, xv);

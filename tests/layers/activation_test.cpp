@@ -14,19 +14,27 @@ namespace {
 // f(x) and f'(x) in float64.
 double act_f(ActKind k, double alpha, double x) {
   switch (k) {
-    case ActKind::kRelu: return x > 0 ? x : 0.0;
-    case ActKind::kLeakyRelu: return x > 0 ? x : alpha * x;
-    case ActKind::kTanh: return std::tanh(x);
-    case ActKind::kSigmoid: return 1.0 / (1.0 + std::exp(-x));
-    case ActKind::kGelu: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case ActKind::kRelu:
+      return x > 0 ? x : 0.0;
+    case ActKind::kLeakyRelu:
+      return x > 0 ? x : alpha * x;
+    case ActKind::kTanh:
+      return std::tanh(x);
+    case ActKind::kSigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
+    case ActKind::kGelu:
+      return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
   }
   return 0;
 }
 double act_df(ActKind k, double alpha, double x) {
   switch (k) {
-    case ActKind::kRelu: return x > 0 ? 1.0 : 0.0;
-    case ActKind::kLeakyRelu: return x > 0 ? 1.0 : alpha;
-    case ActKind::kTanh: return 1.0 - std::tanh(x) * std::tanh(x);
+    case ActKind::kRelu:
+      return x > 0 ? 1.0 : 0.0;
+    case ActKind::kLeakyRelu:
+      return x > 0 ? 1.0 : alpha;
+    case ActKind::kTanh:
+      return 1.0 - std::tanh(x) * std::tanh(x);
     case ActKind::kSigmoid: {
       double s = 1.0 / (1.0 + std::exp(-x));
       return s * (1.0 - s);
@@ -132,8 +140,7 @@ TEST(ActivationErrors, BadInputsAreRejected) {
   EXPECT_THROW(make_layer(*be, "a", c, {TensorDesc{Shape{}}}), Error);  // rank 0
   EXPECT_THROW(make_layer(*be, "a", c, {TensorDesc{Shape{2, -3}}}), Error);
   EXPECT_THROW(make_layer(*be, "a", c, {TensorDesc{Shape{2, 3}, DType::kI32}}), Error);
-  EXPECT_THROW(make_layer(*be, "a", c, {TensorDesc{Shape{2, 3}}, TensorDesc{Shape{2, 3}}}),
-               Error);
+  EXPECT_THROW(make_layer(*be, "a", c, {TensorDesc{Shape{2, 3}}, TensorDesc{Shape{2, 3}}}), Error);
 }
 
 TEST(ActivationFlops, MatchesFormula) {
@@ -157,12 +164,12 @@ TEST(ActivationFlops, MatchesFormula) {
 
 TEST(ActivationSteps, AllocateNothing) {
   auto be = make_cpu_backend();
-  for (ActKind k : {ActKind::kRelu, ActKind::kLeakyRelu, ActKind::kTanh, ActKind::kSigmoid,
-                    ActKind::kGelu}) {
+  for (ActKind k :
+       {ActKind::kRelu, ActKind::kLeakyRelu, ActKind::kTanh, ActKind::kSigmoid, ActKind::kGelu}) {
     ActivationConfig c;
     c.act = k;
-    auto layer = make_layer(*be, "act", c,
-                            {TensorDesc{Shape{2, 16, 3, 3}, DType::kF32, Layout::kNChw16c}});
+    auto layer =
+        make_layer(*be, "act", c, {TensorDesc{Shape{2, 16, 3, 3}, DType::kF32, Layout::kNChw16c}});
     EXPECT_EQ(allocations_in_step(*be, *layer), 0u) << to_string(k);
   }
 }

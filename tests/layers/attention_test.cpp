@@ -20,7 +20,6 @@ struct MhaCase {
 };
 void PrintTo(const MhaCase& c, std::ostream* os) { *os << c.name; }
 
-
 MultiHeadAttentionConfig mha(int64_t heads, bool cross = false, bool causal = false,
                              bool padding = false, bool bias = true, double dropout = 0.0) {
   MultiHeadAttentionConfig c;
@@ -44,9 +43,15 @@ struct RefMha {
   double scale;
 
   RefMha(const MhaCase& tc, uint64_t step_ = 0)
-      : c(tc.cfg), N(tc.N), Tq(tc.Tq), Tk(tc.cfg.cross ? tc.Tk : tc.Tq), D(tc.D),
-        h(tc.cfg.num_heads), dh(tc.D / tc.cfg.num_heads),
-        dropout(tc.training && tc.cfg.dropout > 0), step(step_),
+      : c(tc.cfg),
+        N(tc.N),
+        Tq(tc.Tq),
+        Tk(tc.cfg.cross ? tc.Tk : tc.Tq),
+        D(tc.D),
+        h(tc.cfg.num_heads),
+        dh(tc.D / tc.cfg.num_heads),
+        dropout(tc.training && tc.cfg.dropout > 0),
+        step(step_),
         scale(1.0 / std::sqrt(static_cast<double>(dh))) {}
 
   struct State {
@@ -213,8 +218,7 @@ TEST_P(MultiHeadAttentionTest, MatchesFloat64Reference) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MultiHeadAttentionTest,
     on_all_targets(::testing::Values(
-        MhaCase{"self_batch1", 1, 4, 0, 8, mha(2)},
-        MhaCase{"self_odd_3heads", 2, 5, 0, 12, mha(3)},
+        MhaCase{"self_batch1", 1, 4, 0, 8, mha(2)}, MhaCase{"self_odd_3heads", 2, 5, 0, 12, mha(3)},
         MhaCase{"self_no_bias", 2, 3, 0, 8, mha(4, false, false, false, /*bias=*/false)},
         MhaCase{"cross", 2, 3, 5, 12, mha(4, /*cross=*/true)},
         MhaCase{"cross_batch1_longer_q", 1, 5, 3, 8, mha(2, true)},
@@ -337,8 +341,8 @@ TEST(MultiHeadAttentionRuntime, SavedStateIsFeatureMaps) {
   auto be = make_cpu_backend();
   const int64_t N = 2, T = 5, D = 8, h = 2;
   const std::size_t before = be->allocator().stats().current_of(MemCategory::kFeatureMaps);
-  auto layer = make_layer(*be, "attn", mha(h, false, false, false, true, 0.1),
-                          {TensorDesc{Shape{N, T, D}}});
+  auto layer =
+      make_layer(*be, "attn", mha(h, false, false, false, true, 0.1), {TensorDesc{Shape{N, T, D}}});
   const std::size_t scores = N * h * T * T;
   // Q, K, V, O (N*T, D) + P and Pd (scores) in f32 + the keep mask (1 byte per score,
   // rounded to f32 elements).
@@ -402,8 +406,7 @@ TEST(MultiHeadAttentionErrors, MismatchedInputsAreRejected) {
                {"kv_lengths", "i32"});
   expect_error(mha(2, true), {TensorDesc{Shape{2, 4, 8}}}, {"expected 2 inputs", "kv_in"});
   expect_error(mha(2), {TensorDesc{Shape{2, 0, 8}}}, {"q_in", "non-positive", "(2, 0, 8)"});
-  expect_error(mha(2, false, false, false, true, 1.0), {TensorDesc{Shape{2, 4, 8}}},
-               {"dropout=1"});
+  expect_error(mha(2, false, false, false, true, 1.0), {TensorDesc{Shape{2, 4, 8}}}, {"dropout=1"});
 }
 
 TEST(MultiHeadAttentionFlops, MatchesFormula) {

@@ -182,20 +182,20 @@ TEST_P(BatchNorm2dTest, RunningStatisticsAndEvalMode) {
   opt.training = false;
   check_layer(
       *be, *layer,
-      [&](auto& xs, auto& p) { return std::vector<Vec>{ref.normalize(xs[0], p[0], p[1], rm_f, rv_f)}; },
+      [&](auto& xs, auto& p) {
+        return std::vector<Vec>{ref.normalize(xs[0], p[0], p[1], rm_f, rv_f)};
+      },
       [&](auto& xs, auto& p, auto& dy) { return ref.backward_eval(xs, p, dy, rm_f, rv_f); }, opt);
   // Eval mode leaves the running statistics alone.
-  EXPECT_TRUE(expect_close("running mean after eval", to_host(*be, bn->running_mean()), rm_f,
-                           Tol{0, 0}));
+  EXPECT_TRUE(
+      expect_close("running mean after eval", to_host(*be, bn->running_mean()), rm_f, Tol{0, 0}));
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, BatchNorm2dTest,
     on_all_targets(::testing::Values(
-        BnCase{"batch1_odd", Shape{1, 3, 5, 7}},
-        BnCase{"plain", Shape{4, 6, 3, 2}},
-        BnCase{"plain_5x5", Shape{4, 6, 5, 5}},
-        BnCase{"spatial_1x1", Shape{5, 3, 1, 1}},
+        BnCase{"batch1_odd", Shape{1, 3, 5, 7}}, BnCase{"plain", Shape{4, 6, 3, 2}},
+        BnCase{"plain_5x5", Shape{4, 6, 5, 5}}, BnCase{"spatial_1x1", Shape{5, 3, 1, 1}},
         // One value per channel: the batch variance is 0 and the running variance takes the
         // biased one (the unbiased one is undefined).
         BnCase{"one_value_per_channel", Shape{1, 3, 1, 1}},
@@ -230,12 +230,12 @@ TEST(BatchNorm2dErrors, WrongRankNamesLayerArgumentAndDims) {
 TEST(BatchNorm2dErrors, BadShapesAndConfigsAreRejected) {
   auto be = make_cpu_backend();
   BatchNorm2dConfig ok;
-  EXPECT_THROW(make_layer(*be, "bn", ok, {TensorDesc{Shape{2, 0, 4, 4}}}), Error);  // zero C
+  EXPECT_THROW(make_layer(*be, "bn", ok, {TensorDesc{Shape{2, 0, 4, 4}}}), Error);   // zero C
   EXPECT_THROW(make_layer(*be, "bn", ok, {TensorDesc{Shape{-2, 3, 4, 4}}}), Error);  // negative N
   EXPECT_THROW(make_layer(*be, "bn", ok, {TensorDesc{Shape{2, 3, 4, 4}, DType::kI32}}), Error);
-  EXPECT_THROW(make_layer(*be, "bn", ok,
-                          {TensorDesc{Shape{2, 3, 4, 4}}, TensorDesc{Shape{2, 3, 4, 4}}}),
-               Error);  // two inputs
+  EXPECT_THROW(
+      make_layer(*be, "bn", ok, {TensorDesc{Shape{2, 3, 4, 4}}, TensorDesc{Shape{2, 3, 4, 4}}}),
+      Error);  // two inputs
   BatchNorm2dConfig bad_eps;
   bad_eps.eps = 0;
   EXPECT_THROW(make_layer(*be, "bn", bad_eps, {TensorDesc{Shape{2, 3, 4, 4}}}), Error);

@@ -45,8 +45,8 @@ TEST(Bytes, Conv2d) {
   Conv2dConfig c = Conv2dConfig::square(4, 3, 1, 1, /*bias=*/true);
   Shape x{2, 3, 5, 5}, y{2, 4, 5, 5};
   expect_bytes(conv2d_bytes(c, x, y), 4 * (150 + 108 + 4 + 200),  // read x, w, b; write y
-               4 * (200 + 108 + 150),                            // read dy, w; write dx
-               4 * (150 + 200 + 2 * (108 + 4)));                 // read x, dy; rw dw, db
+               4 * (200 + 108 + 150),                             // read dy, w; write dx
+               4 * (150 + 200 + 2 * (108 + 4)));                  // read x, dy; rw dw, db
   // Grouped, no bias: C = 4, K = 4, groups 2: w (4, 2, 3, 3) = 72.
   Conv2dConfig g = Conv2dConfig::square(4, 3, 1, 1);
   g.groups = 2;
@@ -88,9 +88,9 @@ TEST(Bytes, BatchNorm2d) {
   // x (2, 3, 4, 5): E = 120, C = 3.
   Shape x{2, 3, 4, 5};
   expect_bytes(batchnorm2d_bytes(x),
-               4 * (120 + 4 * 3 + 120 + 4 * 3),  // read x, gamma, beta, running mean/var;
-                                                 // write y, saved mean/var, running mean/var
-               4 * (120 + 120 + 3 * 3 + 120),    // read dy, x, saved mean/var, gamma; write dx
+               4 * (120 + 4 * 3 + 120 + 4 * 3),       // read x, gamma, beta, running mean/var;
+                                                      // write y, saved mean/var, running mean/var
+               4 * (120 + 120 + 3 * 3 + 120),         // read dy, x, saved mean/var, gamma; write dx
                4 * (120 + 120 + 2 * 3 + 2 * 2 * 3));  // read dy, x, saved stats; rw dgamma, dbeta
   auto be = make_cpu_backend();
   expect_same(make_layer(*be, "bn", BatchNorm2dConfig{}, {TensorDesc{x}})->bytes(),
@@ -133,8 +133,7 @@ TEST(Bytes, CopiesMoveEveryElementTwice) {
   auto be = make_cpu_backend();
   ConcatConfig cat;
   cat.axis = 1;
-  expect_same(make_layer(*be, "cat", cat, in)->bytes(),
-              copy_bytes(in, {TensorDesc{Shape{2, 8}}}));
+  expect_same(make_layer(*be, "cat", cat, in)->bytes(), copy_bytes(in, {TensorDesc{Shape{2, 8}}}));
 }
 
 TEST(Bytes, EmbeddingAndLosses) {
@@ -151,7 +150,7 @@ TEST(Bytes, EmbeddingAndLosses) {
   // Softmax cross entropy of (4, 10) logits = 40 with 4 i32 labels; saved: 4 log-sum-exps and
   // the count.
   expect_bytes(softmax_cross_entropy_bytes(Shape{4, 10}),
-               4 * (40 + 1 + 4 + 1) + 4 * 4,   // read logits, labels; write loss, lse, count
+               4 * (40 + 1 + 4 + 1) + 4 * 4,       // read logits, labels; write loss, lse, count
                4 * (1 + 1 + 40 + 4 + 40) + 4 * 4,  // read dy, count, logits, lse, labels; dlogits
                0);
   // MSE of (3, 4) = 12: read pred, target, write the scalar; read dy, both, write both grads.
@@ -161,8 +160,8 @@ TEST(Bytes, EmbeddingAndLosses) {
 TEST(Bytes, LayerNorm) {
   // x (2, 3, 8): E = 48, D = 8, M = 6 rows (saved mean and variance: 6 each).
   Shape x{2, 3, 8};
-  expect_bytes(layer_norm_bytes(x), 4 * (48 + 2 * 8 + 48 + 2 * 6),
-               4 * (48 + 48 + 2 * 6 + 8 + 48), 4 * (48 + 48 + 2 * 6 + 2 * 2 * 8));
+  expect_bytes(layer_norm_bytes(x), 4 * (48 + 2 * 8 + 48 + 2 * 6), 4 * (48 + 48 + 2 * 6 + 8 + 48),
+               4 * (48 + 48 + 2 * 6 + 2 * 2 * 8));
   auto be = make_cpu_backend();
   expect_same(make_layer(*be, "ln", LayerNormConfig{}, {TensorDesc{x}})->bytes(),
               layer_norm_bytes(x));
@@ -175,9 +174,9 @@ TEST(Bytes, Attention) {
   c.num_heads = 2;
   AttentionDims d{1, 2, 2, 4, 2, 2};
   expect_bytes(attention_bytes(c, d, false),
-               4 * (8 + 80 + 8 + 8 + 16 + 8 + 8),      // q_in, params; y, Q, K+V, P, O
-               4 * (8 + 64 + 8 + 16 + 8 + 8 + 24),     // dy, W, Q, K+V, P; dq_in, dQ+dK+dV
-               4 * (8 + 8 + 24 + 8 + 2 * 80));         // dy, O, dQ+dK+dV, q_in; rw grads
+               4 * (8 + 80 + 8 + 8 + 16 + 8 + 8),   // q_in, params; y, Q, K+V, P, O
+               4 * (8 + 64 + 8 + 16 + 8 + 8 + 24),  // dy, W, Q, K+V, P; dq_in, dQ+dK+dV
+               4 * (8 + 8 + 24 + 8 + 2 * 80));      // dy, O, dQ+dK+dV, q_in; rw grads
   // Dropout adds the one-byte mask of the 8 scores to fwd and dgrad.
   Bytes drop = attention_bytes(c, d, true), plain = attention_bytes(c, d, false);
   EXPECT_DOUBLE_EQ(drop.fprop - plain.fprop, 8);
@@ -203,10 +202,10 @@ TEST(Bytes, Recurrent) {
                4 * (30 + 120 + 135 + 24 + 90), 4 * (24 + 30 + 90 + 2 * (135 + 30)));
   // LSTMCell, N = 3, I = 4, H = 5: NH = 15, NI = 12, gates 60.
   expect_bytes(lstm_cell_bytes(LstmCellConfig{5}, Shape{3, 4}),
-               4 * (12 + 30 + 180 + 20 + 30 + 60),        // x, h, c, params; h', c', gates
-               4 * (30 + 60 + 15 + 180 + 12 + 30 + 60),   // dh', dc', gates, c, W; dx, dh, dc,
-                                                          // gate gradients
-               4 * (12 + 15 + 60 + 2 * (180 + 20)));      // x, h, gate gradients; rw grads
+               4 * (12 + 30 + 180 + 20 + 30 + 60),       // x, h, c, params; h', c', gates
+               4 * (30 + 60 + 15 + 180 + 12 + 30 + 60),  // dh', dc', gates, c, W; dx, dh, dc,
+                                                         // gate gradients
+               4 * (12 + 15 + 60 + 2 * (180 + 20)));     // x, h, gate gradients; rw grads
   auto be = make_cpu_backend();
   expect_same(make_layer(*be, "lstm", l, {TensorDesc{Shape{2, 3, 4}}})->bytes(),
               lstm_bytes(l, Shape{2, 3, 4}));
@@ -226,7 +225,7 @@ TEST(Bytes, OptimizersPerElement) {
   sgd.weight_decay = 1e-4;
   EXPECT_DOUBLE_EQ(sgd_bytes(sgd, ptrs), 4 * 5 * 16);  // read w, g, v; write w, v
   sgd.momentum = 0;
-  EXPECT_DOUBLE_EQ(sgd_bytes(sgd, ptrs), 4 * 3 * 16);  // read w, g; write w
+  EXPECT_DOUBLE_EQ(sgd_bytes(sgd, ptrs), 4 * 3 * 16);            // read w, g; write w
   EXPECT_DOUBLE_EQ(adam_bytes(AdamConfig{}, ptrs), 4 * 7 * 16);  // w, g, m, v; w, m, v
   RmspropConfig rms;
   EXPECT_DOUBLE_EQ(rmsprop_bytes(rms, ptrs), 4 * 5 * 16);  // w, g, sq; w, sq

@@ -67,7 +67,8 @@ struct RefConv {
     });
     if (c.bias) {
       Vec db(K, 0.0);
-      for (int64_t i = 0; i < static_cast<int64_t>(dy[0].size()); ++i) db[(i / (P * Q)) % K] += dy[0][i];
+      for (int64_t i = 0; i < static_cast<int64_t>(dy[0].size()); ++i)
+        db[(i / (P * Q)) % K] += dy[0][i];
       g.dparams.push_back(db);
     }
     return g;
@@ -98,30 +99,43 @@ Conv2dConfig cfg(int64_t k, int64_t kernel, int64_t stride, int64_t pad, bool bi
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, Conv2dTest,
-    on_all_targets(::testing::Values(
-        ConvCase{"stem_batch1", Shape{1, 3, 9, 9}, cfg(16, 3, 2, 1)},              // stem-like, batch 1
-        ConvCase{"odd_sizes_bias", Shape{2, 5, 7, 6}, cfg(7, 3, 1, 1, true)},         // odd sizes, bias
-        ConvCase{"blocked_1x1", Shape{3, 16, 6, 6}, cfg(32, 1, 1, 0), Layout::kNChw16c},  // blocked in/out
-        ConvCase{"blocked_strided", Shape{2, 32, 8, 8}, cfg(16, 3, 2, 1), Layout::kNChw16c},  // strided, blocked
-        ConvCase{"blocked_strided_bias", Shape{2, 16, 9, 9}, cfg(32, 3, 2, 1, true),  // odd H, bias
-                 Layout::kNChw16c},
-        ConvCase{"blocked_strided_chunks", Shape{6, 16, 10, 10}, cfg(16, 3, 2, 1),  // 3 chunks
-                 Layout::kNChw16c},
-        ConvCase{"blocked_strided_heavy_weights", Shape{2, 352, 4, 4}, cfg(352, 3, 2, 1),
-                 Layout::kNChw16c},  // 4.5 MiB of weights: one image per chunk
-        ConvCase{"groups_dilation", Shape{2, 4, 9, 9}, cfg(6, 3, 1, 2, false, 2, 2)},  // groups + dilation
-        ConvCase{"rect_kernel", Shape{1, 2, 5, 7}, [] {
-                   Conv2dConfig c = cfg(3, 1, 1, 0);
-                   c.kernel_h = 3, c.kernel_w = 2, c.stride_w = 2, c.pad_h = 1;
-                   return c;
-                 }()},
-        ConvCase{"3x3_batch2", Shape{2, 3, 9, 9}, cfg(8, 3, 1, 1)},
-        ConvCase{"1x1_stride2_bias", Shape{1, 5, 7, 6}, cfg(4, 1, 2, 0, true)},
-        ConvCase{"groups_dilation_stride2_bias", Shape{3, 8, 10, 11}, cfg(8, 3, 2, 2, true, 2, 2)},
-        // The longest reductions here (wgrad over 2*14*14 positions, fwd over 16*9 products):
-        // where TF32's error is largest.
-        ConvCase{"wide_16_to_32_14x14", Shape{2, 16, 14, 14}, cfg(32, 3, 1, 1)},
-        ConvCase{"no_dx", Shape{1, 3, 6, 5}, cfg(8, 3, 1, 1), Layout::kRowMajor, false})),
+    on_all_targets(
+        ::testing::
+            Values(
+                ConvCase{"stem_batch1", Shape{1, 3, 9, 9}, cfg(16, 3, 2, 1)},  // stem-like, batch 1
+                ConvCase{"odd_sizes_bias", Shape{2, 5, 7, 6},
+                         cfg(7, 3, 1, 1, true)},  // odd sizes, bias
+                ConvCase{"blocked_1x1", Shape{3, 16, 6, 6}, cfg(32, 1, 1, 0),
+                         Layout::kNChw16c},  // blocked in/out
+                ConvCase{"blocked_strided", Shape{2, 32, 8, 8}, cfg(16, 3, 2, 1),
+                         Layout::kNChw16c},  // strided, blocked
+                ConvCase{"blocked_strided_bias", Shape{2, 16, 9, 9},
+                         cfg(32, 3, 2, 1, true),  // odd H, bias
+                         Layout::kNChw16c},
+                ConvCase{"blocked_strided_chunks", Shape{6, 16, 10, 10},
+                         cfg(16, 3, 2, 1),  // 3 chunks
+                         Layout::kNChw16c},
+                ConvCase{
+                    "blocked_strided_heavy_weights", Shape{2, 352, 4, 4}, cfg(352, 3, 2, 1),
+                    Layout::kNChw16c},  // 4.5 MiB of weights: one image per chunk
+                ConvCase{"groups_dilation", Shape{2, 4, 9, 9},
+                         cfg(6, 3, 1, 2, false, 2, 2)},  // groups + dilation
+                ConvCase{
+                    "rect_kernel",
+                    Shape{1, 2, 5, 7},
+                    [] {
+                      Conv2dConfig c = cfg(3, 1, 1, 0);
+                      c.kernel_h = 3, c.kernel_w = 2, c.stride_w = 2, c.pad_h = 1;
+                      return c;
+                    }()},
+                ConvCase{"3x3_batch2", Shape{2, 3, 9, 9}, cfg(8, 3, 1, 1)},
+                ConvCase{"1x1_stride2_bias", Shape{1, 5, 7, 6}, cfg(4, 1, 2, 0, true)},
+                ConvCase{"groups_dilation_stride2_bias", Shape{3, 8, 10, 11},
+                         cfg(8, 3, 2, 2, true, 2, 2)},
+                // The longest reductions here (wgrad over 2*14*14 positions, fwd over 16*9
+                // products): where TF32's error is largest.
+                ConvCase{"wide_16_to_32_14x14", Shape{2, 16, 14, 14}, cfg(32, 3, 1, 1)},
+                ConvCase{"no_dx", Shape{1, 3, 6, 5}, cfg(8, 3, 1, 1), Layout::kRowMajor, false})),
     CaseOnTarget());
 
 bool has_avx512_core() {
@@ -191,8 +205,7 @@ TEST(Conv2dImpl, LargeStridedForwardMatchesSampledFloat64) {
 TEST(Conv2dErrors, WrongRankNamesLayerArgumentAndDims) {
   auto be = make_cpu_backend();
   try {
-    make_layer(*be, "layer1.0.conv1", Conv2dConfig::square(8, 3),
-               {TensorDesc{Shape{3, 224, 224}}});
+    make_layer(*be, "layer1.0.conv1", Conv2dConfig::square(8, 3), {TensorDesc{Shape{3, 224, 224}}});
     FAIL() << "expected an error";
   } catch (const Error& e) {
     std::string m = e.what();

@@ -27,8 +27,10 @@ struct RefDropout {
   uint32_t thr;
   bool training;
   RefDropout(const DropoutConfig& c, const std::string& name, bool train = true)
-      : p(c.p), scale(c.p < 1 ? 1 / (1 - c.p) : 0.0),
-        base(dropout_step_base(dropout_key(c, name), 0)), thr(dropout_threshold(c.p)),
+      : p(c.p),
+        scale(c.p < 1 ? 1 / (1 - c.p) : 0.0),
+        base(dropout_step_base(dropout_key(c, name), 0)),
+        thr(dropout_threshold(c.p)),
         training(train) {}
   double m(int64_t i) const {
     if (!training) return 1.0;
@@ -192,21 +194,36 @@ TEST(DropoutErrors, WrongRankNamesLayerArgumentAndDims) {
   auto be = make_cpu_backend();
   expect_error([&] { make_layer(*be, "attn.drop", dcfg(0.1), {TensorDesc{Shape{}}}); },
                {"Dropout 'attn.drop'", "input x", "rank", "()"});
-  expect_error([&] {
-    make_layer(*be, "attn.drop", dcfg(0.1), {TensorDesc{Shape{2, 8, 4, 4}, DType::kF32, Layout::kNChw16c}});
-  }, {"Dropout 'attn.drop'", "input x", "C % 16", "(2, 8, 4, 4)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "attn.drop", dcfg(0.1),
+                   {TensorDesc{Shape{2, 8, 4, 4}, DType::kF32, Layout::kNChw16c}});
+      },
+      {"Dropout 'attn.drop'", "input x", "C % 16", "(2, 8, 4, 4)"});
 }
 
 TEST(DropoutErrors, NonPositiveDimsAndBadConfigAreRejected) {
   auto be = make_cpu_backend();
-  expect_error([&] { make_layer(*be, "d", dcfg(0.1), {TensorDesc{Shape{4, 0}}}); },
-               {"Dropout 'd'", "x", "(4, 0)"});
-  expect_error([&] { make_layer(*be, "d", dcfg(1.5), {TensorDesc{Shape{4, 2}}}); },
-               {"Dropout 'd'", "p=1.5"});
-  expect_error([&] { make_layer(*be, "d", dcfg(-0.1), {TensorDesc{Shape{4, 2}}}); },
-               {"Dropout 'd'", "p=-0.1"});
-  expect_error([&] { make_layer(*be, "d", dcfg(0.1), {TensorDesc{Shape{4, 2}, DType::kI32}}); },
-               {"Dropout 'd'", "x", "i32"});
+  expect_error(
+      [&] {
+        make_layer(*be, "d", dcfg(0.1), {TensorDesc{Shape{4, 0}}});
+      },
+      {"Dropout 'd'", "x", "(4, 0)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "d", dcfg(1.5), {TensorDesc{Shape{4, 2}}});
+      },
+      {"Dropout 'd'", "p=1.5"});
+  expect_error(
+      [&] {
+        make_layer(*be, "d", dcfg(-0.1), {TensorDesc{Shape{4, 2}}});
+      },
+      {"Dropout 'd'", "p=-0.1"});
+  expect_error(
+      [&] {
+        make_layer(*be, "d", dcfg(0.1), {TensorDesc{Shape{4, 2}, DType::kI32}});
+      },
+      {"Dropout 'd'", "x", "i32"});
 }
 
 TEST(DropoutFlops, MatchesFormula) {

@@ -72,16 +72,15 @@ TEST_P(EmbeddingTest, MatchesFloat64Reference) {
       [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); }, opt);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, EmbeddingTest,
-    on_all_targets(::testing::Values(
-        EmbeddingCase{"batch1", Shape{1}, ecfg(7, 3)},
-        EmbeddingCase{"odd_sizes_2d", Shape{3, 5}, ecfg(11, 9)},
-        EmbeddingCase{"padding_scaled", Shape{4, 6}, ecfg(5, 13, 2, 2.5)},
-        EmbeddingCase{"padding2_scale2_3x5", Shape{3, 5}, ecfg(10, 6, 2, 2.0)},
-        EmbeddingCase{"repeated_ids", Shape{50}, ecfg(3, 33)},
-        EmbeddingCase{"wide_dim_padding0", Shape{2, 3}, ecfg(4, 70, 0)})),
-    CaseOnTarget());
+INSTANTIATE_TEST_SUITE_P(Shapes, EmbeddingTest,
+                         on_all_targets(::testing::Values(
+                             EmbeddingCase{"batch1", Shape{1}, ecfg(7, 3)},
+                             EmbeddingCase{"odd_sizes_2d", Shape{3, 5}, ecfg(11, 9)},
+                             EmbeddingCase{"padding_scaled", Shape{4, 6}, ecfg(5, 13, 2, 2.5)},
+                             EmbeddingCase{"padding2_scale2_3x5", Shape{3, 5}, ecfg(10, 6, 2, 2.0)},
+                             EmbeddingCase{"repeated_ids", Shape{50}, ecfg(3, 33)},
+                             EmbeddingCase{"wide_dim_padding0", Shape{2, 3}, ecfg(4, 70, 0)})),
+                         CaseOnTarget());
 
 struct RunResult {
   Vec y, dw;
@@ -156,17 +155,26 @@ TEST(EmbeddingParams, ShapeAndInit) {
 
 TEST(EmbeddingErrors, WrongRankAndTypeNameLayerArgumentAndDims) {
   auto be = make_cpu_backend();
-  expect_error([&] { make_layer(*be, "tok", ecfg(10, 4), {TensorDesc{Shape{}, DType::kI32}}); },
-               {"Embedding 'tok'", "input ids", "rank", "()"});
-  expect_error([&] { make_layer(*be, "tok", ecfg(10, 4), {TensorDesc{Shape{3, 4}}}); },
-               {"Embedding 'tok'", "input ids", "i32", "(3, 4) f32"});
+  expect_error(
+      [&] {
+        make_layer(*be, "tok", ecfg(10, 4), {TensorDesc{Shape{}, DType::kI32}});
+      },
+      {"Embedding 'tok'", "input ids", "rank", "()"});
+  expect_error(
+      [&] {
+        make_layer(*be, "tok", ecfg(10, 4), {TensorDesc{Shape{3, 4}}});
+      },
+      {"Embedding 'tok'", "input ids", "i32", "(3, 4) f32"});
 }
 
 TEST(EmbeddingErrors, NonPositiveDimsAndBadConfigAreRejected) {
   auto be = make_cpu_backend();
   TensorDesc ids{Shape{3, 4}, DType::kI32};
-  expect_error([&] { make_layer(*be, "e", ecfg(10, 4), {TensorDesc{Shape{3, 0}, DType::kI32}}); },
-               {"Embedding 'e'", "ids", "(3, 0)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "e", ecfg(10, 4), {TensorDesc{Shape{3, 0}, DType::kI32}});
+      },
+      {"Embedding 'e'", "ids", "(3, 0)"});
   expect_error([&] { make_layer(*be, "e", ecfg(0, 4), {ids}); },
                {"Embedding 'e'", "num_embeddings=0"});
   expect_error([&] { make_layer(*be, "e", ecfg(10, -4), {ids}); }, {"Embedding 'e'", "dim=-4"});

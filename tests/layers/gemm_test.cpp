@@ -125,36 +125,60 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(GemmErrors, WrongRankNamesLayerArgumentAndDims) {
   auto be = make_cpu_backend();
-  expect_error([&] { make_layer(*be, "qk", GemmConfig{}, {TensorDesc{Shape{5}}, TensorDesc{Shape{5, 3}}}); },
-               {"Gemm 'qk'", "input a", "rank", "(5)"});
-  expect_error([&] { make_layer(*be, "qk", GemmConfig{}, {TensorDesc{Shape{2, 4, 5}}, TensorDesc{Shape{5}}}); },
-               {"Gemm 'qk'", "input b", "rank", "(5)"});
-  expect_error([&] {
-    make_layer(*be, "qk", GemmConfig{}, {TensorDesc{Shape{2, 2, 4, 5}}, TensorDesc{Shape{2, 5, 3}}});
-  }, {"Gemm 'qk'", "input b", "(2, 2, 4, 5)", "(2, 5, 3)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "qk", GemmConfig{}, {TensorDesc{Shape{5}}, TensorDesc{Shape{5, 3}}});
+      },
+      {"Gemm 'qk'", "input a", "rank", "(5)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "qk", GemmConfig{}, {TensorDesc{Shape{2, 4, 5}}, TensorDesc{Shape{5}}});
+      },
+      {"Gemm 'qk'", "input b", "rank", "(5)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "qk", GemmConfig{},
+                   {TensorDesc{Shape{2, 2, 4, 5}}, TensorDesc{Shape{2, 5, 3}}});
+      },
+      {"Gemm 'qk'", "input b", "(2, 2, 4, 5)", "(2, 5, 3)"});
 }
 
 TEST(GemmErrors, MismatchedAndNonPositiveDimsAreRejected) {
   auto be = make_cpu_backend();
-  expect_error([&] { make_layer(*be, "g", GemmConfig{}, {TensorDesc{Shape{4, 5}}, TensorDesc{Shape{6, 3}}}); },
-               {"Gemm 'g'", "inner dims", "(4, 5)", "(6, 3)"});
-  expect_error([&] {
-    make_layer(*be, "g", gcfg(true, false), {TensorDesc{Shape{4, 5}}, TensorDesc{Shape{5, 3}}});
-  }, {"Gemm 'g'", "inner dims", "transposed"});
-  expect_error([&] {
-    make_layer(*be, "g", GemmConfig{}, {TensorDesc{Shape{2, 4, 5}}, TensorDesc{Shape{3, 5, 3}}});
-  }, {"Gemm 'g'", "batch dims", "(2, 4, 5)", "(3, 5, 3)"});
-  expect_error([&] { make_layer(*be, "g", GemmConfig{}, {TensorDesc{Shape{0, 5}}, TensorDesc{Shape{5, 3}}}); },
-               {"Gemm 'g'", "a", "(0, 5)"});
-  expect_error([&] { make_layer(*be, "g", GemmConfig{}, {TensorDesc{Shape{4, 5}}, TensorDesc{Shape{5, -1}}}); },
-               {"Gemm 'g'", "b", "(5, -1)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "g", GemmConfig{}, {TensorDesc{Shape{4, 5}}, TensorDesc{Shape{6, 3}}});
+      },
+      {"Gemm 'g'", "inner dims", "(4, 5)", "(6, 3)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "g", gcfg(true, false), {TensorDesc{Shape{4, 5}}, TensorDesc{Shape{5, 3}}});
+      },
+      {"Gemm 'g'", "inner dims", "transposed"});
+  expect_error(
+      [&] {
+        make_layer(*be, "g", GemmConfig{},
+                   {TensorDesc{Shape{2, 4, 5}}, TensorDesc{Shape{3, 5, 3}}});
+      },
+      {"Gemm 'g'", "batch dims", "(2, 4, 5)", "(3, 5, 3)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "g", GemmConfig{}, {TensorDesc{Shape{0, 5}}, TensorDesc{Shape{5, 3}}});
+      },
+      {"Gemm 'g'", "a", "(0, 5)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "g", GemmConfig{}, {TensorDesc{Shape{4, 5}}, TensorDesc{Shape{5, -1}}});
+      },
+      {"Gemm 'g'", "b", "(5, -1)"});
   EXPECT_THROW(make_layer(*be, "g", GemmConfig{}, {TensorDesc{Shape{4, 5}}}), Error);  // one input
 }
 
 TEST(GemmFlops, MatchesFormula) {
   auto be = make_cpu_backend();
   GemmConfig cfg = gcfg(false, true, 0.125, true);
-  auto layer = make_layer(*be, "g", cfg, {TensorDesc{Shape{8, 3, 10, 16}}, TensorDesc{Shape{8, 3, 12, 16}}});
+  auto layer =
+      make_layer(*be, "g", cfg, {TensorDesc{Shape{8, 3, 10, 16}}, TensorDesc{Shape{8, 3, 12, 16}}});
   const double B = 24, M = 10, N = 12, K = 16;
   EXPECT_DOUBLE_EQ(layer->flops().fprop, 2 * B * M * N * K + B * M * N);
   EXPECT_DOUBLE_EQ(layer->flops().dgrad, 4 * B * M * N * K);

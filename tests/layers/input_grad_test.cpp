@@ -53,8 +53,9 @@ TEST_P(InputGradTest, LinearDgradMatchesFloat64Reference) {
     auto layer = make_layer(*be, "fc.dgrad", c, {TensorDesc{dy}});
     EXPECT_EQ(layer->output_descs()[0].shape[-1], in);
     RefLinearDgrad ref{dy.numel() / dy[-1], dy[-1], in};
-    check_layer(*be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
-                [&](auto& x, auto& p, auto& v) { return ref.backward(x, p, v); });
+    check_layer(
+        *be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+        [&](auto& x, auto& p, auto& v) { return ref.backward(x, p, v); });
   }
 }
 
@@ -107,9 +108,13 @@ struct RefConv {
 TEST_P(InputGradTest, Conv2dDgradMatchesFloat64Reference) {
   Backend* be = &this->be();
   TBD_SKIP_WITHOUT_IMPLEMENTATION(Conv2dDgradConfig, *be);
-  struct Case { Shape x; int64_t k, r, stride, pad, groups; };
-  for (const Case& tc : {Case{Shape{2, 3, 7, 7}, 4, 3, 1, 1, 1}, Case{Shape{2, 4, 8, 8}, 6, 3, 2, 1, 2},
-                         Case{Shape{1, 5, 6, 5}, 3, 1, 1, 0, 1}, Case{Shape{2, 2, 9, 9}, 4, 4, 2, 1, 1}}) {
+  struct Case {
+    Shape x;
+    int64_t k, r, stride, pad, groups;
+  };
+  for (const Case& tc :
+       {Case{Shape{2, 3, 7, 7}, 4, 3, 1, 1, 1}, Case{Shape{2, 4, 8, 8}, 6, 3, 2, 1, 2},
+        Case{Shape{1, 5, 6, 5}, 3, 1, 1, 0, 1}, Case{Shape{2, 2, 9, 9}, 4, 4, 2, 1, 1}}) {
     SCOPED_TRACE(tc.x.to_string());
     RefConv ref(tc.x, tc.k, tc.r, tc.stride, tc.pad, tc.groups);
     Conv2dDgradConfig c;
@@ -134,8 +139,8 @@ TEST_P(InputGradTest, Conv2dDgradMatchesFloat64Reference) {
 TEST_P(InputGradTest, ActivationDgradMatchesFloat64Reference) {
   Backend* be = &this->be();
   TBD_SKIP_WITHOUT_IMPLEMENTATION(ActivationDgradConfig, *be);
-  for (const auto& [act, alpha] : std::vector<std::pair<ActKind, double>>{
-           {ActKind::kRelu, 0.0}, {ActKind::kLeakyRelu, 0.2}}) {
+  for (const auto& [act, alpha] :
+       std::vector<std::pair<ActKind, double>>{{ActKind::kRelu, 0.0}, {ActKind::kLeakyRelu, 0.2}}) {
     SCOPED_TRACE(to_string(act));
     ActivationDgradConfig c;
     c.act.act = act;
@@ -170,9 +175,14 @@ TEST_P(InputGradTest, ActivationDgradMatchesFloat64Reference) {
 TEST_P(InputGradTest, Pool2dDgradMatchesFloat64Reference) {
   Backend* be = &this->be();
   TBD_SKIP_WITHOUT_IMPLEMENTATION(Pool2dDgradConfig, *be);
-  struct Case { Shape x; int64_t k, stride, pad; bool include_pad; };
-  for (const Case& tc : {Case{Shape{2, 3, 8, 8}, 2, 2, 0, true}, Case{Shape{1, 2, 7, 6}, 3, 1, 1, false},
-                         Case{Shape{1, 2, 7, 6}, 3, 2, 1, true}}) {
+  struct Case {
+    Shape x;
+    int64_t k, stride, pad;
+    bool include_pad;
+  };
+  for (const Case& tc :
+       {Case{Shape{2, 3, 8, 8}, 2, 2, 0, true}, Case{Shape{1, 2, 7, 6}, 3, 1, 1, false},
+        Case{Shape{1, 2, 7, 6}, 3, 2, 1, true}}) {
     SCOPED_TRACE(tc.x.to_string());
     Pool2dDgradConfig c;
     c.pool = Pool2dConfig::square(PoolKind::kAvg, tc.k, tc.stride, tc.pad);
@@ -199,8 +209,8 @@ TEST_P(InputGradTest, Pool2dDgradMatchesFloat64Reference) {
                     ++cnt;
                     continue;
                   }
-                  const double div = tc.include_pad ? static_cast<double>(tc.k * tc.k)
-                                                    : static_cast<double>(cnt);
+                  const double div =
+                      tc.include_pad ? static_cast<double>(tc.k * tc.k) : static_cast<double>(cnt);
                   f((n * H + h) * W + w, (n * P + p) * Q + q, 1.0 / div);
                 }
           }
@@ -294,8 +304,9 @@ TEST_P(InputGradTest, LayerNormDgradMatchesFloat64Reference) {
     RefLnDgrad ref{s.numel() / s[-1], s[-1], c.ln.eps};
     LayerCheckOptions o;
     o.op_class = OpClass::kReduction;
-    check_layer(*be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
-                [&](auto& x, auto& p, auto& v) { return ref.backward(x, p, v); }, o);
+    check_layer(
+        *be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+        [&](auto& x, auto& p, auto& v) { return ref.backward(x, p, v); }, o);
   }
 }
 
@@ -342,20 +353,30 @@ TEST(InputGradErrors, NameTheLayerAndWhatIsUnsupported) {
   const TensorDesc d{Shape{2, 3}};
   ActivationDgradConfig tanh;
   tanh.act.act = ActKind::kTanh;
-  expect_error([&] { make_layer(*be, "t.dgrad", tanh, {d, d}); },
-               {"ActivationDgrad 't.dgrad'", "tanh", "not supported"});
+  expect_error(
+      [&] {
+        make_layer(*be, "t.dgrad", tanh, {d, d});
+      },
+      {"ActivationDgrad 't.dgrad'", "tanh", "not supported"});
   Pool2dDgradConfig maxp;
   maxp.pool = Pool2dConfig::square(PoolKind::kMax, 2, 2);
   maxp.in_h = maxp.in_w = 4;
-  expect_error([&] { make_layer(*be, "p.dgrad", maxp, {TensorDesc{Shape{1, 1, 2, 2}}}); },
-               {"Pool2dDgrad 'p.dgrad'", "max pooling"});
+  expect_error(
+      [&] {
+        make_layer(*be, "p.dgrad", maxp, {TensorDesc{Shape{1, 1, 2, 2}}});
+      },
+      {"Pool2dDgrad 'p.dgrad'", "max pooling"});
   Conv2dDgradConfig conv;
   conv.conv = Conv2dConfig::square(4, 3, 1, 1);
   conv.in_channels = 3, conv.in_h = 8, conv.in_w = 8;
-  expect_error([&] { make_layer(*be, "c.dgrad", conv, {TensorDesc{Shape{2, 4, 7, 8}}}); },
-               {"Conv2dDgrad 'c.dgrad'", "(2, 4, 7, 8)", "(2, 4, 8, 8)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "c.dgrad", conv, {TensorDesc{Shape{2, 4, 7, 8}}});
+      },
+      {"Conv2dDgrad 'c.dgrad'", "(2, 4, 7, 8)", "(2, 4, 8, 8)"});
   LinearDgradConfig lin;
-  expect_error([&] { make_layer(*be, "l.dgrad", lin, {d}); }, {"LinearDgrad 'l.dgrad'", "in_features"});
+  expect_error([&] { make_layer(*be, "l.dgrad", lin, {d}); },
+               {"LinearDgrad 'l.dgrad'", "in_features"});
   expect_error([&] { make_layer(*be, "gp", GradientPenaltyConfig{}, {TensorDesc{Shape{5}}}); },
                {"GradientPenalty 'gp'", "rank >= 2", "(5)"});
 }

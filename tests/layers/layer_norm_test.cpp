@@ -102,14 +102,12 @@ TEST_P(LayerNormTest, ParameterGradientsWithoutInputGradient) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, LayerNormTest,
-    on_all_targets(::testing::Values(LayerNormCase{"batch1", Shape{1, 7}},
-                                     LayerNormCase{"odd_sizes_3d", Shape{3, 5, 33}},
-                                     LayerNormCase{"wide_eps", Shape{2, 130}, 1e-3},
-                                     LayerNormCase{"rank4", Shape{2, 3, 2, 16}},
-                                     LayerNormCase{"many_rows", Shape{67, 9}},
-                                     LayerNormCase{"rows_of_32", Shape{4, 7, 32}},
-                                     LayerNormCase{"rows_of_100", Shape{3, 100}},
-                                     LayerNormCase{"300_short_rows", Shape{300, 5}})),
+    on_all_targets(::testing::Values(
+        LayerNormCase{"batch1", Shape{1, 7}}, LayerNormCase{"odd_sizes_3d", Shape{3, 5, 33}},
+        LayerNormCase{"wide_eps", Shape{2, 130}, 1e-3}, LayerNormCase{"rank4", Shape{2, 3, 2, 16}},
+        LayerNormCase{"many_rows", Shape{67, 9}}, LayerNormCase{"rows_of_32", Shape{4, 7, 32}},
+        LayerNormCase{"rows_of_100", Shape{3, 100}},
+        LayerNormCase{"300_short_rows", Shape{300, 5}})),
     CaseOnTarget());
 
 TEST(LayerNormParams, InitDecayAndSavedStatistics) {
@@ -138,14 +136,23 @@ TEST(LayerNormErrors, WrongRankNamesLayerArgumentAndDims) {
 
 TEST(LayerNormErrors, NonPositiveDimsAndBadConfigAreRejected) {
   auto be = make_cpu_backend();
-  expect_error([&] { make_layer(*be, "ln", LayerNormConfig{}, {TensorDesc{Shape{4, 0}}}); },
-               {"LayerNorm 'ln'", "x", "(4, 0)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "ln", LayerNormConfig{}, {TensorDesc{Shape{4, 0}}});
+      },
+      {"LayerNorm 'ln'", "x", "(4, 0)"});
   LayerNormConfig bad;
   bad.eps = 0;
-  expect_error([&] { make_layer(*be, "ln", bad, {TensorDesc{Shape{4, 8}}}); },
-               {"LayerNorm 'ln'", "eps"});
-  expect_error([&] { make_layer(*be, "ln", LayerNormConfig{}, {TensorDesc{Shape{4, 8}, DType::kI32}}); },
-               {"LayerNorm 'ln'", "x", "i32"});
+  expect_error(
+      [&] {
+        make_layer(*be, "ln", bad, {TensorDesc{Shape{4, 8}}});
+      },
+      {"LayerNorm 'ln'", "eps"});
+  expect_error(
+      [&] {
+        make_layer(*be, "ln", LayerNormConfig{}, {TensorDesc{Shape{4, 8}, DType::kI32}});
+      },
+      {"LayerNorm 'ln'", "x", "i32"});
 }
 
 TEST(LayerNormFlops, MatchesFormula) {

@@ -128,16 +128,28 @@ TEST(LinearErrors, NonPositiveDimsAndBadConfigAreRejected) {
   auto be = make_cpu_backend();
   LinearConfig cfg;
   cfg.out_features = 4;
-  expect_error([&] { make_layer(*be, "fc", cfg, {TensorDesc{Shape{0, 3}}}); },
-               {"Linear 'fc'", "x", "(0, 3)"});
-  expect_error([&] { make_layer(*be, "fc", cfg, {TensorDesc{Shape{2, -3}}}); },
-               {"Linear 'fc'", "(2, -3)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "fc", cfg, {TensorDesc{Shape{0, 3}}});
+      },
+      {"Linear 'fc'", "x", "(0, 3)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "fc", cfg, {TensorDesc{Shape{2, -3}}});
+      },
+      {"Linear 'fc'", "(2, -3)"});
   cfg.out_features = 0;
-  expect_error([&] { make_layer(*be, "fc", cfg, {TensorDesc{Shape{2, 3}}}); },
-               {"Linear 'fc'", "out_features=0"});
+  expect_error(
+      [&] {
+        make_layer(*be, "fc", cfg, {TensorDesc{Shape{2, 3}}});
+      },
+      {"Linear 'fc'", "out_features=0"});
   cfg.out_features = 4;
-  expect_error([&] { make_layer(*be, "fc", cfg, {TensorDesc{Shape{2, 3}, DType::kI32}}); },
-               {"Linear 'fc'", "x", "i32"});
+  expect_error(
+      [&] {
+        make_layer(*be, "fc", cfg, {TensorDesc{Shape{2, 3}, DType::kI32}});
+      },
+      {"Linear 'fc'", "x", "i32"});
   EXPECT_THROW(make_layer(*be, "fc", cfg, {TensorDesc{Shape{2, 3}}, TensorDesc{Shape{2, 3}}}),
                Error);  // two inputs
 }

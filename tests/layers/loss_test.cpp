@@ -32,7 +32,8 @@ struct RefXent {
   int64_t M, V;
   double ls;
   int64_t ignore;
-  RefXent(const Shape& z, double s, int64_t ig) : M(z.numel() / z[-1]), V(z[-1]), ls(s), ignore(ig) {}
+  RefXent(const Shape& z, double s, int64_t ig)
+      : M(z.numel() / z[-1]), V(z[-1]), ls(s), ignore(ig) {}
   double lse(const Vec& z, int64_t m) const {
     double mx = *std::max_element(z.begin() + m * V, z.begin() + (m + 1) * V);
     double s = 0;
@@ -105,14 +106,12 @@ TEST_P(XentTest, MatchesFloat64Reference) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, XentTest,
     on_all_targets(::testing::Values(
-        XentCase{"batch1", Shape{1, 5}},
-        XentCase{"odd_sizes", Shape{7, 13}},
+        XentCase{"batch1", Shape{1, 5}}, XentCase{"odd_sizes", Shape{7, 13}},
         XentCase{"label_smoothing", Shape{6, 11}, 0.1},
         XentCase{"ignore_index", Shape{9, 7}, 0.0, -1, -1, 3.0, 2},  // 1 in 3 ignored
         XentCase{"smoothing_ignore_3d", Shape{2, 5, 10}, 0.2, -1, -1},
         XentCase{"large_logits", Shape{4, 300}, 0.0, -100, 0, 60.0},
-        XentCase{"vocab_1", Shape{3, 1}},
-        XentCase{"all_ignored", Shape{3, 4}, 0.1, -1, -1, 3.0, 0},
+        XentCase{"vocab_1", Shape{3, 1}}, XentCase{"all_ignored", Shape{3, 4}, 0.1, -1, -1, 3.0, 0},
         // The default ignore_index (-100) on two of nine rows, with and without smoothing.
         XentCase{"default_ignore_index", Shape{9, 11}, 0.0, -100, 0, 3.0, -1,
                  Vec{3, 0, 10, -100, 7, 7, 1, -100, 5}},
@@ -163,8 +162,8 @@ TEST(XentDeterminism, SameLossForAnyThreadCount) {
   const int64_t M = 257, V = 301;
   SoftmaxCrossEntropyConfig cfg;
   cfg.label_smoothing = 0.1;
-  auto layer = make_layer(*be, "loss", cfg,
-                          {TensorDesc{Shape{M, V}}, TensorDesc{Shape{M}, DType::kI32}});
+  auto layer =
+      make_layer(*be, "loss", cfg, {TensorDesc{Shape{M, V}}, TensorDesc{Shape{M}, DType::kI32}});
   Vec z = random_vec(M * V, 5, -4, 4), labels(M);
   for (int64_t m = 0; m < M; ++m) labels[m] = static_cast<double>((m * 37) % V);
   int saved = omp_get_max_threads();
@@ -194,30 +193,44 @@ TEST(XentMasking, MinusInfinityLogitsStayFinite) {
 TEST(XentErrors, WrongRankNamesLayerArgumentAndDims) {
   auto be = make_cpu_backend();
   SoftmaxCrossEntropyConfig cfg;
-  expect_error([&] {
-    make_layer(*be, "lm_loss", cfg, {TensorDesc{Shape{10}}, TensorDesc{Shape{10}, DType::kI32}});
-  }, {"SoftmaxCrossEntropy 'lm_loss'", "input logits", "rank", "(10)"});
-  expect_error([&] {
-    make_layer(*be, "lm_loss", cfg, {TensorDesc{Shape{4, 10}}, TensorDesc{Shape{4, 1}, DType::kI32}});
-  }, {"SoftmaxCrossEntropy 'lm_loss'", "input labels", "(4)", "(4, 1)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "lm_loss", cfg,
+                   {TensorDesc{Shape{10}}, TensorDesc{Shape{10}, DType::kI32}});
+      },
+      {"SoftmaxCrossEntropy 'lm_loss'", "input logits", "rank", "(10)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "lm_loss", cfg,
+                   {TensorDesc{Shape{4, 10}}, TensorDesc{Shape{4, 1}, DType::kI32}});
+      },
+      {"SoftmaxCrossEntropy 'lm_loss'", "input labels", "(4)", "(4, 1)"});
 }
 
 TEST(XentErrors, MismatchedShapesTypesAndConfigAreRejected) {
   auto be = make_cpu_backend();
   SoftmaxCrossEntropyConfig cfg;
-  expect_error([&] {
-    make_layer(*be, "l", cfg, {TensorDesc{Shape{4, 10}}, TensorDesc{Shape{5}, DType::kI32}});
-  }, {"SoftmaxCrossEntropy 'l'", "labels", "(4, 10)", "(5)"});
-  expect_error([&] {
-    make_layer(*be, "l", cfg, {TensorDesc{Shape{4, 10}}, TensorDesc{Shape{4}}});
-  }, {"SoftmaxCrossEntropy 'l'", "labels", "i32", "f32"});
-  expect_error([&] {
-    make_layer(*be, "l", cfg, {TensorDesc{Shape{4, 0}}, TensorDesc{Shape{4}, DType::kI32}});
-  }, {"SoftmaxCrossEntropy 'l'", "logits", "(4, 0)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "l", cfg, {TensorDesc{Shape{4, 10}}, TensorDesc{Shape{5}, DType::kI32}});
+      },
+      {"SoftmaxCrossEntropy 'l'", "labels", "(4, 10)", "(5)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "l", cfg, {TensorDesc{Shape{4, 10}}, TensorDesc{Shape{4}}});
+      },
+      {"SoftmaxCrossEntropy 'l'", "labels", "i32", "f32"});
+  expect_error(
+      [&] {
+        make_layer(*be, "l", cfg, {TensorDesc{Shape{4, 0}}, TensorDesc{Shape{4}, DType::kI32}});
+      },
+      {"SoftmaxCrossEntropy 'l'", "logits", "(4, 0)"});
   cfg.label_smoothing = 1.5;
-  expect_error([&] {
-    make_layer(*be, "l", cfg, {TensorDesc{Shape{4, 10}}, TensorDesc{Shape{4}, DType::kI32}});
-  }, {"SoftmaxCrossEntropy 'l'", "label_smoothing"});
+  expect_error(
+      [&] {
+        make_layer(*be, "l", cfg, {TensorDesc{Shape{4, 10}}, TensorDesc{Shape{4}, DType::kI32}});
+      },
+      {"SoftmaxCrossEntropy 'l'", "label_smoothing"});
   EXPECT_THROW(make_layer(*be, "l", SoftmaxCrossEntropyConfig{}, {TensorDesc{Shape{4, 10}}}),
                Error);  // labels missing
 }
@@ -272,22 +285,21 @@ TEST_P(MseTest, MatchesFloat64Reference) {
       [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); }, opt);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, MseTest,
-    on_all_targets(::testing::Values(MseCase{"single", Shape{1}},
-                                     MseCase{"odd_sizes", Shape{3, 5}},
-                                     MseCase{"small_2d", Shape{4, 6}},
-                                     MseCase{"rank4", Shape{2, 3, 4, 5}},
-                                     MseCase{"several_blocks", Shape{3, 4099}},  // > one block
-                                     MseCase{"long_100000", Shape{100000}},
-                                     MseCase{"pred_grad_only", Shape{7, 3}, {true, false}},
-                                     MseCase{"target_grad_only", Shape{7, 3}, {false, true}})),
-    CaseOnTarget());
+INSTANTIATE_TEST_SUITE_P(Shapes, MseTest,
+                         on_all_targets(::testing::Values(
+                             MseCase{"single", Shape{1}}, MseCase{"odd_sizes", Shape{3, 5}},
+                             MseCase{"small_2d", Shape{4, 6}}, MseCase{"rank4", Shape{2, 3, 4, 5}},
+                             MseCase{"several_blocks", Shape{3, 4099}},  // > one block
+                             MseCase{"long_100000", Shape{100000}},
+                             MseCase{"pred_grad_only", Shape{7, 3}, {true, false}},
+                             MseCase{"target_grad_only", Shape{7, 3}, {false, true}})),
+                         CaseOnTarget());
 
 TEST(MseDeterminism, SameLossForAnyThreadCount) {
   auto be = make_cpu_backend();
   const int64_t E = 50001;
-  auto layer = make_layer(*be, "mse", MseLossConfig{}, {TensorDesc{Shape{E}}, TensorDesc{Shape{E}}});
+  auto layer =
+      make_layer(*be, "mse", MseLossConfig{}, {TensorDesc{Shape{E}}, TensorDesc{Shape{E}}});
   Vec p = random_vec(E, 8), t = random_vec(E, 9);
   int saved = omp_get_max_threads();
   omp_set_num_threads(1);
@@ -300,18 +312,28 @@ TEST(MseDeterminism, SameLossForAnyThreadCount) {
 
 TEST(MseErrors, MismatchedShapesNameLayerArgumentAndDims) {
   auto be = make_cpu_backend();
-  expect_error([&] {
-    make_layer(*be, "value_loss", MseLossConfig{}, {TensorDesc{Shape{4, 1}}, TensorDesc{Shape{4}}});
-  }, {"MseLoss 'value_loss'", "input target", "(4, 1)", "(4)"});
-  expect_error([&] {
-    make_layer(*be, "m", MseLossConfig{}, {TensorDesc{Shape{4, 0}}, TensorDesc{Shape{4, 0}}});
-  }, {"MseLoss 'm'", "pred", "(4, 0)"});
-  expect_error([&] {
-    make_layer(*be, "m", MseLossConfig{}, {TensorDesc{Shape{}}, TensorDesc{Shape{}}});
-  }, {"MseLoss 'm'", "rank"});
-  expect_error([&] {
-    make_layer(*be, "m", MseLossConfig{}, {TensorDesc{Shape{4}}, TensorDesc{Shape{4}, DType::kI32}});
-  }, {"MseLoss 'm'", "i32"});
+  expect_error(
+      [&] {
+        make_layer(*be, "value_loss", MseLossConfig{},
+                   {TensorDesc{Shape{4, 1}}, TensorDesc{Shape{4}}});
+      },
+      {"MseLoss 'value_loss'", "input target", "(4, 1)", "(4)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "m", MseLossConfig{}, {TensorDesc{Shape{4, 0}}, TensorDesc{Shape{4, 0}}});
+      },
+      {"MseLoss 'm'", "pred", "(4, 0)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "m", MseLossConfig{}, {TensorDesc{Shape{}}, TensorDesc{Shape{}}});
+      },
+      {"MseLoss 'm'", "rank"});
+  expect_error(
+      [&] {
+        make_layer(*be, "m", MseLossConfig{},
+                   {TensorDesc{Shape{4}}, TensorDesc{Shape{4}, DType::kI32}});
+      },
+      {"MseLoss 'm'", "i32"});
 }
 
 TEST(MseFlops, MatchesFormula) {

@@ -20,7 +20,6 @@ struct OptCase {
 };
 void PrintTo(const OptCase& c, std::ostream* os) { *os << c.name; }
 
-
 SgdConfig sgd(double lr, double momentum, double wd) {
   SgdConfig c;
   c.lr = lr, c.momentum = momentum, c.weight_decay = wd;
@@ -187,15 +186,13 @@ TEST_P(OptimizerTest, StateIsAllocatedOnceAsOptimizerState) {
 
 INSTANTIATE_TEST_SUITE_P(
     Rules, OptimizerTest,
-    on_all_targets(::testing::Values(OptCase{"sgd_momentum_decay", sgd(0.1, 0.9, 0.1)},
-                                     OptCase{"sgd_plain", sgd(0.1, 0.0, 0.0)},
-                                     OptCase{"sgd_decay_no_momentum", sgd(0.1, 0.0, 0.3)},
-                                     OptCase{"adam", adam(0.01, 0.0, false)},
-                                     OptCase{"adam_l2_decay", adam(0.01, 0.5, false)},
-                                     OptCase{"adamw", adam(0.01, 0.5, true)},
-                                     OptCase{"rmsprop", rmsprop(0.01, 0.0, 0.0)},
-                                     OptCase{"rmsprop_momentum", rmsprop(0.01, 0.9, 0.0)},
-                                     OptCase{"rmsprop_momentum_decay", rmsprop(0.01, 0.9, 0.2)})),
+    on_all_targets(::testing::Values(
+        OptCase{"sgd_momentum_decay", sgd(0.1, 0.9, 0.1)}, OptCase{"sgd_plain", sgd(0.1, 0.0, 0.0)},
+        OptCase{"sgd_decay_no_momentum", sgd(0.1, 0.0, 0.3)},
+        OptCase{"adam", adam(0.01, 0.0, false)}, OptCase{"adam_l2_decay", adam(0.01, 0.5, false)},
+        OptCase{"adamw", adam(0.01, 0.5, true)}, OptCase{"rmsprop", rmsprop(0.01, 0.0, 0.0)},
+        OptCase{"rmsprop_momentum", rmsprop(0.01, 0.9, 0.0)},
+        OptCase{"rmsprop_momentum_decay", rmsprop(0.01, 0.9, 0.2)})),
     CaseOnTarget());
 
 // The reference agrees with each variant; this checks that the variants really differ, so

@@ -172,15 +172,14 @@ TEST_P(GlobalAvgPool2dTest, MatchesFloat64Reference) {
       opt);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, GlobalAvgPool2dTest,
-    on_all_targets(::testing::Values(GapCase{"plain_odd", Shape{2, 5, 3, 7}},
-                                     GapCase{"plain_batch1_1x1", Shape{1, 3, 1, 1}},
-                                     GapCase{"plain_7x7", Shape{2, 5, 7, 7}},
-                                     GapCase{"blocked", Shape{3, 32, 4, 4}, Layout::kNChw16c},
-                                     GapCase{"blocked_batch1_7x7", Shape{1, 16, 7, 7},
-                                             Layout::kNChw16c})),
-    CaseOnTarget());
+INSTANTIATE_TEST_SUITE_P(Shapes, GlobalAvgPool2dTest,
+                         on_all_targets(::testing::Values(
+                             GapCase{"plain_odd", Shape{2, 5, 3, 7}},
+                             GapCase{"plain_batch1_1x1", Shape{1, 3, 1, 1}},
+                             GapCase{"plain_7x7", Shape{2, 5, 7, 7}},
+                             GapCase{"blocked", Shape{3, 32, 4, 4}, Layout::kNChw16c},
+                             GapCase{"blocked_batch1_7x7", Shape{1, 16, 7, 7}, Layout::kNChw16c})),
+                         CaseOnTarget());
 
 TEST(Pool2dErrors, WrongRankNamesLayerArgumentAndDims) {
   auto be = make_cpu_backend();
@@ -209,8 +208,8 @@ TEST(Pool2dErrors, BadShapesAndConfigsAreRejected) {
     return make_layer(*be, "p", c, {TensorDesc{std::move(x)}});
   };
   Pool2dConfig ok = pool(PoolKind::kMax, 3, 2, 1);
-  EXPECT_THROW(make(ok, Shape{1, 0, 8, 8}), Error);   // zero channels
-  EXPECT_THROW(make(ok, Shape{1, 3, -8, 8}), Error);  // negative height
+  EXPECT_THROW(make(ok, Shape{1, 0, 8, 8}), Error);                             // zero channels
+  EXPECT_THROW(make(ok, Shape{1, 3, -8, 8}), Error);                            // negative height
   EXPECT_THROW(make(pool(PoolKind::kMax, 5, 1, 0), Shape{1, 3, 4, 8}), Error);  // kernel > input
   EXPECT_THROW(make(pool(PoolKind::kMax, 0, 1, 0), Shape{1, 3, 4, 4}), Error);  // zero kernel
   EXPECT_THROW(make(pool(PoolKind::kMax, 2, 0, 0), Shape{1, 3, 4, 4}), Error);  // zero stride

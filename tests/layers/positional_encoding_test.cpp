@@ -18,7 +18,8 @@ struct PeCase {
 // y[n, t, d] = x[n, t, d] + sin or cos of t / 10000^(2*(d/2)/D), written out here rather than
 // through sinusoid() so that a wrong table in layers/ shows.
 double table(int64_t t, int64_t d, int64_t D) {
-  const double angle = static_cast<double>(t) / std::pow(10000.0, static_cast<double>(d - d % 2) / D);
+  const double angle =
+      static_cast<double>(t) / std::pow(10000.0, static_cast<double>(d - d % 2) / D);
   return d % 2 == 0 ? std::sin(angle) : std::cos(angle);
 }
 
@@ -50,18 +51,20 @@ TEST_P(PositionalEncodingTest, MatchesFloat64Reference) {
       opt);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, PositionalEncodingTest,
-    on_all_targets(::testing::Values(PeCase{"batch1_one_step", Shape{1, 1, 4}},
-                                     PeCase{"odd_dim", Shape{2, 5, 7}},
-                                     PeCase{"batch2_7x12", Shape{2, 7, 12}},
-                                     PeCase{"long_wide", Shape{3, 40, 64}})),
-    CaseOnTarget());
+INSTANTIATE_TEST_SUITE_P(Shapes, PositionalEncodingTest,
+                         on_all_targets(::testing::Values(PeCase{"batch1_one_step", Shape{1, 1, 4}},
+                                                          PeCase{"odd_dim", Shape{2, 5, 7}},
+                                                          PeCase{"batch2_7x12", Shape{2, 7, 12}},
+                                                          PeCase{"long_wide", Shape{3, 40, 64}})),
+                         CaseOnTarget());
 
 TEST(PositionalEncodingErrors, WrongRankAndTypeNameLayerArgumentAndDims) {
   auto be = make_cpu_backend();
-  expect_error([&] { make_layer(*be, "src_pe", PositionalEncodingConfig{}, {TensorDesc{Shape{7, 12}}}); },
-               {"PositionalEncoding 'src_pe'", "x", "(7, 12)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "src_pe", PositionalEncodingConfig{}, {TensorDesc{Shape{7, 12}}});
+      },
+      {"PositionalEncoding 'src_pe'", "x", "(7, 12)"});
   expect_error(
       [&] {
         make_layer(*be, "src_pe", PositionalEncodingConfig{},

@@ -149,8 +149,14 @@ struct RefRnn {
   bool lstm;
   int64_t T, N, I, H, L, D, P;  // P: parameters per direction
   RefRnn(bool is_lstm, const SeqCase& c)
-      : lstm(is_lstm), T(c.T), N(c.N), I(c.I), H(c.H), L(c.layers),
-        D(c.bidirectional ? 2 : 1), P(is_lstm ? 3 : 4) {}
+      : lstm(is_lstm),
+        T(c.T),
+        N(c.N),
+        I(c.I),
+        H(c.H),
+        L(c.layers),
+        D(c.bidirectional ? 2 : 1),
+        P(is_lstm ? 3 : 4) {}
 
   int64_t in_width(int64_t l) const { return l == 0 ? I : H * D; }
   CellParams cell_params(const std::vector<Vec>& p, int64_t l, int64_t d) const {
@@ -159,8 +165,7 @@ struct RefRnn {
   }
 
   // Forward; with dy, also the backward (returns the gradients in g).
-  Vec run(const std::vector<Vec>& xv, const std::vector<Vec>& p, const Vec* dy,
-          RefGrads* g) const {
+  Vec run(const std::vector<Vec>& xv, const std::vector<Vec>& p, const Vec* dy, RefGrads* g) const {
     // cache[l][d][n][s]: step s of direction d (time t = s forward, T-1-s backward).
     std::vector<std::vector<std::vector<std::vector<StepCache>>>> cache(L);
     Vec in = xv[0];
@@ -259,7 +264,8 @@ void check_sequence(Backend& be, bool lstm, const SeqCase& c, bool want_dx = tru
   LayerCheckOptions opt = rnn_options();
   if (!want_dx) opt.x_needs_grad = {false};
   check_layer(
-      be, *layer, [&](auto& x, auto& p) { return std::vector<Vec>{ref.run(x, p, nullptr, nullptr)}; },
+      be, *layer,
+      [&](auto& x, auto& p) { return std::vector<Vec>{ref.run(x, p, nullptr, nullptr)}; },
       [&](auto& x, auto& p, auto& dy) {
         RefGrads g;
         ref.run(x, p, &dy[0], &g);
@@ -271,12 +277,9 @@ void check_sequence(Backend& be, bool lstm, const SeqCase& c, bool want_dx = tru
 const auto kSeqCases = on_all_targets(::testing::Values(
     SeqCase{"uni_1layer_odd", 3, 2, 5, 7, 1, false},
     SeqCase{"uni_one_step", 1, 2, 3, 2, 1, false},  // T = 1: h_{-1} = 0, no recurrent gradient
-    SeqCase{"bi_one_step", 1, 1, 2, 3, 1, true},
-    SeqCase{"uni_1layer_batch1", 4, 1, 3, 4, 1, false},
-    SeqCase{"uni_2layer", 3, 2, 5, 7, 2, false},
-    SeqCase{"uni_3layer_long", 7, 2, 3, 4, 3, false},
-    SeqCase{"bi_1layer_odd", 3, 2, 5, 7, 1, true},
-    SeqCase{"bi_2layer_batch1", 3, 1, 4, 5, 2, true},
+    SeqCase{"bi_one_step", 1, 1, 2, 3, 1, true}, SeqCase{"uni_1layer_batch1", 4, 1, 3, 4, 1, false},
+    SeqCase{"uni_2layer", 3, 2, 5, 7, 2, false}, SeqCase{"uni_3layer_long", 7, 2, 3, 4, 3, false},
+    SeqCase{"bi_1layer_odd", 3, 2, 5, 7, 1, true}, SeqCase{"bi_2layer_batch1", 3, 1, 4, 5, 2, true},
     SeqCase{"bi_2layer_h_gt_i", 4, 3, 2, 6, 2, true},
     SeqCase{"uni_1layer_5x3x7_h8", 5, 3, 7, 8, 1, false},
     SeqCase{"uni_batch1_4x1x5_h6", 4, 1, 5, 6, 1, false},
@@ -482,8 +485,9 @@ TEST(RnnParams, NamesShapesAndCountsFollowPyTorch) {
   EXPECT_EQ(n, gru_param_count(gc, 5));
   EXPECT_EQ(gru_param_count(gc, 5), (12 * 9 + 24) + (12 * 8 + 24));  // 3H(I+H) + 6H
 
-  auto cell = make_layer(*be, "dec", LstmCellConfig{7},
-                         {TensorDesc{Shape{2, 5}}, TensorDesc{Shape{2, 7}}, TensorDesc{Shape{2, 7}}});
+  auto cell =
+      make_layer(*be, "dec", LstmCellConfig{7},
+                 {TensorDesc{Shape{2, 5}}, TensorDesc{Shape{2, 7}}, TensorDesc{Shape{2, 7}}});
   n = 0;
   for (const auto& q : cell->params()) n += q.value.numel();
   EXPECT_EQ(cell->params()[0].name, "dec.w_ih");
@@ -497,44 +501,73 @@ TEST(RnnParams, NamesShapesAndCountsFollowPyTorch) {
 
 TEST(RnnErrors, WrongRankNamesLayerArgumentAndDims) {
   auto be = make_cpu_backend();
-  expect_error([&] { make_layer(*be, "enc", LstmConfig{8}, {TensorDesc{Shape{2, 5}}}); },
-               {"LSTM 'enc'", "input x", "(2, 5)"});
-  expect_error([&] { make_layer(*be, "ds2.rnn1", GruConfig{8}, {TensorDesc{Shape{1, 2, 3, 4}}}); },
-               {"GRU 'ds2.rnn1'", "input x", "(1, 2, 3, 4)"});
-  expect_error([&] {
-    make_layer(*be, "dec", LstmCellConfig{8},
-               {TensorDesc{Shape{2, 3, 5}}, TensorDesc{Shape{2, 8}}, TensorDesc{Shape{2, 8}}});
-  }, {"LSTMCell 'dec'", "input x", "(2, 3, 5)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "enc", LstmConfig{8}, {TensorDesc{Shape{2, 5}}});
+      },
+      {"LSTM 'enc'", "input x", "(2, 5)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "ds2.rnn1", GruConfig{8}, {TensorDesc{Shape{1, 2, 3, 4}}});
+      },
+      {"GRU 'ds2.rnn1'", "input x", "(1, 2, 3, 4)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "dec", LstmCellConfig{8},
+                   {TensorDesc{Shape{2, 3, 5}}, TensorDesc{Shape{2, 8}}, TensorDesc{Shape{2, 8}}});
+      },
+      {"LSTMCell 'dec'", "input x", "(2, 3, 5)"});
 }
 
 TEST(RnnErrors, ZeroOrNegativeSizesAreRejected) {
   auto be = make_cpu_backend();
-  expect_error([&] { make_layer(*be, "enc", LstmConfig{0}, {TensorDesc{Shape{3, 2, 5}}}); },
-               {"LSTM 'enc'", "hidden=0"});
-  expect_error([&] { make_layer(*be, "g", GruConfig{-4}, {TensorDesc{Shape{3, 2, 5}}}); },
-               {"GRU 'g'", "hidden=-4"});
-  expect_error([&] { make_layer(*be, "enc", LstmConfig{8, 0}, {TensorDesc{Shape{3, 2, 5}}}); },
-               {"num_layers=0"});
-  expect_error([&] { make_layer(*be, "enc", LstmConfig{8}, {TensorDesc{Shape{0, 2, 5}}}); },
-               {"LSTM 'enc'", "input x", "(0, 2, 5)"});
-  expect_error([&] {
-    make_layer(*be, "dec", LstmCellConfig{0},
-               {TensorDesc{Shape{2, 5}}, TensorDesc{Shape{2, 0}}, TensorDesc{Shape{2, 0}}});
-  }, {"LSTMCell 'dec'", "hidden=0"});
+  expect_error(
+      [&] {
+        make_layer(*be, "enc", LstmConfig{0}, {TensorDesc{Shape{3, 2, 5}}});
+      },
+      {"LSTM 'enc'", "hidden=0"});
+  expect_error(
+      [&] {
+        make_layer(*be, "g", GruConfig{-4}, {TensorDesc{Shape{3, 2, 5}}});
+      },
+      {"GRU 'g'", "hidden=-4"});
+  expect_error(
+      [&] {
+        make_layer(*be, "enc", LstmConfig{8, 0}, {TensorDesc{Shape{3, 2, 5}}});
+      },
+      {"num_layers=0"});
+  expect_error(
+      [&] {
+        make_layer(*be, "enc", LstmConfig{8}, {TensorDesc{Shape{0, 2, 5}}});
+      },
+      {"LSTM 'enc'", "input x", "(0, 2, 5)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "dec", LstmCellConfig{0},
+                   {TensorDesc{Shape{2, 5}}, TensorDesc{Shape{2, 0}}, TensorDesc{Shape{2, 0}}});
+      },
+      {"LSTMCell 'dec'", "hidden=0"});
 }
 
 TEST(RnnErrors, MismatchedStatesAreRejected) {
   auto be = make_cpu_backend();
-  expect_error([&] {
-    make_layer(*be, "dec", LstmCellConfig{8},
-               {TensorDesc{Shape{2, 5}}, TensorDesc{Shape{3, 8}}, TensorDesc{Shape{2, 8}}});
-  }, {"LSTMCell 'dec'", "input h", "(3, 8)", "(2, 8)"});
-  expect_error([&] {
-    make_layer(*be, "dec", LstmCellConfig{8},
-               {TensorDesc{Shape{2, 5}}, TensorDesc{Shape{2, 8}}, TensorDesc{Shape{2, 7}}});
-  }, {"LSTMCell 'dec'", "input c", "(2, 7)"});
-  expect_error([&] { make_layer(*be, "dec", LstmCellConfig{8}, {TensorDesc{Shape{2, 5}}}); },
-               {"LSTMCell 'dec'", "inputs"});
+  expect_error(
+      [&] {
+        make_layer(*be, "dec", LstmCellConfig{8},
+                   {TensorDesc{Shape{2, 5}}, TensorDesc{Shape{3, 8}}, TensorDesc{Shape{2, 8}}});
+      },
+      {"LSTMCell 'dec'", "input h", "(3, 8)", "(2, 8)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "dec", LstmCellConfig{8},
+                   {TensorDesc{Shape{2, 5}}, TensorDesc{Shape{2, 8}}, TensorDesc{Shape{2, 7}}});
+      },
+      {"LSTMCell 'dec'", "input c", "(2, 7)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "dec", LstmCellConfig{8}, {TensorDesc{Shape{2, 5}}});
+      },
+      {"LSTMCell 'dec'", "inputs"});
 }
 
 // ---- FLOPs ----
@@ -561,8 +594,9 @@ TEST(RnnFlops, BidirectionalGruMatchesFormula) {
 
 TEST(RnnFlops, LstmCellAndLayerAgree) {
   auto be = make_cpu_backend();
-  auto cell = make_layer(*be, "dec", LstmCellConfig{7},
-                         {TensorDesc{Shape{3, 5}}, TensorDesc{Shape{3, 7}}, TensorDesc{Shape{3, 7}}});
+  auto cell =
+      make_layer(*be, "dec", LstmCellConfig{7},
+                 {TensorDesc{Shape{3, 5}}, TensorDesc{Shape{3, 7}}, TensorDesc{Shape{3, 7}}});
   Flops want = lstm_cell_flops(LstmCellConfig{7}, Shape{3, 5});
   EXPECT_DOUBLE_EQ(want.fprop, 2.0 * 3 * (5 + 7) * 4 * 7 + 17.0 * 3 * 7);
   EXPECT_DOUBLE_EQ(cell->flops().fprop, want.fprop);

@@ -53,14 +53,13 @@ TEST_P(AddTest, MatchesFloat64Reference) {
       moves());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, AddTest,
-    on_all_targets(::testing::Values(AddCase{"plain_odd", Shape{3, 5, 7}},
-                                     AddCase{"batch1_scalarish", Shape{1, 1}},
-                                     AddCase{"blocked", Shape{2, 16, 3, 3}, Layout::kNChw16c},
-                                     AddCase{"blocked_batch1", Shape{1, 32, 5, 1},
-                                             Layout::kNChw16c})),
-    CaseOnTarget());
+INSTANTIATE_TEST_SUITE_P(Shapes, AddTest,
+                         on_all_targets(::testing::Values(
+                             AddCase{"plain_odd", Shape{3, 5, 7}},
+                             AddCase{"batch1_scalarish", Shape{1, 1}},
+                             AddCase{"blocked", Shape{2, 16, 3, 3}, Layout::kNChw16c},
+                             AddCase{"blocked_batch1", Shape{1, 32, 5, 1}, Layout::kNChw16c})),
+                         CaseOnTarget());
 
 class TensorOpsOnTarget : public TargetTest {};
 
@@ -96,7 +95,8 @@ Vec ref_concat(const std::vector<Vec>& pieces, const std::vector<int64_t>& sizes
     int64_t base = 0;
     for (std::size_t k = 0; k < pieces.size(); ++k) {
       const int64_t len = sizes[k] * inner;
-      for (int64_t i = 0; i < len; ++i) y[(o * ws[axis]) * inner + base + i] = pieces[k][o * len + i];
+      for (int64_t i = 0; i < len; ++i)
+        y[(o * ws[axis]) * inner + base + i] = pieces[k][o * len + i];
       base += len;
     }
   }
@@ -158,15 +158,16 @@ TEST_P(ConcatTest, MatchesFloat64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, ConcatTest,
-    on_all_targets(::testing::Values(ConcatCase{"channels_3_inputs", {Shape{2, 3, 4}, Shape{2, 5, 4}, Shape{2, 1, 4}}, 1},
-                      ConcatCase{"batch_axis0", {Shape{1, 3, 2}, Shape{3, 3, 2}}, 0},
-                      ConcatCase{"last_axis_negative", {Shape{3, 2, 5}, Shape{3, 2, 7}}, -1},
-                      ConcatCase{"single_input", {Shape{4, 3}}, 1},
-                      ConcatCase{"nchw_channels", {Shape{2, 3, 3, 5}, Shape{2, 4, 3, 5}}, 1},
-                      ConcatCase{"blocked_channels",
-                                 {Shape{2, 16, 3, 5}, Shape{2, 32, 3, 5}, Shape{2, 16, 3, 5}},
-                                 1,
-                                 Layout::kNChw16c})),
+    on_all_targets(::testing::Values(
+        ConcatCase{"channels_3_inputs", {Shape{2, 3, 4}, Shape{2, 5, 4}, Shape{2, 1, 4}}, 1},
+        ConcatCase{"batch_axis0", {Shape{1, 3, 2}, Shape{3, 3, 2}}, 0},
+        ConcatCase{"last_axis_negative", {Shape{3, 2, 5}, Shape{3, 2, 7}}, -1},
+        ConcatCase{"single_input", {Shape{4, 3}}, 1},
+        ConcatCase{"nchw_channels", {Shape{2, 3, 3, 5}, Shape{2, 4, 3, 5}}, 1},
+        ConcatCase{"blocked_channels",
+                   {Shape{2, 16, 3, 5}, Shape{2, 32, 3, 5}, Shape{2, 16, 3, 5}},
+                   1,
+                   Layout::kNChw16c})),
     CaseOnTarget());
 
 struct SplitCase {
@@ -203,13 +204,13 @@ TEST_P(SplitTest, MatchesFloat64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, SplitTest,
-    on_all_targets(::testing::Values(SplitCase{"axis1_three", Shape{2, 6, 5}, 1, {2, 3, 1}},
-                      SplitCase{"axis0_batch", Shape{4, 3}, 0, {1, 3}},
-                      SplitCase{"last_axis_qkv", Shape{2, 3, 12}, -1, {4, 4, 4}},
-                      SplitCase{"batch1_one_piece", Shape{1, 7}, 1, {7}},
-                      SplitCase{"blocked_channels", Shape{2, 48, 3, 4}, 1, {16, 32},
-                                Layout::kNChw16c},
-                      SplitCase{"last_axis_2_3", Shape{3, 5}, -1, {2, 3}})),
+    on_all_targets(::testing::Values(
+        SplitCase{"axis1_three", Shape{2, 6, 5}, 1, {2, 3, 1}},
+        SplitCase{"axis0_batch", Shape{4, 3}, 0, {1, 3}},
+        SplitCase{"last_axis_qkv", Shape{2, 3, 12}, -1, {4, 4, 4}},
+        SplitCase{"batch1_one_piece", Shape{1, 7}, 1, {7}},
+        SplitCase{"blocked_channels", Shape{2, 48, 3, 4}, 1, {16, 32}, Layout::kNChw16c},
+        SplitCase{"last_axis_2_3", Shape{3, 5}, -1, {2, 3}})),
     CaseOnTarget());
 
 // An output nobody consumes has no gradient (null dy): it counts as zeros.
@@ -266,14 +267,14 @@ TEST_P(ReshapeTest, MatchesFloat64Reference) {
       moves());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, ReshapeTest,
-    on_all_targets(::testing::Values(ReshapeCase{"flatten_infer", Shape{2, 3, 4}, {2, -1}, Shape{2, 12}},
-                      ReshapeCase{"infer_first", Shape{6, 5}, {-1, 3, 5}, Shape{2, 3, 5}},
-                      ReshapeCase{"add_unit_dims", Shape{5}, {1, 5, 1}, Shape{1, 5, 1}},
-                      ReshapeCase{"explicit", Shape{3, 2, 7}, {7, 6}, Shape{7, 6}},
-                      ReshapeCase{"3d_to_4_rows", Shape{2, 3, 4}, {4, -1}, Shape{4, 6}})),
-    CaseOnTarget());
+INSTANTIATE_TEST_SUITE_P(Shapes, ReshapeTest,
+                         on_all_targets(::testing::Values(
+                             ReshapeCase{"flatten_infer", Shape{2, 3, 4}, {2, -1}, Shape{2, 12}},
+                             ReshapeCase{"infer_first", Shape{6, 5}, {-1, 3, 5}, Shape{2, 3, 5}},
+                             ReshapeCase{"add_unit_dims", Shape{5}, {1, 5, 1}, Shape{1, 5, 1}},
+                             ReshapeCase{"explicit", Shape{3, 2, 7}, {7, 6}, Shape{7, 6}},
+                             ReshapeCase{"3d_to_4_rows", Shape{2, 3, 4}, {4, -1}, Shape{4, 6}})),
+                         CaseOnTarget());
 
 // ---- Transpose ----
 
@@ -329,16 +330,16 @@ TEST_P(TransposeTest, MatchesFloat64Reference) {
       moves());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, TransposeTest,
-    on_all_targets(::testing::Values(TransposeCase{"matrix", Shape{3, 7}, {1, 0}},
-                      TransposeCase{"heads_BTHD_to_BHTD", Shape{2, 5, 3, 4}, {0, 2, 1, 3}},
-                      TransposeCase{"rotate_3d", Shape{2, 3, 5}, {2, 0, 1}},
-                      TransposeCase{"rank5_batch1", Shape{1, 2, 3, 2, 3}, {4, 2, 0, 3, 1}},
-                      TransposeCase{"identity", Shape{4, 3}, {0, 1}},
-                      TransposeCase{"time_major", Shape{1, 6, 9}, {1, 0, 2}},
-                      TransposeCase{"swap_leading_3d", Shape{3, 4, 5}, {1, 0, 2}})),
-    CaseOnTarget());
+INSTANTIATE_TEST_SUITE_P(Shapes, TransposeTest,
+                         on_all_targets(::testing::Values(
+                             TransposeCase{"matrix", Shape{3, 7}, {1, 0}},
+                             TransposeCase{"heads_BTHD_to_BHTD", Shape{2, 5, 3, 4}, {0, 2, 1, 3}},
+                             TransposeCase{"rotate_3d", Shape{2, 3, 5}, {2, 0, 1}},
+                             TransposeCase{"rank5_batch1", Shape{1, 2, 3, 2, 3}, {4, 2, 0, 3, 1}},
+                             TransposeCase{"identity", Shape{4, 3}, {0, 1}},
+                             TransposeCase{"time_major", Shape{1, 6, 9}, {1, 0, 2}},
+                             TransposeCase{"swap_leading_3d", Shape{3, 4, 5}, {1, 0, 2}})),
+                         CaseOnTarget());
 
 // Structural ops move any dtype (i32 labels, indices); there is no gradient then.
 TEST_P(TensorOpsOnTarget, TransposeMovesInt32) {
@@ -351,8 +352,13 @@ TEST_P(TensorOpsOnTarget, TransposeMovesInt32) {
     EXPECT_EQ(layer->output_descs()[0].dtype, DType::kI32);
     check_layer(
         be(), *layer,
-        [&](auto& x, auto&) { return std::vector<Vec>{ref_transpose(x[0], xs, {1, 0})}; },
-        [](auto&, auto&, auto&) { return RefGrads{{Vec()}, {}}; }, opt);
+        [&](auto& x, auto&) {
+          return std::vector<Vec>{ref_transpose(x[0], xs, {1, 0})};
+        },
+        [](auto&, auto&, auto&) {
+          return RefGrads{{Vec()}, {}};
+        },
+        opt);
   }
 }
 
@@ -361,20 +367,32 @@ TEST_P(TensorOpsOnTarget, ConcatAndSplitMoveInt32) {
   opt.int_lo = -50, opt.int_hi = 1000;
   ConcatConfig cat;
   cat.axis = 0;
-  auto c = make("cat", cat, {TensorDesc{Shape{2, 3}, DType::kI32}, TensorDesc{Shape{4, 3}, DType::kI32}});
+  auto c = make("cat", cat,
+                {TensorDesc{Shape{2, 3}, DType::kI32}, TensorDesc{Shape{4, 3}, DType::kI32}});
   EXPECT_EQ(c->output_descs()[0].dtype, DType::kI32);
   check_layer(
       be(), *c,
-      [&](auto& x, auto&) { return std::vector<Vec>{ref_concat(x, {2, 4}, Shape{6, 3}, 0)}; },
-      [](auto&, auto&, auto&) { return RefGrads{{Vec(), Vec()}, {}}; }, opt);
+      [&](auto& x, auto&) {
+        return std::vector<Vec>{ref_concat(x, {2, 4}, Shape{6, 3}, 0)};
+      },
+      [](auto&, auto&, auto&) {
+        return RefGrads{{Vec(), Vec()}, {}};
+      },
+      opt);
   SplitConfig split;
   split.axis = 1;
   split.sizes = {1, 2};
   auto sp = make("split", split, {TensorDesc{Shape{4, 3}, DType::kI32}});
   EXPECT_EQ(sp->output_descs()[1].dtype, DType::kI32);
   check_layer(
-      be(), *sp, [&](auto& x, auto&) { return ref_split(x[0], {1, 2}, Shape{4, 3}, 1); },
-      [](auto&, auto&, auto&) { return RefGrads{{Vec()}, {}}; }, opt);
+      be(), *sp,
+      [&](auto& x, auto&) {
+        return ref_split(x[0], {1, 2}, Shape{4, 3}, 1);
+      },
+      [](auto&, auto&, auto&) {
+        return RefGrads{{Vec()}, {}};
+      },
+      opt);
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, TensorOpsOnTarget, ::testing::ValuesIn(kAllTargets),

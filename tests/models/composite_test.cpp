@@ -155,8 +155,8 @@ class TwoPlayer final : public Model {
   }
 };
 
-using test::Vec;
 using test::to_host;
+using test::Vec;
 
 TEST(OwnTrainingStep, TwoGraphsTwoOptimizersFrozenTiedCritic) {
   auto be = make_cpu_backend();

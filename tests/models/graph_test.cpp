@@ -197,7 +197,7 @@ TEST(Graph, SharedValueKeepsItsOwnGradient) {
   Layer& l = *w.nodes()[0].layer;
   for (std::size_t k = 0; k < l.params().size(); ++k) w.share_value(l.params()[k], gl.params()[k]);
   w.finalize();
-  EXPECT_EQ(w.num_params(), 0);  // the values are the global graph's
+  EXPECT_EQ(w.num_params(), 0);      // the values are the global graph's
   EXPECT_EQ(w.params().size(), 2u);  // with gradients of their own
   EXPECT_EQ(l.params()[0].value.raw(), gl.params()[0].value.raw());
   EXPECT_NE(l.params()[0].grad.raw(), gl.params()[0].grad.raw());

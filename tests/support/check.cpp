@@ -69,9 +69,9 @@ void check_reference_gradients(const RefForward& fwd, const RefBackward& bwd,
       got.push_back(analytic[i]);
       want.push_back((lp - lm) / (2 * kFdEps));
     }
-    expect_close(std::string("finite differences of reference ") + label + " " +
-                     std::to_string(which),
-                 got, want, tol);
+    expect_close(
+        std::string("finite differences of reference ") + label + " " + std::to_string(which), got,
+        want, tol);
   };
   for (std::size_t k = 0; k < x.size(); ++k) {
     if (k < x_needs_grad.size() && x_needs_grad[k]) probe(false, k, g.dx.at(k), "dx");
@@ -130,9 +130,12 @@ static Vec as_f32(Vec v) {
 
 const char* to_string(Target t) {
   switch (t) {
-    case Target::kCpu: return "cpu";
-    case Target::kCudaFp32: return "cuda_fp32";
-    case Target::kCudaTf32: return "cuda_tf32";
+    case Target::kCpu:
+      return "cpu";
+    case Target::kCudaFp32:
+      return "cuda_fp32";
+    case Target::kCudaTf32:
+      return "cuda_tf32";
   }
   return "?";
 }
@@ -297,8 +300,8 @@ void check_layer(Backend& be, Layer& layer, const RefForward& fwd, const RefBack
   RefGrads g = bwd(xh, ph, dyh);
   for (std::size_t k = 0; k < x.size(); ++k) {
     if (!needs[k]) continue;
-    expect_close(layer.name() + " backward dx" + std::to_string(k), to_host(be, dx[k]),
-                 g.dx.at(k), dgrad_tol);
+    expect_close(layer.name() + " backward dx" + std::to_string(k), to_host(be, dx[k]), g.dx.at(k),
+                 dgrad_tol);
   }
   for (std::size_t k = 0; k < layer.params().size(); ++k) {
     Vec want = g.dparams.at(k);

@@ -12,8 +12,8 @@
 #include <tuple>
 #include <vector>
 
-#include "core/backend.h"
 #include "backends/backends.h"
+#include "core/backend.h"
 #include "layers/layer.h"
 #include "tests/support/tolerances.h"
 
@@ -26,15 +26,14 @@ using Vec = std::vector<double>;
 bool expect_close(const std::string& what, const Vec& got, const Vec& ref, Tol tol);
 
 // Reference of a layer in float64: outputs from inputs and parameters.
-using RefForward = std::function<std::vector<Vec>(const std::vector<Vec>& x,
-                                                  const std::vector<Vec>& params)>;
+using RefForward =
+    std::function<std::vector<Vec>(const std::vector<Vec>& x, const std::vector<Vec>& params)>;
 struct RefGrads {
   std::vector<Vec> dx;       // one per input (empty Vec: no gradient)
   std::vector<Vec> dparams;  // one per parameter
 };
-using RefBackward = std::function<RefGrads(const std::vector<Vec>& x,
-                                           const std::vector<Vec>& params,
-                                           const std::vector<Vec>& dy)>;
+using RefBackward = std::function<RefGrads(
+    const std::vector<Vec>& x, const std::vector<Vec>& params, const std::vector<Vec>& dy)>;
 
 // Checks ref_backward against central finite differences of L = sum_k <y_k, dy_k> computed
 // with ref_forward, on up to `samples` random coordinates of each differentiable input and
@@ -115,19 +114,20 @@ std::unique_ptr<Layer> make_target_layer(Backend& be, const std::string& name, c
 }
 
 // Sets `be_` (a Backend*) to the backend of target `t`, or skips the test with the reason.
-#define TBD_USE_TARGET(be_, t)                                \
-  do {                                                        \
-    std::string why_;                                         \
-    be_ = ::tbd::test::target_backend(t, &why_);              \
+#define TBD_USE_TARGET(be_, t)                                                     \
+  do {                                                                             \
+    std::string why_;                                                              \
+    be_ = ::tbd::test::target_backend(t, &why_);                                   \
     if (be_ == nullptr) GTEST_SKIP() << ::tbd::test::to_string(t) << ": " << why_; \
   } while (0)
 
 // Skips the current test where backend `be` has no implementation of Config's kind (yet).
-#define TBD_SKIP_WITHOUT_IMPLEMENTATION(Config, be)                                          \
-  do {                                                                                    \
-    if (!::tbd::layer_registry<Config>().count((be).kind())) {                            \
-      GTEST_SKIP() << Config::kKind << " has no implementation on " << ::tbd::to_string((be).kind()); \
-    }                                                                                     \
+#define TBD_SKIP_WITHOUT_IMPLEMENTATION(Config, be)                 \
+  do {                                                              \
+    if (!::tbd::layer_registry<Config>().count((be).kind())) {      \
+      GTEST_SKIP() << Config::kKind << " has no implementation on " \
+                   << ::tbd::to_string((be).kind());                \
+    }                                                               \
   } while (0)
 
 // The fixture of a layer suite: parameter (case, target), the case having a `name`.
@@ -186,10 +186,10 @@ void expect_error(const std::function<void()>& f, const std::vector<std::string>
 
 // Skips the current test, with the reason, where no CUDA device is usable (no GPU here and in
 // CI: the CUDA tests compile everywhere and run where a device is lent).
-#define TBD_SKIP_WITHOUT_CUDA()                                 \
-  do {                                                          \
-    std::string why_;                                           \
-    if (!::tbd::cuda_usable(&why_)) GTEST_SKIP() << why_;       \
+#define TBD_SKIP_WITHOUT_CUDA()                           \
+  do {                                                    \
+    std::string why_;                                     \
+    if (!::tbd::cuda_usable(&why_)) GTEST_SKIP() << why_; \
   } while (0)
 
 // Host <-> tensor helpers in float64 (plain layout on the host).
