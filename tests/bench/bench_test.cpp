@@ -357,7 +357,9 @@ TEST(CpuBandwidth, TriadIsPlausibleAndQuick) {
        {"measured: STREAM triad", "3 arrays of", "best of", "write-allocate traffic not counted"}) {
     EXPECT_NE(bw.method.find(s), std::string::npos) << bw.method;
   }
-  EXPECT_LT(s, 2.0) << "the triad runs at every tbd_bench start";
+  // About 1 s alone on 2 cores; the bound leaves room for ctest -j running another test beside
+  // it (2.09 s seen in CI) and still catches a triad sized wrong (arrays of GBs, many passes).
+  EXPECT_LT(s, 5.0) << "the triad runs at every tbd_bench start";
 }
 
 TEST(CpuBackend, GivesItsPeaksPerMathMode) {
