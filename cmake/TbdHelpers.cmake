@@ -9,6 +9,7 @@ target_compile_options(tbd_warnings INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wno-unused-parameter>
   $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter>)
 if(TBD_WERROR)
+  message(STATUS "tbd: warnings are errors (TBD_WERROR)")
   target_compile_options(tbd_warnings INTERFACE
     $<$<COMPILE_LANGUAGE:CXX>:-Werror>
     $<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings -Xcompiler=-Werror>)
