@@ -29,6 +29,13 @@ inline void check_plain_f32(const char* kind, const std::string& name, const cha
   check_row_major(kind, name, arg, d);
 }
 
+// dst = src on the backend's stream (nothing when they are the same buffer).
+inline void copy_d2d(CudaBackend& cu, void* dst, const void* src, std::size_t bytes) {
+  if (dst != src) {
+    TBD_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cu.stream()));
+  }
+}
+
 constexpr float kOne = 1.f;
 constexpr float kZero = 0.f;
 

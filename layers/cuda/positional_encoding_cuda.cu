@@ -8,12 +8,6 @@
 namespace tbd::cuda {
 namespace {
 
-void copy_d2d(CudaBackend& cu, void* dst, const void* src, std::size_t bytes) {
-  if (dst != src) {
-    TBD_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cu.stream()));
-  }
-}
-
 // ---- PositionalEncoding ----
 
 // y[n, t, d] = x[n, t, d] + table[t, d]: the table repeats every T*D elements.

@@ -15,12 +15,6 @@
 namespace tbd::cuda {
 namespace {
 
-void copy_d2d(CudaBackend& cu, void* dst, const void* src, std::size_t bytes) {
-  if (dst != src) {
-    TBD_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cu.stream()));
-  }
-}
-
 // ---- Add ----
 
 __global__ void add_kernel(const float* __restrict__ a, const float* __restrict__ b,
