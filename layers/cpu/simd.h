@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -39,6 +40,18 @@ inline float exp_nonpositive(float x) {
   float y = p * r * r + r + 1.0f;
   int32_t bits = (static_cast<int32_t>(n) + 127) << 23;  // 2^n, n in [-126, 0]
   return y * std::bit_cast<float>(bits);
+}
+
+// tanh(x) in float, branch-free so loops vectorize: sign(x) (1 - e) / (1 + e) with
+// e = exp(-2|x|), and the odd Taylor polynomial x (1 - x^2/3 + 2x^4/15 - 17x^6/315) below
+// |x| = 1/16 where 1 - e would cancel. Absolute error below 2e-7 everywhere.
+inline float tanh_fast(float x) {
+  const float ax = std::abs(x);
+  const float e = exp_nonpositive(-2.0f * ax);
+  const float big = std::copysign((1.0f - e) / (1.0f + e), x);
+  const float x2 = x * x;
+  const float small = x * (1.0f + x2 * (-1.0f / 3 + x2 * (2.0f / 15 + x2 * (-17.0f / 315))));
+  return ax < 0.0625f ? small : big;
 }
 
 }  // namespace tbd::cpu

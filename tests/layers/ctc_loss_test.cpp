@@ -177,16 +177,7 @@ TEST_P(CtcLossTest, BadInputsNameTheLayerTheArgumentAndTheValue) {
                     {TensorDesc{Shape{3, 1, 3}}, TensorDesc{Shape{1, 2}, DType::kI32},
                      TensorDesc{Shape{1}, DType::kI32}, TensorDesc{Shape{1}, DType::kI32}});
   auto run = [&](const Vec& labels, double in_len, double lab_len) {
-    std::vector<Tensor> x;
-    const std::vector<Vec> values{Vec(9, 0.0), labels, {in_len}, {lab_len}};
-    for (std::size_t k = 0; k < values.size(); ++k) {
-      x.push_back(be().empty(layer->input_descs()[k], MemCategory::kDynamic));
-      from_host(be(), x.back(), values[k]);
-    }
-    Tensor y = be().empty(layer->output_descs()[0], MemCategory::kDynamic);
-    const Tensor* xs[] = {&x[0], &x[1], &x[2], &x[3]};
-    Tensor* ys[] = {&y};
-    layer->forward(ys, xs);
+    forward_values(be(), *layer, {Vec(9, 0.0), labels, {in_len}, {lab_len}});
   };
   expect_error([&] { run({1, 0}, 4, 1); }, {"CtcLoss 'ctc'", "input_lengths[0] = 4", "T=3"});
   expect_error([&] { run({1, 0}, 3, 3); }, {"CtcLoss 'ctc'", "label_lengths[0] = 3", "S=2"});

@@ -113,6 +113,23 @@ void from_host(Backend& be, const Tensor& t, const Vec& v) {
   }
 }
 
+std::vector<Vec> forward_values(Backend& be, Layer& layer, const std::vector<Vec>& values) {
+  std::vector<Tensor> x, y;
+  std::vector<const Tensor*> xs;
+  std::vector<Tensor*> ys;
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    x.push_back(be.empty(layer.input_descs().at(k), MemCategory::kDynamic));
+    from_host(be, x.back(), values[k]);
+  }
+  for (const TensorDesc& d : layer.output_descs()) y.push_back(be.empty(d, MemCategory::kDynamic));
+  for (const Tensor& t : x) xs.push_back(&t);
+  for (Tensor& t : y) ys.push_back(&t);
+  layer.forward(ys, xs);
+  std::vector<Vec> out;
+  for (const Tensor& t : y) out.push_back(to_host(be, t));
+  return out;
+}
+
 Vec random_vec(int64_t n, uint64_t seed, double lo, double hi) {
   Rng rng(seed);
   Vec v(n);

@@ -197,4 +197,9 @@ Vec to_host(Backend& be, const Tensor& t);
 void from_host(Backend& be, const Tensor& t, const Vec& v);
 Vec random_vec(int64_t n, uint64_t seed, double lo = -1.0, double hi = 1.0);
 
+// Runs layer.forward once on inputs holding `values` (one Vec per input, plain order) and
+// returns the outputs' values; for cases worked out by hand and for the checks that forward
+// makes on values (an out-of-range length must throw).
+std::vector<Vec> forward_values(Backend& be, Layer& layer, const std::vector<Vec>& values);
+
 }  // namespace tbd::test
