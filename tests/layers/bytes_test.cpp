@@ -99,7 +99,7 @@ TEST(Bytes, BatchNorm2d) {
 
 TEST(Bytes, ActivationPoolAndElementwise) {
   // Activation on (2, 3, 4) = 24: read x, write y; read dy and x (or y), write dx.
-  for (ActKind k : {ActKind::kRelu, ActKind::kTanh, ActKind::kGelu}) {
+  for (ActKind k : {ActKind::kRelu, ActKind::kTanh, ActKind::kGelu, ActKind::kClippedRelu}) {
     ActivationConfig a;
     a.act = k;
     expect_bytes(activation_bytes(a, Shape{2, 3, 4}), 4 * 2 * 24, 4 * 3 * 24, 0);
