@@ -234,6 +234,15 @@ TEST(Bytes, OptimizersPerElement) {
   // The CPU optimizers report the shared counts.
   EXPECT_DOUBLE_EQ(make_optimizer(*be, AdamConfig{}, ptrs)->bytes(), 4 * 7 * 16);
   EXPECT_DOUBLE_EQ(make_optimizer(*be, rms, ptrs)->bytes(), 4 * 7 * 16);
+  // Global-norm clipping reads every gradient once more; clipping by value reads nothing more.
+  rms.clip.max_norm = 1;
+  EXPECT_DOUBLE_EQ(rmsprop_bytes(rms, ptrs), 4 * 7 * 16 + 4 * 16);
+  sgd.clip.value = 1;
+  EXPECT_DOUBLE_EQ(sgd_bytes(sgd, ptrs), 4 * 3 * 16);
+  AdamConfig adam;
+  adam.clip = GradClip{0.5, 2};
+  EXPECT_DOUBLE_EQ(adam_bytes(adam, ptrs), 4 * 7 * 16 + 4 * 16);
+  EXPECT_DOUBLE_EQ(make_optimizer(*be, adam, ptrs)->bytes(), 4 * 7 * 16 + 4 * 16);
 }
 
 TEST(Bytes, GraphSumsItsLayers) {
