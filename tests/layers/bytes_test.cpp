@@ -20,6 +20,7 @@
 #include "layers/pool2d.h"
 #include "layers/positional_encoding.h"
 #include "layers/rnn.h"
+#include "layers/sequence_batchnorm.h"
 #include "layers/tensor_ops.h"
 #include "models/graph.h"
 #include "tests/support/check.h"
@@ -95,6 +96,19 @@ TEST(Bytes, BatchNorm2d) {
   auto be = make_cpu_backend();
   expect_same(make_layer(*be, "bn", BatchNorm2dConfig{}, {TensorDesc{x}})->bytes(),
               batchnorm2d_bytes(x));
+}
+
+TEST(Bytes, SequenceBatchNorm) {
+  // x (4, 3, 5): E = 60, C = 5 (statistics over M = 12 rows); the terms of BatchNorm2d.
+  Shape x{4, 3, 5};
+  expect_bytes(sequence_batchnorm_bytes(x),
+               4 * (60 + 4 * 5 + 60 + 4 * 5),       // read x, weight, bias, running mean/var;
+                                                    // write y, saved mean/var, running mean/var
+               4 * (60 + 60 + 3 * 5 + 60),          // read dy, x, saved mean/var, weight; write dx
+               4 * (60 + 60 + 2 * 5 + 2 * 2 * 5));  // read dy, x, saved stats; rw dweight, dbias
+  auto be = make_cpu_backend();
+  expect_same(make_layer(*be, "bn", SequenceBatchNormConfig{}, {TensorDesc{x}})->bytes(),
+              sequence_batchnorm_bytes(x));
 }
 
 TEST(Bytes, ActivationPoolAndElementwise) {
