@@ -148,6 +148,13 @@ TEST(Bytes, CopiesMoveEveryElementTwice) {
   ConcatConfig cat;
   cat.axis = 1;
   expect_same(make_layer(*be, "cat", cat, in)->bytes(), copy_bytes(in, {TensorDesc{Shape{2, 8}}}));
+  // Reverse of f32 x (4, 3, 2) = 24 with 3 lengths: x read, y written; dy read, dx written;
+  // the lengths read by both. i32 ids (5, 3) = 15 without lengths: no gradient.
+  const TensorDesc x{Shape{4, 3, 2}}, len{Shape{3}, DType::kI32, Layout::kRowMajor};
+  expect_bytes(reverse_bytes({x, len}), 4 * (24 + 24) + 4 * 3, 4 * (24 + 24) + 4 * 3, 0);
+  expect_bytes(reverse_bytes({TensorDesc{Shape{5, 3}, DType::kI32, Layout::kRowMajor}}),
+               4 * (15 + 15), 0, 0);
+  expect_same(make_layer(*be, "rev", ReverseConfig{}, {x, len})->bytes(), reverse_bytes({x, len}));
 }
 
 TEST(Bytes, EmbeddingAndLosses) {
