@@ -2,6 +2,8 @@
 // backends).
 #include "layers/activation.h"
 
+#include <cmath>
+
 namespace tbd {
 
 const char* to_string(ActKind k) {
@@ -16,6 +18,8 @@ const char* to_string(ActKind k) {
       return "sigmoid";
     case ActKind::kGelu:
       return "gelu";
+    case ActKind::kClippedRelu:
+      return "clipped_relu";
   }
   return "?";
 }
@@ -31,7 +35,9 @@ Shape activation_output_shape(const std::string& name, const ActivationConfig& c
   TBD_LAYER_CHECK(x.layout == Layout::kRowMajor || (x.shape.rank() == 4 && x.shape[1] % 16 == 0), k,
                   name, "input x in nChw16c needs rank 4 and C % 16 == 0, got ",
                   x.shape.to_string());
-  (void)cfg;
+  TBD_LAYER_CHECK(
+      cfg.act != ActKind::kClippedRelu || (cfg.ceiling > 0 && std::isfinite(cfg.ceiling)), k, name,
+      "invalid config: ceiling=", cfg.ceiling, " (clipped relu needs a finite ceiling > 0)");
   return x.shape;
 }
 
@@ -41,6 +47,7 @@ Flops activation_flops(const ActivationConfig& cfg, const Shape& x) {
     case ActKind::kRelu:
       return Flops{e, e, 0};
     case ActKind::kLeakyRelu:
+    case ActKind::kClippedRelu:
       return Flops{2 * e, 2 * e, 0};
     case ActKind::kTanh:
     case ActKind::kSigmoid:

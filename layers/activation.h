@@ -1,27 +1,33 @@
-// layers/activation.h: elementwise activations (relu, gelu, tanh, sigmoid, leaky relu).
+// layers/activation.h: elementwise activations (relu, gelu, tanh, sigmoid, leaky relu, clipped
+// relu).
 //
 //   x: any shape, any layout  y: like x
-// FLOPs (per element, counted as the usual formula): relu 1/1, leaky relu 2/2,
-// tanh 4/3, sigmoid 4/3, gelu (erf) 8/10 for fprop/dgrad. No weights.
+// Clipped relu: y = min(max(x, 0), ceiling), dx = dy where 0 < x < ceiling, else 0 (PyTorch's
+// Hardtanh(0, ceiling); Deep Speech 2 clips at 20).
+// FLOPs (per element, counted as the usual formula): relu 1/1, leaky relu 2/2, clipped relu 2/2
+// (max and min; two comparisons), tanh 4/3, sigmoid 4/3, gelu (erf) 8/10 for fprop/dgrad. No
+// weights.
 // Bytes (FP32; a lower bound, layers/layer.h), E = elements of x:
 //   fprop 4*2E (read x, write y); dgrad 4*3E (read dy and one saved tensor: x for relu,
-//   leaky relu and gelu, y for tanh and sigmoid; write dx); wgrad 0.
+//   leaky relu and gelu, y for tanh, sigmoid and clipped relu; write dx); wgrad 0.
 #pragma once
 
 #include "layers/layer.h"
 
 namespace tbd {
 
-enum class ActKind { kRelu, kLeakyRelu, kTanh, kSigmoid, kGelu };
+enum class ActKind { kRelu, kLeakyRelu, kTanh, kSigmoid, kGelu, kClippedRelu };
 const char* to_string(ActKind k);
 
 struct ActivationConfig {
   static constexpr const char* kKind = "Activation";
   ActKind act = ActKind::kRelu;
-  double alpha = 0.01;  // leaky relu slope
+  double alpha = 0.01;    // leaky relu slope
+  double ceiling = 20.0;  // clipped relu's upper bound (> 0)
 };
 
-// Checks x (rank >= 1 f32, positive dims); returns y's shape (x's).
+// Checks x (rank >= 1 f32, positive dims) and, for clipped relu, ceiling > 0; returns y's shape
+// (x's).
 Shape activation_output_shape(const std::string& name, const ActivationConfig& cfg,
                               const TensorDesc& x);
 Flops activation_flops(const ActivationConfig& cfg, const Shape& x);

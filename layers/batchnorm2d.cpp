@@ -1,6 +1,9 @@
 // layers/batchnorm2d.cpp: shape checks, FLOP and byte counts of BatchNorm2d (shared by all
-// backends).
+// backends), and what every batch normalization kind shares: the config check, the contract
+// and BatchNormLayer's running statistics.
 #include "layers/batchnorm2d.h"
+
+#include <utility>
 
 namespace tbd {
 
@@ -12,10 +15,15 @@ Shape batchnorm2d_output_shape(const std::string& name, const BatchNorm2dConfig&
                   " ", x.shape.to_string());
   TBD_LAYER_CHECK(x.layout == Layout::kRowMajor || x.shape[1] % 16 == 0, k, name,
                   "input x in nChw16c needs C % 16 == 0, got ", x.shape.to_string());
-  TBD_LAYER_CHECK(cfg.eps > 0 && cfg.momentum >= 0 && cfg.momentum <= 1, k, name,
-                  "invalid config: eps=", cfg.eps, " (must be > 0), momentum=", cfg.momentum,
-                  " (must be in [0, 1])");
+  check_batchnorm_config(k, name, cfg.eps, cfg.momentum);
   return x.shape;
+}
+
+void check_batchnorm_config(const char* kind, const std::string& name, double eps,
+                            double momentum) {
+  TBD_LAYER_CHECK(eps > 0 && momentum >= 0 && momentum <= 1, kind, name,
+                  "invalid config: eps=", eps, " (must be > 0), momentum=", momentum,
+                  " (must be in [0, 1])");
 }
 
 Flops batchnorm2d_flops(const Shape& x) {
@@ -28,18 +36,37 @@ Bytes batchnorm2d_bytes(const Shape& x) {
   return Bytes{bytes_of(2 * e + 8 * c), bytes_of(3 * e + 3 * c), bytes_of(2 * e + 6 * c)};
 }
 
+BatchNormLayer::BatchNormLayer(Backend& be, std::string name, std::vector<TensorDesc> inputs,
+                               const Contract& c)
+    : Layer(be, std::move(name), std::move(inputs), c) {
+  const Shape& channels = c.params.at(0).shape;
+  running_mean_ = be.empty(channels, MemCategory::kDynamic);
+  running_var_ = be.empty(channels, MemCategory::kDynamic);
+  be.fill(running_mean_, 0.f);
+  be.fill(running_var_, 1.f);
+}
+
+Contract batchnorm_contract(const TensorDesc& x, const Shape& nchw) {
+  const int64_t C = nchw[1];
+  return Contract{{x},
+                  {{"weight", Shape{C}, Init::kOnes, C, C, false},
+                   {"bias", Shape{C}, Init::kZeros, C, C, false}},
+                  batchnorm2d_flops(nchw),
+                  batchnorm2d_bytes(nchw)};
+}
+
+BatchNormSpec batchnorm_spec(const std::string& name, const BatchNorm2dConfig& cfg,
+                             const std::vector<TensorDesc>& in) {
+  check_input_count(BatchNorm2dConfig::kKind, name, in, 1);
+  return BatchNormSpec{BatchNorm2dConfig::kKind, cfg.eps, cfg.momentum,
+                       batchnorm2d_output_shape(name, cfg, in[0])};
+}
+
 template <>
 Contract contract(const std::string& name, const BatchNorm2dConfig& cfg,
                   const std::vector<TensorDesc>& in) {
-  check_input_count(BatchNorm2dConfig::kKind, name, in, 1);
-  batchnorm2d_output_shape(name, cfg, in[0]);
-  const Shape& xs = in[0].shape;
-  const int64_t C = xs[1];
-  return Contract{{in[0]},
-                  {{"weight", Shape{C}, Init::kOnes, C, C, false},
-                   {"bias", Shape{C}, Init::kZeros, C, C, false}},
-                  batchnorm2d_flops(xs),
-                  batchnorm2d_bytes(xs)};
+  const BatchNormSpec spec = batchnorm_spec(name, cfg, in);  // checks in first
+  return batchnorm_contract(in[0], spec.nchw);
 }
 
 }  // namespace tbd

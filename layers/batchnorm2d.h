@@ -34,21 +34,44 @@ Shape batchnorm2d_output_shape(const std::string& name, const BatchNorm2dConfig&
 Flops batchnorm2d_flops(const Shape& x);
 Bytes batchnorm2d_bytes(const Shape& x);
 
+// A batch normalization as every implementation runs it, whatever its kind (BatchNorm2d,
+// SequenceBatchNorm): x normalised per channel C over N x H x W, seen as the row-major
+// (N, C, H, W) `nchw` (BatchNorm2d's x is its own, in any layout), with its config's eps and
+// momentum. Each kind states it once (batchnorm_spec, checking the inputs as its contract
+// does); no backend restates it.
+struct BatchNormSpec {
+  const char* kind = nullptr;
+  double eps = 0, momentum = 0;
+  Shape nchw;
+};
+BatchNormSpec batchnorm_spec(const std::string& name, const BatchNorm2dConfig& cfg,
+                             const std::vector<TensorDesc>& in);
+
+// What the kinds share: the config check (eps > 0, momentum in [0, 1]; throws naming the
+// layer) and the contract of x normalised as `nchw`: y like x, weight (C) ones and bias (C)
+// zeros without decay, BatchNorm2d's FLOPs and bytes over nchw.
+void check_batchnorm_config(const char* kind, const std::string& name, double eps, double momentum);
+Contract batchnorm_contract(const TensorDesc& x, const Shape& nchw);
+
 // Contract: one input x; y like x; weight (C) ones and bias (C) zeros, no decay.
 template <>
 Contract contract(const std::string& name, const BatchNorm2dConfig& cfg,
                   const std::vector<TensorDesc>& in);
 
-// Every backend's BatchNorm2d derives from this, so callers (tests, checkpoints, eval runs)
-// reach the running statistics without knowing the backend.
-class BatchNorm2dLayer : public Layer {
+// Every backend's batch normalization (BatchNorm2d, SequenceBatchNorm) derives from this, so
+// callers (tests, checkpoints, eval runs) reach the running statistics without knowing the
+// backend or the kind.
+class BatchNormLayer : public Layer {
  public:
   // (C) row-major, category dynamic; start at mean 0, variance 1 (PyTorch).
-  virtual const Tensor& running_mean() const = 0;
-  virtual const Tensor& running_var() const = 0;
+  const Tensor& running_mean() const { return running_mean_; }
+  const Tensor& running_var() const { return running_var_; }
 
  protected:
-  using Layer::Layer;
+  // Allocates the running statistics, C from the kind's contract (the weight's size).
+  BatchNormLayer(Backend& be, std::string name, std::vector<TensorDesc> inputs, const Contract& c);
+
+  Tensor running_mean_, running_var_;
 };
 
 }  // namespace tbd

@@ -21,16 +21,43 @@ namespace tbd {
 // with Param::decay (biases and norm scales have it off); FLOPs are counted per element of
 // every parameter, the weight-decay term only for parameters that decay.
 //
+// Gradient clipping, an option of every optimizer (`clip` on each config), applied inside
+// step() to the gradient the update reads; Param::grad itself is left as it is. Weight decay
+// is added after clipping (as both references do).
+//   * max_norm > 0: global-norm clipping over all of the optimizer's parameters' gradients
+//     (PyTorch's clip_grad_norm_): g *= min(1, max_norm / (||g||_2 + 1e-6)), the norm over every
+//     element of every gradient. It costs one extra pass that reads every gradient before the
+//     update (a reduction in a fixed order, so a step is bit-identical from run to run):
+//     3 FLOPs per element (square and add in the norm, the scaling in the update) and 4 bytes
+//     per element (the extra read of g).
+//   * value > 0: element-wise clipping of every gradient element to [-value, value] (MXNet's
+//     clip_gradient): 2 FLOPs per element (max and min), no extra bytes.
+//   * both: the norm scaling first, then the element-wise clip. 0 turns either off; a negative
+//     value is an error naming the optimizer and the field.
+struct GradClip {
+  double value = 0;
+  double max_norm = 0;
+};
+// Checks `clip` (both fields >= 0); throws naming the optimizer `kind` and the field.
+void check_grad_clip(const char* kind, const GradClip& clip);
+// The extra FLOPs and bytes of `clip` over `params`, as documented above (all backends; the
+// *_flops and *_bytes functions below include them).
+double grad_clip_flops(const GradClip& clip, const std::vector<Param*>& params);
+double grad_clip_bytes(const GradClip& clip, const std::vector<Param*>& params);
+// The global norm's small constant (PyTorch's clip_grad_norm_).
+inline constexpr double kClipNormEps = 1e-6;
+//
 // v = momentum*v + (g + wd*w); w -= lr*v   (PyTorch convention; no buffer when momentum = 0:
 // w -= lr*(g + wd*w)). 4 FLOPs/element with momentum and weight decay (2 each), 2 for the
 // update: 6 in all. State: v (numel floats) when momentum != 0.
 // Bytes: 4*5 per element with momentum (read w, g, v; write w, v), 4*3 without (read w, g;
-// write w); weight decay reads nothing more.
+// write w); weight decay reads nothing more. Clipping adds its own counts (GradClip).
 struct SgdConfig {
   static constexpr const char* kKind = "SGD";
   double lr = 0.1;
   double momentum = 0.9;
   double weight_decay = 0.0;
+  GradClip clip;
 };
 
 // Adam (weight_decay added to the gradient) or AdamW (decoupled: w -= lr*wd*w first).
@@ -38,7 +65,8 @@ struct SgdConfig {
 // mhat = m/(1-b1^t), vhat = v/(1-b2^t), t the step number from 1.
 // Counted as 12 FLOPs/element (sqrt and divide as 1 each), +2 where weight decay applies
 // (either form). State: m and v (2 x numel floats); kind() is "AdamW" when decoupled.
-// Bytes: 4*7 per element (read w, g, m, v; write w, m, v).
+// Bytes: 4*7 per element (read w, g, m, v; write w, m, v). Clipping adds its own counts
+// (GradClip).
 struct AdamConfig {
   static constexpr const char* kKind = "Adam";
   double lr = 1e-3;
@@ -47,13 +75,15 @@ struct AdamConfig {
   double eps = 1e-8;
   double weight_decay = 0.0;
   bool decoupled = false;  // true: AdamW
+  GradClip clip;
 };
 
 // sq = alpha*sq + (1-alpha)*g^2; buf = momentum*buf + g/(sqrt(sq)+eps); w -= lr*buf
 // (buf only with momentum > 0; without it w -= lr*g/(sqrt(sq)+eps)); weight decay g += wd*w.
 // Counted as 8 FLOPs/element (+2 with momentum, +2 where weight decay applies).
 // State: sq, and buf with momentum (numel floats each).
-// Bytes: 4*5 per element (read w, g, sq; write w, sq), 4*7 with momentum (and buf).
+// Bytes: 4*5 per element (read w, g, sq; write w, sq), 4*7 with momentum (and buf). Clipping
+// adds its own counts (GradClip).
 struct RmspropConfig {
   static constexpr const char* kKind = "RMSprop";
   double lr = 1e-2;
@@ -61,9 +91,11 @@ struct RmspropConfig {
   double eps = 1e-8;
   double momentum = 0.0;
   double weight_decay = 0.0;
+  GradClip clip;
 };
 
-// FLOPs and bytes of one step over `params`, as documented on each config (all backends).
+// FLOPs and bytes of one step over `params`, as documented on each config, clipping included
+// (all backends).
 double sgd_flops(const SgdConfig& cfg, const std::vector<Param*>& params);
 double sgd_bytes(const SgdConfig& cfg, const std::vector<Param*>& params);
 double adam_flops(const AdamConfig& cfg, const std::vector<Param*>& params);

@@ -1,5 +1,5 @@
-// layers/tensor_ops.cpp: shape checks, FLOP and byte counts of Add, Concat, Split, Reshape and
-// Transpose (shared by all backends).
+// layers/tensor_ops.cpp: shape checks, FLOP and byte counts of Add, Concat, Split, Reshape,
+// Transpose, Detach and Reverse (shared by all backends).
 #include "layers/tensor_ops.h"
 
 #include <algorithm>
@@ -185,6 +185,35 @@ Shape transpose_output_shape(const std::string& name, const TransposeConfig& cfg
   return Shape(dims);
 }
 
+Shape reverse_output_shape(const std::string& name, const std::vector<TensorDesc>& in) {
+  const char* k = ReverseConfig::kKind;
+  TBD_LAYER_CHECK(in.size() == 1 || in.size() == 2, k, name,
+                  "inputs: expected 1 or 2 tensors (x [, lengths]), got ", in.size());
+  const TensorDesc& x = in[0];
+  TBD_LAYER_CHECK(x.shape.rank() >= 2, k, name, "input x must have rank >= 2 (T, N, ...), got ",
+                  x.shape.to_string());
+  check_positive(k, name, "x", x.shape);
+  check_row_major(k, name, "x", x);
+  if (in.size() == 2) {
+    const TensorDesc& len = in[1];
+    TBD_LAYER_CHECK(len.shape == Shape{x.shape[1]} && len.dtype == DType::kI32, k, name,
+                    "input lengths must be (N) = (", x.shape[1], ") i32 for x ",
+                    x.shape.to_string(), ", got ", len.to_string());
+    check_row_major(k, name, "lengths", len);
+  }
+  return x.shape;
+}
+
+Bytes reverse_bytes(const std::vector<TensorDesc>& in) {
+  Bytes b = copy_bytes({in[0]}, {in[0]});
+  if (in.size() == 2) {
+    const double len = static_cast<double>(in[1].bytes());
+    b.fprop += len;
+    if (b.dgrad > 0) b.dgrad += len;  // f32 x: the gradient's permutation reads them too
+  }
+  return b;
+}
+
 template <>
 Contract contract(const std::string& name, const AddConfig& cfg,
                   const std::vector<TensorDesc>& in) {
@@ -244,6 +273,16 @@ Contract contract(const std::string& name, const DetachConfig& cfg,
   c.bytes = copy_bytes(in, c.outputs);
   c.bytes.dgrad = 0;  // nothing flows back
   c.output_grads = {false};
+  return c;
+}
+
+template <>
+Contract contract(const std::string& name, const ReverseConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  (void)cfg;
+  const Shape ys = reverse_output_shape(name, in);
+  Contract c{{TensorDesc{ys, in[0].dtype, Layout::kRowMajor}}, {}, Flops{}, reverse_bytes(in)};
+  c.input_grads = {true, false};  // lengths only index
   return c;
 }
 

@@ -1,4 +1,5 @@
-// layers/tensor_ops.h: structural layers: residual add, concat, split, reshape, transpose.
+// layers/tensor_ops.h: structural layers: residual add, concat, split, reshape, transpose,
+// detach, sequence reversal.
 //
 // Add:       x0, x1: same shape and layout (any layout)  y: like x0.  y = x0 + x1.
 //            FLOPs fprop N, dgrad 0 (gradient passes through to both).
@@ -12,6 +13,16 @@
 // Transpose: y = permute(x, perm), e.g. perm {1, 0, 2} swaps the first two dims.  Row-major.
 // Detach:    y = x (any layout), and no gradient flows back through y (a GAN's critic step
 //            reads the generator's images as data; detection's proposals). A copy.
+// Reverse:   x (T, N, ...) time-major, row-major, any dtype (i32 token ids, f32 activations),
+//            and optionally lengths (N) i32; y like x. Without lengths y[t] = x[T-1-t]; with
+//            them, per sample n, y[t, n] = x[len_n-1-t, n] for t < len_n and y[t, n] = x[t, n]
+//            for t >= len_n: the padding stays in place (MXNet's SequenceReverse with
+//            sequence_length, as Sockeye's encoder reverses its source). A length outside
+//            [0, T] is an error: the CPU's forward throws naming the layer, the sample and the
+//            value; a CUDA kernel cannot throw (a host check would synchronise every step), so
+//            there that sample's elements of y become all-ones bits: NaN as floats, -1 as i32
+//            (an invalid id or length downstream). The gradient (f32 x) is the same
+//            permutation of dy (it is its own inverse); lengths take none (input_grads).
 // Axes may be negative (counted from the end). Concat, Split, Reshape and Transpose move
 // elements of any dtype (labels, indices); gradients flow for f32. None has weights.
 // Bytes (a lower bound, layers/layer.h; element size from the dtype):
@@ -19,6 +30,8 @@
 //   Concat, Split, Reshape, Transpose (and the graph's Reorder): copies, no FLOPs. fprop reads
 //   every input and writes every output: bytes(x) + bytes(y), the same elements twice;
 //   dgrad the same for the gradients (0 for non-f32 data, which takes no gradient).
+//   Reverse: the copy of x into y (copy_bytes), plus 4N for reading lengths in fprop and, when
+//   x is f32, in dgrad.
 // The shape functions below check their inputs and throw naming the layer, the argument and
 // the dims; every backend calls them.
 #pragma once
@@ -58,6 +71,10 @@ struct DetachConfig {
   static constexpr const char* kKind = "Detach";
 };
 
+struct ReverseConfig {
+  static constexpr const char* kKind = "Reverse";
+};
+
 // x0, x1 equal in shape, layout and dtype (f32); returns y's desc.
 TensorDesc add_output_desc(const std::string& name, const std::vector<TensorDesc>& x);
 Flops add_flops(const Shape& x);
@@ -78,6 +95,10 @@ Shape reshape_output_shape(const std::string& name, const ReshapeConfig& cfg, co
 // perm a permutation of 0..rank-1 (rank <= 12, oneDNN's limit).
 Shape transpose_output_shape(const std::string& name, const TransposeConfig& cfg,
                              const TensorDesc& x);
+// Inputs x [, lengths] as documented above (x rank >= 2, positive dims, row-major; lengths
+// (N) i32 row-major); returns y's shape (x's).
+Shape reverse_output_shape(const std::string& name, const std::vector<TensorDesc>& in);
+Bytes reverse_bytes(const std::vector<TensorDesc>& in);
 // Normalises a possibly negative axis for rank `rank` (throws naming the layer).
 int normalize_axis(const char* kind, const std::string& name, int axis, int rank);
 
@@ -108,6 +129,11 @@ Contract contract(const std::string& name, const TransposeConfig& cfg,
 // Contract: one input x; y like x; y carries no gradient (output_grads {false}); a copy.
 template <>
 Contract contract(const std::string& name, const DetachConfig& cfg,
+                  const std::vector<TensorDesc>& in);
+
+// Contract: inputs x [, lengths]; y like x (row-major); lengths take no gradient; a copy.
+template <>
+Contract contract(const std::string& name, const ReverseConfig& cfg,
                   const std::vector<TensorDesc>& in);
 
 }  // namespace tbd

@@ -3,7 +3,10 @@
 // An elementwise op does not care about layout, so x (plain or nChw16c, any rank) is described
 // to oneDNN as one dense 1-D run of numel floats; y keeps x's layout. relu, leaky relu (alpha
 // >= 0), tanh and sigmoid use the *_use_dst_for_bwd algorithms: backward then reads y instead of
-// recomputing the function of x (cheaper for tanh/sigmoid). gelu (erf form) needs x.
+// recomputing the function of x (cheaper for tanh/sigmoid). gelu (erf form) needs x. Clipped
+// relu is clip_v2 with bounds (0, ceiling) in its use_dst_for_bwd form: its gradient passes
+// where 0 < y < ceiling, which is 0 < x < ceiling (the first clip's gradient would also pass at
+// x == ceiling).
 #include "backends/cpu/onednn.h"
 #include "layers/activation.h"
 
@@ -18,7 +21,7 @@ class ActivationOneDnn final : public Layer {
   ActivationOneDnn(Backend& be, const std::string& name, const ActivationConfig& cfg,
                    const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
-    float alpha = 0.f;
+    float alpha = 0.f, beta = 0.f;
     switch (cfg.act) {
       case ActKind::kRelu:
         alg_ = algorithm::eltwise_relu_use_dst_for_bwd;
@@ -37,20 +40,25 @@ class ActivationOneDnn final : public Layer {
       case ActKind::kGelu:
         alg_ = algorithm::eltwise_gelu_erf;
         break;
+      case ActKind::kClippedRelu:
+        alg_ = algorithm::eltwise_clip_v2_use_dst_for_bwd;
+        beta = static_cast<float>(cfg.ceiling);
+        break;
     }
     use_dst_ = alg_ == algorithm::eltwise_relu_use_dst_for_bwd ||
                alg_ == algorithm::eltwise_tanh_use_dst_for_bwd ||
-               alg_ == algorithm::eltwise_logistic_use_dst_for_bwd;
+               alg_ == algorithm::eltwise_logistic_use_dst_for_bwd ||
+               alg_ == algorithm::eltwise_clip_v2_use_dst_for_bwd;
     md_ = memory::desc({in[0].shape.numel()}, memory::data_type::f32, memory::format_tag::a);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     auto& eng = cpu_.engine();
     try {
       fwd_pd_ = dnnl::eltwise_forward::primitive_desc(
-          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg_, md_, alpha, 0.f),
+          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg_, md_, alpha, beta),
           attr, eng);
       bwd_pd_ = dnnl::eltwise_backward::primitive_desc(
-          dnnl::eltwise_backward::desc(alg_, md_, md_, alpha, 0.f), attr, eng, fwd_pd_);
+          dnnl::eltwise_backward::desc(alg_, md_, md_, alpha, beta), attr, eng, fwd_pd_);
     } catch (const dnnl::error& e) {
       throw_layer_error(kind(), name,
                         std::string("oneDNN has no eltwise ") + to_string(cfg.act) + " for x " +

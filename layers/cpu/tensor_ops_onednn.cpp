@@ -1,11 +1,14 @@
-// layers/cpu/tensor_ops_onednn.cpp: Add, Concat, Split, Reshape and Transpose on the CPU.
+// layers/cpu/tensor_ops_onednn.cpp: Add, Concat, Split, Reshape, Transpose, Detach and Reverse
+// on the CPU.
 //
 // Add is a oneDNN binary add over the dense buffers (layout-free: both inputs share one
 // layout); its gradient is a copy of dy into both inputs. Transpose is a oneDNN reorder whose
 // source descriptor carries x's strides permuted, so any permutation of up to 12 dims runs in
 // oneDNN's parallel reorder kernels; backward is the inverse permutation. Concat, Split and
 // Reshape are strided row copies (own code: oneDNN's concat covers neither split nor rank > 6
-// and would add nothing to a memcpy), parallel over rows and over chunks of long rows.
+// and would add nothing to a memcpy), parallel over rows and over chunks of long rows. Reverse
+// copies each (t, n) row of x from its source step, in parallel over the rows; its lengths are
+// checked before anything is written.
 #include <algorithm>
 #include <cstring>
 
@@ -372,12 +375,72 @@ class TransposeOneDnn final : public Layer {
   Tensor scratch_;
 };
 
+// ---- Reverse ----
+
+class ReverseCpu final : public Layer {
+ public:
+  ReverseCpu(Backend& be, const std::string& name, const ReverseConfig& cfg,
+             const std::vector<TensorDesc>& in)
+      : Layer(be, name, in, contract(name, cfg, in)) {
+    const Shape& xs = in[0].shape;
+    T_ = xs[0], N_ = xs[1];
+    row_ = static_cast<int64_t>(in[0].bytes()) / (T_ * N_);
+  }
+  const char* kind() const override { return ReverseConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("x ", inputs_[0].to_string(),
+                          inputs_.size() > 1 ? " with lengths" : " whole sequences");
+  }
+
+  // y, x[0]: (T, N, ...)  x[1] = lengths: (N) i32, optional
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), inputs_.size(), "forward inputs");
+    const int32_t* len = lengths(x);
+    for (int64_t n = 0; len && n < N_; ++n) {
+      if (len[n] < 0 || len[n] > T_) {
+        throw_layer_error(
+            kind(), name_,
+            detail::concat("input lengths: sample ", n, " has length ", len[n], ", outside [0, ",
+                           T_, "] (T of x ", inputs_[0].shape.to_string(), ")"));
+      }
+    }
+    permute(y[0]->raw(), x[0]->raw(), len);
+  }
+  // The permutation is its own inverse: dx is dy permuted like x.
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs) override {
+    if (dx[0] != nullptr) permute(dx[0]->raw(), dy[0]->raw(), lengths(x));
+  }
+
+ private:
+  const int32_t* lengths(TensorRefs x) const {
+    return x.size() > 1 ? x[1]->data<int32_t>() : nullptr;
+  }
+  // dst[t, n] = src[s, n], s = T-1-t without lengths, else len-1-t for t < len and t past it.
+  // A length outside [0, T] (forward has thrown) leaves its sample in place.
+  void permute(void* dst, const void* src, const int32_t* len) const {
+    const int64_t T = T_, N = N_, row = row_;
+    char* d = static_cast<char*>(dst);
+    const char* s = static_cast<const char*>(src);
+#pragma omp parallel for collapse(2) schedule(static) if (T * N * row > (int64_t{1} << 16))
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t n = 0; n < N; ++n) {
+        const int64_t l = len ? len[n] : T;
+        const int64_t from = l >= 0 && l <= T && t < l ? l - 1 - t : t;
+        std::memcpy(d + (t * N + n) * row, s + (from * N + n) * row, row);
+      }
+    }
+  }
+
+  int64_t T_ = 0, N_ = 0, row_ = 0;  // row_: bytes of one (t, n) row of x
+};
+
 TBD_REGISTER_LAYER(AddConfig, DeviceKind::kCpu, AddOneDnn);
 TBD_REGISTER_LAYER(ConcatConfig, DeviceKind::kCpu, ConcatCpu);
 TBD_REGISTER_LAYER(SplitConfig, DeviceKind::kCpu, SplitCpu);
 TBD_REGISTER_LAYER(ReshapeConfig, DeviceKind::kCpu, ReshapeCpu);
 TBD_REGISTER_LAYER(TransposeConfig, DeviceKind::kCpu, TransposeOneDnn);
 TBD_REGISTER_LAYER(DetachConfig, DeviceKind::kCpu, DetachCpu);
+TBD_REGISTER_LAYER(ReverseConfig, DeviceKind::kCpu, ReverseCpu);
 
 }  // namespace
 }  // namespace tbd::cpu

@@ -1,9 +1,10 @@
 // layers/cuda/activation_cuda.cu: Activation on CUDA.
 //
 // cuDNN for relu, tanh and sigmoid (cudnnActivationForward/Backward); own kernels for leaky
-// relu and the erf form of GELU, which cuDNN's legacy activation lacks. Shape checks and FLOP
-// counts are the shared ones (layers/activation.cpp); only row-major tensors exist on CUDA, and
-// an elementwise layer would not care anyway.
+// relu and the erf form of GELU, which cuDNN's legacy activation lacks, and for clipped relu,
+// whose gradient must pass exactly where 0 < x < ceiling (layers/activation.h). Shape checks and
+// FLOP counts are the shared ones (layers/activation.cpp); only row-major tensors exist on CUDA,
+// and an elementwise layer would not care anyway.
 #include "backends/cuda/cuda_backend.h"
 #include "layers/activation.h"
 #include "layers/cuda/cuda_layer_util.h"
@@ -25,6 +26,23 @@ __global__ void leaky_relu_fwd_kernel(const float* __restrict__ x, float* __rest
 __global__ void leaky_relu_bwd_kernel(const float* __restrict__ x, const float* __restrict__ dy,
                                       float* __restrict__ dx, int64_t n, float alpha) {
   TBD_GRID_STRIDE(i, n) { dx[i] = x[i] > 0.f ? dy[i] : alpha * dy[i]; }
+}
+
+__global__ void clipped_relu_fwd_kernel(const float* __restrict__ x, float* __restrict__ y,
+                                        int64_t n, float ceiling) {
+  TBD_GRID_STRIDE(i, n) {
+    const float v = x[i];
+    // NaN passes through, as the cuDNN activations propagate it.
+    y[i] = v < 0.f ? 0.f : (v > ceiling ? ceiling : v);
+  }
+}
+
+__global__ void clipped_relu_bwd_kernel(const float* __restrict__ x, const float* __restrict__ dy,
+                                        float* __restrict__ dx, int64_t n, float ceiling) {
+  TBD_GRID_STRIDE(i, n) {
+    const float v = x[i];
+    dx[i] = v > 0.f && v < ceiling ? dy[i] : 0.f;
+  }
 }
 
 // GELU (erf): y = x * Phi(x), Phi(x) = 0.5 * (1 + erf(x / sqrt 2)); dy/dx = Phi(x) + x * phi(x).
@@ -81,6 +99,9 @@ class ActivationCuda final : public Layer {
     if (cfg_.act == ActKind::kLeakyRelu) {
       leaky_relu_fwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(
           xp, yp, n_, static_cast<float>(cfg_.alpha));
+    } else if (cfg_.act == ActKind::kClippedRelu) {
+      clipped_relu_fwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(
+          xp, yp, n_, static_cast<float>(cfg_.ceiling));
     } else {
       gelu_fwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(xp, yp, n_);
     }
@@ -98,6 +119,9 @@ class ActivationCuda final : public Layer {
     if (cfg_.act == ActKind::kLeakyRelu) {
       leaky_relu_bwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(
           x[0]->f32(), dy[0]->f32(), dx[0]->f32(), n_, static_cast<float>(cfg_.alpha));
+    } else if (cfg_.act == ActKind::kClippedRelu) {
+      clipped_relu_bwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(
+          x[0]->f32(), dy[0]->f32(), dx[0]->f32(), n_, static_cast<float>(cfg_.ceiling));
     } else {
       gelu_bwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(x[0]->f32(), dy[0]->f32(),
                                                                  dx[0]->f32(), n_);

@@ -1,10 +1,14 @@
-// layers/cuda/tensor_ops_cuda.cu: Add, Concat, Split, Reshape, Detach and Transpose on CUDA.
+// layers/cuda/tensor_ops_cuda.cu: Add, Concat, Split, Reshape, Detach, Transpose and Reverse on
+// CUDA.
 //
 // Concat and Split are strided copies (cudaMemcpy2DAsync: `outer` rows of one input's slab
 // each), Reshape a plain copy (layers own their outputs), Transpose a gather kernel over the
 // output's coordinates; their backward passes run the inverse copies, and all of them move
 // elements of any 4-byte dtype (labels, indices). Add is one kernel forward and two copies
-// backward. Shape rules and FLOP counts: the shared functions of layers/tensor_ops.cpp.
+// backward. Reverse is a gather kernel over y's elements that reads the lengths in device
+// memory; a length outside [0, T] cannot throw there, so its sample's elements become all-ones
+// bits (layers/tensor_ops.h). Shape rules and FLOP counts: the shared functions of
+// layers/tensor_ops.cpp.
 #include <numeric>
 
 #include "backends/cuda/cuda_backend.h"
@@ -314,6 +318,77 @@ class TransposeCuda final : public Layer {
 };
 
 TBD_REGISTER_LAYER(TransposeConfig, DeviceKind::kCuda, TransposeCuda);
+
+// ---- Reverse ----
+
+// dst[t, n, k] = src[s, n, k] with s = T-1-t without lengths, else len-1-t for t < len and t
+// past it; elements moved as words W of the dtype's size. A sample whose length is outside
+// [0, T] gets all-ones words: NaN as f32, f16 and bf16, -1 as i32.
+template <class W>
+__global__ void reverse_kernel(const W* __restrict__ src, W* __restrict__ dst,
+                               const int32_t* __restrict__ lengths, int64_t T, int64_t N,
+                               int64_t inner) {
+  TBD_GRID_STRIDE(i, T * N * inner) {
+    const int64_t k = i % inner, tn = i / inner, n = tn % N, t = tn / N;
+    const int64_t len = lengths ? lengths[n] : T;
+    if (len < 0 || len > T) {
+      dst[i] = static_cast<W>(~W{0});
+      continue;
+    }
+    const int64_t from = t < len ? len - 1 - t : t;
+    dst[i] = src[(from * N + n) * inner + k];
+  }
+}
+
+class ReverseCuda final : public Layer {
+ public:
+  ReverseCuda(Backend& be, const std::string& name, const ReverseConfig& cfg,
+              const std::vector<TensorDesc>& in)
+      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {
+    const Shape& xs = in[0].shape;
+    T_ = xs[0], N_ = xs[1], inner_ = xs.numel() / (T_ * N_);
+    esize_ = dtype_size(in[0].dtype);
+    TBD_LAYER_CHECK(esize_ == 4 || esize_ == 2, kind(), name,
+                    "the CUDA reverse moves 4- or 2-byte elements, got ", in[0].to_string());
+  }
+
+  const char* kind() const override { return ReverseConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("x ", inputs_[0].to_string(), inputs_.size() > 1 ? ", lengths" : "",
+                          " | gather kernel");
+  }
+
+  // y, x[0]: (T, N, ...)  x[1] = lengths: (N) i32, optional
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), inputs_.size(), "forward inputs");
+    permute(y[0]->raw(), x[0]->raw(), x);
+  }
+
+  // The permutation is its own inverse: dx is dy permuted like x.
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    if (dx[0] != nullptr) permute(dx[0]->raw(), dy[0]->raw(), x);
+  }
+
+ private:
+  void permute(void* dst, const void* src, TensorRefs x) {
+    const int32_t* len = x.size() > 1 ? x[1]->data<int32_t>() : nullptr;
+    const int64_t n = T_ * N_ * inner_;
+    if (esize_ == 4) {
+      reverse_kernel<<<grid_for(n), kBlock, 0, cu_.stream()>>>(
+          static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), len, T_, N_, inner_);
+    } else {
+      reverse_kernel<<<grid_for(n), kBlock, 0, cu_.stream()>>>(
+          static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), len, T_, N_, inner_);
+    }
+    TBD_CUDA_CHECK_LAST();
+  }
+
+  CudaBackend& cu_;
+  int64_t T_ = 0, N_ = 0, inner_ = 0;
+  std::size_t esize_ = 4;
+};
+
+TBD_REGISTER_LAYER(ReverseConfig, DeviceKind::kCuda, ReverseCuda);
 
 }  // namespace
 }  // namespace tbd::cuda

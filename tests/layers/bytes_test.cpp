@@ -20,6 +20,7 @@
 #include "layers/pool2d.h"
 #include "layers/positional_encoding.h"
 #include "layers/rnn.h"
+#include "layers/sequence_batchnorm.h"
 #include "layers/tensor_ops.h"
 #include "models/graph.h"
 #include "tests/support/check.h"
@@ -97,9 +98,22 @@ TEST(Bytes, BatchNorm2d) {
               batchnorm2d_bytes(x));
 }
 
+TEST(Bytes, SequenceBatchNorm) {
+  // x (4, 3, 5): E = 60, C = 5 (statistics over M = 12 rows); the terms of BatchNorm2d.
+  Shape x{4, 3, 5};
+  expect_bytes(sequence_batchnorm_bytes(x),
+               4 * (60 + 4 * 5 + 60 + 4 * 5),       // read x, weight, bias, running mean/var;
+                                                    // write y, saved mean/var, running mean/var
+               4 * (60 + 60 + 3 * 5 + 60),          // read dy, x, saved mean/var, weight; write dx
+               4 * (60 + 60 + 2 * 5 + 2 * 2 * 5));  // read dy, x, saved stats; rw dweight, dbias
+  auto be = make_cpu_backend();
+  expect_same(make_layer(*be, "bn", SequenceBatchNormConfig{}, {TensorDesc{x}})->bytes(),
+              sequence_batchnorm_bytes(x));
+}
+
 TEST(Bytes, ActivationPoolAndElementwise) {
   // Activation on (2, 3, 4) = 24: read x, write y; read dy and x (or y), write dx.
-  for (ActKind k : {ActKind::kRelu, ActKind::kTanh, ActKind::kGelu}) {
+  for (ActKind k : {ActKind::kRelu, ActKind::kTanh, ActKind::kGelu, ActKind::kClippedRelu}) {
     ActivationConfig a;
     a.act = k;
     expect_bytes(activation_bytes(a, Shape{2, 3, 4}), 4 * 2 * 24, 4 * 3 * 24, 0);
@@ -134,6 +148,13 @@ TEST(Bytes, CopiesMoveEveryElementTwice) {
   ConcatConfig cat;
   cat.axis = 1;
   expect_same(make_layer(*be, "cat", cat, in)->bytes(), copy_bytes(in, {TensorDesc{Shape{2, 8}}}));
+  // Reverse of f32 x (4, 3, 2) = 24 with 3 lengths: x read, y written; dy read, dx written;
+  // the lengths read by both. i32 ids (5, 3) = 15 without lengths: no gradient.
+  const TensorDesc x{Shape{4, 3, 2}}, len{Shape{3}, DType::kI32, Layout::kRowMajor};
+  expect_bytes(reverse_bytes({x, len}), 4 * (24 + 24) + 4 * 3, 4 * (24 + 24) + 4 * 3, 0);
+  expect_bytes(reverse_bytes({TensorDesc{Shape{5, 3}, DType::kI32, Layout::kRowMajor}}),
+               4 * (15 + 15), 0, 0);
+  expect_same(make_layer(*be, "rev", ReverseConfig{}, {x, len})->bytes(), reverse_bytes({x, len}));
 }
 
 TEST(Bytes, EmbeddingAndLosses) {
@@ -234,6 +255,15 @@ TEST(Bytes, OptimizersPerElement) {
   // The CPU optimizers report the shared counts.
   EXPECT_DOUBLE_EQ(make_optimizer(*be, AdamConfig{}, ptrs)->bytes(), 4 * 7 * 16);
   EXPECT_DOUBLE_EQ(make_optimizer(*be, rms, ptrs)->bytes(), 4 * 7 * 16);
+  // Global-norm clipping reads every gradient once more; clipping by value reads nothing more.
+  rms.clip.max_norm = 1;
+  EXPECT_DOUBLE_EQ(rmsprop_bytes(rms, ptrs), 4 * 7 * 16 + 4 * 16);
+  sgd.clip.value = 1;
+  EXPECT_DOUBLE_EQ(sgd_bytes(sgd, ptrs), 4 * 3 * 16);
+  AdamConfig adam;
+  adam.clip = GradClip{0.5, 2};
+  EXPECT_DOUBLE_EQ(adam_bytes(adam, ptrs), 4 * 7 * 16 + 4 * 16);
+  EXPECT_DOUBLE_EQ(make_optimizer(*be, adam, ptrs)->bytes(), 4 * 7 * 16 + 4 * 16);
 }
 
 TEST(Bytes, GraphSumsItsLayers) {

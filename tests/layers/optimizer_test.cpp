@@ -1,8 +1,11 @@
 // tests/layers/optimizer_test.cpp: SGD, Adam/AdamW and RMSprop on every target against float64
 // references of PyTorch's update rules over several steps (weight decay on and off per
-// parameter), their state size, FLOP counts, and that step() allocates nothing.
+// parameter; gradient clipping by global norm, by value and both, active and not), their state
+// size, FLOP counts, that step() allocates nothing, leaves the gradients alone and repeats
+// itself bit for bit, and the clipping options' checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <variant>
 
@@ -17,6 +20,7 @@ using AnyConfig = std::variant<SgdConfig, AdamConfig, RmspropConfig>;
 struct OptCase {
   std::string name;
   AnyConfig cfg;
+  bool clip_active = false;  // whether the case's clipping changes some gradient
 };
 void PrintTo(const OptCase& c, std::ostream* os) { *os << c.name; }
 
@@ -34,6 +38,37 @@ RmspropConfig rmsprop(double lr, double momentum, double wd) {
   RmspropConfig c;
   c.lr = lr, c.momentum = momentum, c.weight_decay = wd;
   return c;
+}
+AnyConfig with_clip(AnyConfig cfg, double max_norm, double value) {
+  std::visit([&](auto& c) { c.clip = GradClip{value, max_norm}; }, cfg);
+  return cfg;
+}
+GradClip clip_of(const AnyConfig& cfg) {
+  return std::visit([](const auto& c) { return c.clip; }, cfg);
+}
+
+// The gradients one step's update reads (GradClip, layers/optimizer.h), in float64: all of
+// them scaled by min(1, max_norm / (||g||_2 + 1e-6)), then each element clipped to [-value,
+// value]. Returns whether that changed any gradient.
+bool ref_clip(const GradClip& c, std::vector<Vec>& g) {
+  bool changed = false;
+  if (c.max_norm > 0) {
+    double ss = 0;
+    for (const Vec& v : g)
+      for (double e : v) ss += e * e;
+    const double scale = std::min(1.0, c.max_norm / (std::sqrt(ss) + 1e-6));
+    changed |= scale < 1;
+    for (Vec& v : g)
+      for (double& e : v) e *= scale;
+  }
+  if (c.value > 0) {
+    for (Vec& v : g)
+      for (double& e : v) {
+        changed |= std::fabs(e) > c.value;
+        e = std::clamp(e, -c.value, c.value);
+      }
+  }
+  return changed;
 }
 
 // One parameter in float64 with its optimizer state.
@@ -155,17 +190,24 @@ TEST_P(OptimizerTest, MatchesFloat64ReferenceOverSteps) {
     EXPECT_DOUBLE_EQ(opt->flops(), cpu->flops());
     EXPECT_DOUBLE_EQ(opt->bytes(), cpu->bytes());
   }
+  bool clipped = false;
+  std::vector<Vec> g;
   for (int64_t t = 1; t <= 5; ++t) {
-    std::vector<Vec> g = P.set_grads(t);
+    g = P.set_grads(t);
     opt->step();
+    std::vector<Vec> read = g;
+    clipped |= ref_clip(clip_of(tcase().cfg), read);
     for (std::size_t k = 0; k < P.ps.size(); ++k) {
-      std::visit([&](const auto& c) { ref_step(c, P.ref[k], g[k], t); }, tcase().cfg);
+      std::visit([&](const auto& c) { ref_step(c, P.ref[k], read[k], t); }, tcase().cfg);
     }
   }
+  EXPECT_EQ(clipped, tcase().clip_active) << "the case's clipping is not what its name says";
   P.be->synchronize();
   for (std::size_t k = 0; k < P.ps.size(); ++k) {
     expect_close(P.ps[k].name + " after 5 steps", to_host(*P.be, P.ps[k].value), P.ref[k].w,
                  tolerance(target(), Phase::kUpdate, OpClass::kPlain));
+    // Clipping acts on what the update reads, never on Param::grad.
+    EXPECT_EQ(to_host(*P.be, P.ps[k].grad), g[k]) << P.ps[k].name << ": step() changed its grad";
   }
 }
 
@@ -192,8 +234,73 @@ INSTANTIATE_TEST_SUITE_P(
         OptCase{"adam", adam(0.01, 0.0, false)}, OptCase{"adam_l2_decay", adam(0.01, 0.5, false)},
         OptCase{"adamw", adam(0.01, 0.5, true)}, OptCase{"rmsprop", rmsprop(0.01, 0.0, 0.0)},
         OptCase{"rmsprop_momentum", rmsprop(0.01, 0.9, 0.0)},
-        OptCase{"rmsprop_momentum_decay", rmsprop(0.01, 0.9, 0.2)})),
+        OptCase{"rmsprop_momentum_decay", rmsprop(0.01, 0.9, 0.2)},
+        // Clipping. The gradients are uniform in [-1, 1] over about 70500 elements: their global
+        // norm is about 150, so max_norm 20 scales them by about 0.13 and 1000 leaves them;
+        // value 0.5 clips half of them and 1.5 none; max_norm 100 (about 0.65) then value 0.4
+        // do both. Adam's and RMSprop's first steps divide g' by about |g'| (their second
+        // moments start at 0), so where g' = clipped g + wd*w nearly cancels, float32 and the
+        // reference part ways: their clipped cases add no weight decay to the gradient (AdamW's
+        // decoupled decay does not add it there).
+        OptCase{"sgd_clip_norm", with_clip(sgd(0.1, 0.9, 0.1), 20, 0), true},
+        OptCase{"sgd_clip_norm_inactive", with_clip(sgd(0.1, 0.9, 0.1), 1000, 0), false},
+        OptCase{"sgd_clip_value", with_clip(sgd(0.1, 0.0, 0.3), 0, 0.5), true},
+        OptCase{"sgd_clip_value_inactive", with_clip(sgd(0.1, 0.9, 0.0), 0, 1.5), false},
+        OptCase{"sgd_clip_both", with_clip(sgd(0.1, 0.9, 0.1), 100, 0.4), true},
+        OptCase{"adam_clip_norm", with_clip(adam(0.01, 0.0, false), 20, 0), true},
+        OptCase{"adam_clip_norm_inactive", with_clip(adam(0.01, 0.0, false), 1000, 0), false},
+        OptCase{"adamw_clip_value", with_clip(adam(0.01, 0.5, true), 0, 0.5), true},
+        OptCase{"adam_clip_value_inactive", with_clip(adam(0.01, 0.0, false), 0, 1.5), false},
+        OptCase{"adamw_clip_both", with_clip(adam(0.01, 0.5, true), 100, 0.4), true},
+        OptCase{"rmsprop_clip_norm", with_clip(rmsprop(0.01, 0.9, 0.0), 20, 0), true},
+        OptCase{"rmsprop_clip_norm_inactive", with_clip(rmsprop(0.01, 0.0, 0.0), 1000, 0), false},
+        OptCase{"rmsprop_clip_value", with_clip(rmsprop(0.01, 0.0, 0.0), 0, 0.5), true},
+        OptCase{"rmsprop_clip_value_inactive", with_clip(rmsprop(0.01, 0.9, 0.0), 0, 1.5), false},
+        OptCase{"rmsprop_clip_both", with_clip(rmsprop(0.01, 0.9, 0.0), 100, 0.4), true})),
     CaseOnTarget());
+
+class OptimizerOnTarget : public TargetTest {};
+
+// The global norm is reduced in a fixed order: two runs of the same steps agree bit for bit.
+TEST_P(OptimizerOnTarget, ClippedStepsRepeatBitForBit) {
+  for (const AnyConfig& cfg :
+       {with_clip(sgd(0.1, 0.9, 0.1), 100, 0.4), with_clip(adam(0.01, 0.5, true), 20, 0),
+        with_clip(rmsprop(0.01, 0.9, 0.2), 100, 0.4)}) {
+    std::vector<Vec> runs[2];
+    for (auto& run : runs) {
+      Params P(be());
+      auto opt = make_opt(*P.be, cfg, P.ptrs());
+      for (int64_t t = 1; t <= 3; ++t) {
+        P.set_grads(t);
+        opt->step();
+      }
+      for (const Param& p : P.ps) run.push_back(to_host(*P.be, p.value));
+    }
+    for (std::size_t k = 0; k < runs[0].size(); ++k) {
+      EXPECT_EQ(runs[0][k], runs[1][k]) << make_opt(be(), cfg, {})->kind() << " parameter " << k;
+    }
+  }
+}
+
+// A negative clipping value is an error naming the optimizer and the field.
+TEST_P(OptimizerOnTarget, NegativeClipValuesAreRejected) {
+  Params P(be());
+  const std::pair<AnyConfig, const char*> kinds[] = {{sgd(0.1, 0.9, 0), "SGD"},
+                                                     {adam(1e-3, 0, false), "Adam"},
+                                                     {adam(1e-3, 0, true), "AdamW"},
+                                                     {rmsprop(1e-2, 0, 0), "RMSprop"}};
+  for (const auto& [cfg, kind] : kinds) {
+    expect_error([&] { make_opt(*P.be, with_clip(cfg, 0, -0.5), P.ptrs()); },
+                 {kind, "clip.value", "-0.5"});
+    expect_error([&] { make_opt(*P.be, with_clip(cfg, -2, 0), P.ptrs()); },
+                 {kind, "clip.max_norm", "-2"});
+    expect_error([&] { make_opt(*P.be, with_clip(cfg, 1, std::nan("")), P.ptrs()); },
+                 {kind, "clip.value", "nan"});
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, OptimizerOnTarget, ::testing::ValuesIn(kAllTargets),
+                         TargetName());
 
 // The reference agrees with each variant; this checks that the variants really differ, so
 // the comparisons above could tell decay on/off and AdamW from Adam apart.
@@ -230,6 +337,14 @@ TEST(OptimizerFlops, MatchDocumentedPerElementCounts) {
   EXPECT_DOUBLE_EQ(make_opt(*P.be, adam(1e-3, 0.1, true), P.ptrs())->flops(), 14 * nd + 12 * nn);
   EXPECT_DOUBLE_EQ(make_opt(*P.be, rmsprop(1e-2, 0.0, 0.0), P.ptrs())->flops(), 8 * (nd + nn));
   EXPECT_DOUBLE_EQ(make_opt(*P.be, rmsprop(1e-2, 0.9, 0.1), P.ptrs())->flops(), 12 * nd + 10 * nn);
+  // Clipping: 3 per element for the global norm (square, add; scale), 2 for the value clip.
+  const double n = nd + nn;
+  EXPECT_DOUBLE_EQ(make_opt(*P.be, with_clip(sgd(0.1, 0.0, 0.0), 1, 0), P.ptrs())->flops(),
+                   2 * n + 3 * n);
+  EXPECT_DOUBLE_EQ(make_opt(*P.be, with_clip(adam(1e-3, 0.0, false), 0, 1), P.ptrs())->flops(),
+                   12 * n + 2 * n);
+  EXPECT_DOUBLE_EQ(make_opt(*P.be, with_clip(rmsprop(1e-2, 0.0, 0.0), 1, 1), P.ptrs())->flops(),
+                   8 * n + 5 * n);
 }
 
 TEST(OptimizerKinds, NamesAndParams) {

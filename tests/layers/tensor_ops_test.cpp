@@ -1,6 +1,10 @@
-// tests/layers/tensor_ops_test.cpp: Add, Concat, Split, Reshape and Transpose forward and
-// backward against float64 references (index arithmetic on plain host data), on every target.
+// tests/layers/tensor_ops_test.cpp: Add, Concat, Split, Reshape, Transpose and Reverse forward
+// and backward against float64 references (index arithmetic on plain host data), on every
+// target.
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
 
 #include "layers/tensor_ops.h"
 #include "tests/layers/layer_steps.h"
@@ -395,6 +399,121 @@ TEST_P(TensorOpsOnTarget, ConcatAndSplitMoveInt32) {
       opt);
 }
 
+// ---- Reverse ----
+
+// x (T, N, inner...) reversed along T per sample: the first len_n steps of sample n backwards,
+// the rest in place (no lengths: len_n = T).
+Vec ref_reverse(const Vec& x, const Shape& xs, const std::vector<int>& lengths) {
+  const int64_t T = xs[0], N = xs[1], inner = xs.numel() / (T * N);
+  Vec y(x.size());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t len = lengths.empty() ? T : lengths[n];
+      const int64_t from = t < len ? len - 1 - t : t;
+      for (int64_t k = 0; k < inner; ++k)
+        y[(t * N + n) * inner + k] = x[(from * N + n) * inner + k];
+    }
+  return y;
+}
+
+struct ReverseCase {
+  std::string name;
+  Shape x;
+  DType dtype = DType::kF32;
+  std::vector<int> lengths = {};  // empty: no lengths input (whole sequences)
+};
+
+class ReverseTest : public LayerTest<ReverseCase> {};
+
+TEST_P(ReverseTest, MatchesFloat64Reference) {
+  const ReverseCase& tc = tcase();
+  std::vector<TensorDesc> in{TensorDesc{tc.x, tc.dtype, Layout::kRowMajor}};
+  LayerCheckOptions opt = moves();
+  opt.int_lo = -50, opt.int_hi = 1000;
+  if (!tc.lengths.empty()) {
+    in.push_back(TensorDesc{Shape{tc.x[1]}, DType::kI32, Layout::kRowMajor});
+    opt.x_values[1] = Vec(tc.lengths.begin(), tc.lengths.end());
+  }
+  auto layer = make("enc.reverse", ReverseConfig{}, in);
+  EXPECT_EQ(layer->output_descs()[0].shape, tc.x);
+  EXPECT_EQ(layer->output_descs()[0].dtype, tc.dtype);
+  EXPECT_EQ(layer->input_grad(0), tc.dtype == DType::kF32);
+  if (in.size() > 1) {
+    EXPECT_FALSE(layer->input_grad(1)) << "lengths take no gradient";
+  }
+  EXPECT_DOUBLE_EQ(layer->flops().total(), 0);
+  const bool f32 = tc.dtype == DType::kF32;
+  check_layer(
+      be(), *layer,
+      [&](auto& x, auto&) { return std::vector<Vec>{ref_reverse(x[0], tc.x, tc.lengths)}; },
+      [&](auto&, auto&, auto& dy) {
+        RefGrads g;
+        g.dx = {f32 ? ref_reverse(dy[0], tc.x, tc.lengths) : Vec(), Vec()};
+        g.dx.resize(in.size());
+        return g;
+      },
+      opt);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ReverseTest,
+    on_all_targets(::testing::Values(
+        ReverseCase{"f32_whole", Shape{5, 3, 4}},
+        // Lengths 0 (nothing reversed) and T (all of it) at the ends of the range.
+        ReverseCase{"f32_lengths", Shape{5, 3, 4}, DType::kF32, {3, 0, 5}},
+        ReverseCase{"f32_rank2_lengths", Shape{6, 4}, DType::kF32, {6, 1, 0, 4}},
+        ReverseCase{"f32_rank4", Shape{3, 2, 2, 3}},
+        ReverseCase{"f32_batch1", Shape{4, 1, 3}, DType::kF32, {2}},
+        ReverseCase{"f32_one_step", Shape{1, 3, 2}, DType::kF32, {1, 0, 1}},
+        // Token ids (T, N) as Sockeye's encoder reverses its source.
+        ReverseCase{"i32_whole", Shape{5, 3}, DType::kI32},
+        ReverseCase{"i32_lengths", Shape{7, 3}, DType::kI32, {7, 2, 0}},
+        ReverseCase{"i32_lengths_rank3", Shape{4, 2, 3}, DType::kI32, {3, 4}})),
+    CaseOnTarget());
+
+// A length outside [0, T]: the CPU's forward throws naming the layer, the sample and the value
+// before writing anything; a CUDA kernel cannot throw, so that sample's elements come out as
+// all-ones bits (NaN as f32, -1 as i32) and the others as usual.
+TEST_P(TensorOpsOnTarget, ReverseRejectsLengthsOutsideTheSequence) {
+  const Shape xs{4, 3, 2};
+  for (DType dt : {DType::kF32, DType::kI32}) {
+    for (int bad : {7, -1}) {
+      SCOPED_TRACE(detail::concat(to_string(dt), " length ", bad));
+      const std::vector<TensorDesc> in{TensorDesc{xs, dt, Layout::kRowMajor},
+                                       TensorDesc{Shape{3}, DType::kI32, Layout::kRowMajor}};
+      auto layer = make("enc.reverse", ReverseConfig{}, in);
+      Backend& b = be();
+      Tensor x = b.empty(in[0], MemCategory::kDynamic), len = b.empty(in[1], MemCategory::kDynamic);
+      Tensor y = b.empty(layer->output_descs()[0], MemCategory::kDynamic);
+      const Vec xv = random_vec(xs.numel(), 3, -100, 100);
+      Vec xr = xv;
+      for (auto& v : xr) v = dt == DType::kI32 ? std::round(v) : static_cast<float>(v);
+      from_host(b, x, xr);
+      from_host(b, len, {2, static_cast<double>(bad), 4});
+      const Tensor* xp[] = {&x, &len};
+      Tensor* yp[] = {&y};
+      if (b.kind() == DeviceKind::kCpu) {
+        expect_error([&] { layer->forward(yp, xp); }, {"Reverse 'enc.reverse'", "lengths",
+                                                       "sample 1", std::to_string(bad), "[0, 4]"});
+        continue;
+      }
+      layer->forward(yp, xp);
+      b.synchronize();
+      const Vec got = to_host(b, y), want = ref_reverse(xr, xs, {2, 0, 4});
+      for (int64_t i = 0; i < xs.numel(); ++i) {
+        const bool bad_sample = (i / 2) % 3 == 1;
+        if (!bad_sample) {
+          EXPECT_EQ(got[i], want[i]) << "element " << i;
+        } else if (dt == DType::kF32) {
+          EXPECT_TRUE(std::isnan(got[i])) << "element " << i << ": " << got[i];
+        } else {
+          EXPECT_EQ(got[i], -1) << "element " << i;
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Targets, TensorOpsOnTarget, ::testing::ValuesIn(kAllTargets),
                          TargetName());
 
@@ -476,6 +595,23 @@ TEST(TensorOpsErrors, TransposeRejectsBadPermutations) {
   expect_layer_error(c, {TensorDesc{Shape{2, 3, 4}}}, {"not a permutation"});
 }
 
+TEST(TensorOpsErrors, ReverseRejectsBadInputs) {
+  ReverseConfig c;
+  const TensorDesc ids{Shape{5, 3}, DType::kI32, Layout::kRowMajor};
+  expect_layer_error(c, {TensorDesc{Shape{7}}}, {"input x", "rank >= 2", "(7)"});
+  expect_layer_error(c, {TensorDesc{Shape{5, 0, 2}}}, {"input x", "(5, 0, 2)"});
+  expect_layer_error(c, {TensorDesc{Shape{2, 16, 2, 2}, DType::kF32, Layout::kNChw16c}},
+                     {"input x", "row-major"});
+  expect_layer_error(c, {ids, TensorDesc{Shape{4}, DType::kI32, Layout::kRowMajor}},
+                     {"input lengths", "(3)", "(4)"});
+  expect_layer_error(c, {ids, TensorDesc{Shape{3}}}, {"input lengths", "i32"});
+  expect_layer_error(c, {ids, TensorDesc{Shape{3, 1}, DType::kI32, Layout::kRowMajor}},
+                     {"input lengths", "(3, 1)"});
+  const TensorDesc len{Shape{3}, DType::kI32, Layout::kRowMajor};
+  expect_layer_error(c, {ids, len, len}, {"expected 1 or 2", "got 3"});
+  expect_layer_error(c, {}, {"expected 1 or 2", "got 0"});
+}
+
 TEST(TensorOpsFlops, MatchesFormula) {
   Flops f = add_flops(Shape{32, 256, 56, 56});
   EXPECT_DOUBLE_EQ(f.fprop, 32.0 * 256 * 56 * 56);
@@ -508,6 +644,10 @@ TEST(TensorOpsSteps, AllocateNothing) {
   t.perm = {2, 0, 1};
   auto tr = make_layer(*be, "t", t, {d});
   EXPECT_EQ(allocations_in_step(*be, *tr), 0u);
+  // Zero lengths: a valid step that keeps every sample in place.
+  auto rev = make_layer(*be, "rev", ReverseConfig{},
+                        {d, TensorDesc{Shape{6}, DType::kI32, Layout::kRowMajor}});
+  EXPECT_EQ(allocations_in_step(*be, *rev), 0u);
 }
 
 }  // namespace

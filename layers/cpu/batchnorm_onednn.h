@@ -1,0 +1,207 @@
+// layers/cpu/batchnorm_onednn.h: batch normalization on oneDNN batch_normalization, shared by
+// BatchNorm2d (layers/cpu/batchnorm2d_onednn.cpp) and SequenceBatchNorm
+// (layers/cpu/sequence_batchnorm_onednn.cpp), which differ only in the (N, C, H, W) their x is
+// normalised as (BatchNormSpec). oneDNN gets x's own descriptor when x is that (N, C, H, W)
+// (BatchNorm2d, plain or nChw16c), else the 2-D `nc` (N, C) (SequenceBatchNorm's rows, H = W =
+// 1), both with statistics per C.
+//
+// x and y share x's layout (plain or nChw16c; nothing is reordered). Training: forward_training
+// computes the batch mean and biased variance into saved state (feature maps, C floats each);
+// our own loop then updates the running statistics with the unbiased variance (PyTorch).
+// Eval: forward_inference with use_global_stats on the running statistics. Backward uses the
+// saved batch statistics (or, in eval mode, the running ones as constants). oneDNN assigns
+// diff_scale/diff_shift, so they go to workspace scratch and are added onto the gradients (+=).
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/onednn.h"
+#include "layers/batchnorm2d.h"
+
+namespace tbd::cpu {
+
+class BatchNormOneDnn : public BatchNormLayer {
+ public:
+  using nf = dnnl::normalization_flags;
+
+  // `kind_contract` and `spec` are the kind's, for these inputs.
+  BatchNormOneDnn(Backend& be, const std::string& name, const std::vector<TensorDesc>& in,
+                  const Contract& kind_contract, const BatchNormSpec& spec)
+      : BatchNormLayer(be, name, in, kind_contract),
+        spec_(spec),
+        N_(spec.nchw[0]),
+        C_(spec.nchw[1]),
+        HW_(spec.nchw[2] * spec.nchw[3]),
+        blocked_(in[0].layout == Layout::kNChw16c),
+        x_md_(in[0].shape == spec.nchw
+                  ? md_of(in[0])
+                  : dnnl::memory::desc({N_, C_}, dnnl::memory::data_type::f32,  // rows: HW 1
+                                       dnnl::memory::format_tag::nc)),
+        cpu_(as_cpu(be)),
+        who_fwd_(std::string(spec.kind) + " forward"),
+        who_fwd_eval_(std::string(spec.kind) + " forward (eval)"),
+        who_bwd_(std::string(spec.kind) + " backward") {
+    const int64_t C = C_;
+    mean_ = be.empty(Shape{C}, MemCategory::kFeatureMaps);
+    var_ = be.empty(Shape{C}, MemCategory::kFeatureMaps);
+    dscale_ = be.empty(Shape{C}, MemCategory::kWorkspace);
+    dshift_ = be.empty(Shape{C}, MemCategory::kWorkspace);
+
+    const dnnl::memory::desc& x_md = x_md_;
+    const float feps = static_cast<float>(spec.eps);
+    const nf flags = nf::use_scale | nf::use_shift;
+    const nf global = flags | nf::use_global_stats;
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    auto& eng = cpu_.engine();
+    using fwd = dnnl::batch_normalization_forward;
+    using bwd = dnnl::batch_normalization_backward;
+    try {
+      fwd_train_pd_ = fwd::primitive_desc(
+          fwd::desc(dnnl::prop_kind::forward_training, x_md, feps, flags), attr, eng);
+      fwd_eval_pd_ = fwd::primitive_desc(
+          fwd::desc(dnnl::prop_kind::forward_inference, x_md, feps, global), attr, eng);
+      bwd_train_pd_ = bwd::primitive_desc(
+          bwd::desc(dnnl::prop_kind::backward, x_md, x_md, feps, flags), attr, eng, fwd_train_pd_);
+      // The hint must have the same flags, so it is a training-kind twin of the eval forward.
+      fwd::primitive_desc global_hint(
+          fwd::desc(dnnl::prop_kind::forward_training, x_md, feps, global), attr, eng);
+      bwd_eval_pd_ = bwd::primitive_desc(
+          bwd::desc(dnnl::prop_kind::backward, x_md, x_md, feps, global), attr, eng, global_hint);
+    } catch (const dnnl::error& e) {
+      throw_layer_error(spec.kind, name,
+                        std::string("oneDNN has no batch normalization for x ") +
+                            in[0].to_string() + ": " + e.what());
+    }
+    fwd_train_ = fwd(fwd_train_pd_);
+    fwd_eval_ = fwd(fwd_eval_pd_);
+    bwd_train_ = bwd(bwd_train_pd_);
+    bwd_eval_ = bwd(bwd_eval_pd_);
+    std::size_t scratch = std::max(
+        {fwd_train_pd_.scratchpad_desc().get_size(), fwd_eval_pd_.scratchpad_desc().get_size(),
+         bwd_train_pd_.scratchpad_desc().get_size(), bwd_eval_pd_.scratchpad_desc().get_size()});
+    if (scratch) {
+      scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
+    }
+  }
+
+  const char* kind() const override { return spec_.kind; }
+  std::string describe() const override {
+    return detail::concat("x ", inputs_[0].shape.to_string(), " ", to_string(inputs_[0].layout));
+  }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, x_mem(*x[0])},
+                                               {DNNL_ARG_DST, x_mem(*y[0])},
+                                               {DNNL_ARG_SCALE, mem_of(cpu_, params_[0].value)},
+                                               {DNNL_ARG_SHIFT, mem_of(cpu_, params_[1].value)}};
+    if (!training_) {
+      args[DNNL_ARG_MEAN] = mem_of(cpu_, running_mean_);
+      args[DNNL_ARG_VARIANCE] = mem_of(cpu_, running_var_);
+      add_scratch(args, fwd_eval_pd_.scratchpad_desc());
+      execute(cpu_, fwd_eval_, args, who_fwd_eval_.c_str());
+      return;
+    }
+    args[DNNL_ARG_MEAN] = mem_of(cpu_, mean_);
+    args[DNNL_ARG_VARIANCE] = mem_of(cpu_, var_);
+    add_scratch(args, fwd_train_pd_.scratchpad_desc());
+    execute(cpu_, fwd_train_, args, who_fwd_.c_str());
+    update_running_stats();
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    const Tensor& mean = training_ ? mean_ : running_mean_;
+    const Tensor& var = training_ ? var_ : running_var_;
+    if (dx[0] == nullptr) {
+      // No input gradient wanted (x is data): oneDNN would need a full-size diff_src buffer,
+      // so the two per-channel reductions are done here instead.
+      if (param_grads()) param_grads_only(*dy[0], *x[0], mean, var);
+      return;
+    }
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, x_mem(*x[0])},
+                                               {DNNL_ARG_DIFF_DST, x_mem(*dy[0])},
+                                               {DNNL_ARG_MEAN, mem_of(cpu_, mean)},
+                                               {DNNL_ARG_VARIANCE, mem_of(cpu_, var)},
+                                               {DNNL_ARG_SCALE, mem_of(cpu_, params_[0].value)},
+                                               // Unread, but oneDNN 2.6 lists it as an input.
+                                               {DNNL_ARG_SHIFT, mem_of(cpu_, params_[1].value)},
+                                               {DNNL_ARG_DIFF_SRC, x_mem(*dx[0])},
+                                               {DNNL_ARG_DIFF_SCALE, mem_of(cpu_, dscale_)},
+                                               {DNNL_ARG_DIFF_SHIFT, mem_of(cpu_, dshift_)}};
+    const auto& pd = training_ ? bwd_train_pd_ : bwd_eval_pd_;
+    add_scratch(args, pd.scratchpad_desc());
+    execute(cpu_, training_ ? bwd_train_ : bwd_eval_, args, who_bwd_.c_str());
+    if (!param_grads()) return;  // oneDNN computed them into scratch; they are not added
+    be_.accumulate(params_[0].grad, dscale_);
+    be_.accumulate(params_[1].grad, dshift_);
+  }
+
+ private:
+  // An x-shaped tensor (x, y, dy, dx) as oneDNN sees x.
+  dnnl::memory x_mem(const Tensor& t) { return mem_of(cpu_, x_md_, t.raw()); }
+  void add_scratch(std::unordered_map<int, dnnl::memory>& args, const dnnl::memory::desc& md) {
+    if (md.get_size()) args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(md, cpu_.engine(), scratch_.raw());
+  }
+
+  // running = (1 - m) * running + m * batch, with the unbiased batch variance. With a single
+  // value per channel (N*HW == 1) the unbiased variance is undefined; the biased one (0) is
+  // used rather than a division by zero.
+  void update_running_stats() {
+    const int64_t C = C_, M = N_ * HW_;
+    const double m = spec_.momentum;
+    const double unbias = M > 1 ? static_cast<double>(M) / static_cast<double>(M - 1) : 1.0;
+    float* rm = running_mean_.f32();
+    float* rv = running_var_.f32();
+    const float* bm = mean_.f32();
+    const float* bv = var_.f32();
+    for (int64_t c = 0; c < C; ++c) {
+      rm[c] = static_cast<float>((1 - m) * rm[c] + m * bm[c]);
+      rv[c] = static_cast<float>((1 - m) * rv[c] + m * unbias * bv[c]);
+    }
+  }
+
+  // dgamma += sum dy * (x - mean) / sqrt(var + eps), dbeta += sum dy, per channel; plain and
+  // nChw16c element offsets.
+  void param_grads_only(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& var) {
+    const int64_t N = N_, C = C_, HW = HW_;
+    const bool blocked = blocked_;
+    const float* xp = x.f32();
+    const float* dyp = dy.f32();
+    const float* mp = mean.f32();
+    const float* vp = var.f32();
+    float* dg = params_[0].grad.f32();
+    float* db = params_[1].grad.f32();
+    const double eps = spec_.eps;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < C; ++c) {
+      double sg = 0, sb = 0;
+      const double mu = mp[c], rstd = 1.0 / std::sqrt(static_cast<double>(vp[c]) + eps);
+      for (int64_t n = 0; n < N; ++n) {
+        for (int64_t i = 0; i < HW; ++i) {
+          int64_t off =
+              blocked ? ((n * (C / 16) + c / 16) * HW + i) * 16 + c % 16 : (n * C + c) * HW + i;
+          sg += dyp[off] * (xp[off] - mu) * rstd;
+          sb += dyp[off];
+        }
+      }
+      dg[c] += static_cast<float>(sg);
+      db[c] += static_cast<float>(sb);
+    }
+  }
+
+  BatchNormSpec spec_;
+  int64_t N_, C_, HW_;  // x as (N, C, HW) per channel c
+  bool blocked_;        // x in nChw16c (else plain)
+  dnnl::memory::desc x_md_;
+  CpuBackend& cpu_;
+  std::string who_fwd_, who_fwd_eval_, who_bwd_;  // what execute() names on a oneDNN failure
+  dnnl::batch_normalization_forward::primitive_desc fwd_train_pd_, fwd_eval_pd_;
+  dnnl::batch_normalization_backward::primitive_desc bwd_train_pd_, bwd_eval_pd_;
+  dnnl::primitive fwd_train_, fwd_eval_, bwd_train_, bwd_eval_;
+  Tensor mean_, var_, dscale_, dshift_, scratch_;
+};
+
+}  // namespace tbd::cpu
