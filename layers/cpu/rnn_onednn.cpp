@@ -28,6 +28,7 @@
 #include <memory>
 
 #include "backends/cpu/onednn.h"
+#include "layers/cpu/simd.h"
 #include "layers/rnn.h"
 
 namespace tbd::cpu {
@@ -493,58 +494,120 @@ class RnnSequenceOneDnn final : public Layer {
   Tensor scratch_;
 };
 
-// One LSTM step: x (N, I), h (N, H), c (N, H) -> h' (N, H), c' (N, H). An LSTM primitive with
-// T = 1 and explicit states.
-class LstmCellOneDnn final : public Layer {
+// One LSTM step: x (N, I), h (N, H), c (N, H) -> h' (N, H), c' (N, H), as two GEMMs on the
+// row-major parameters and one fused elementwise pass (PyTorch's CPU LSTMCell does the same).
+// Not oneDNN's RNN primitive with T = 1: that reorders the weights into its own layout on every
+// forward and the weight gradients back on every backward, and a decoder that runs the cell
+// once per step (its steps' cells tied to one set of weights) would pay those copies every step
+// (12 MB for a 512-unit cell with a 1024-wide input, more than the step's GEMMs move).
+// The gates are saved activated (i, f, g, o: the contract's 4H per row); backward recomputes
+// tanh(c') from the output c'.
+TBD_SIMD_CLONES
+void lstm_cell_fwd_row(float* gates, const float* b, const float* c0, float* c1, float* h1,
+                       int64_t H) {
+#pragma omp simd
+  for (int64_t j = 0; j < H; ++j) {
+    const float i = sigmoid_fast(gates[j] + b[j]);
+    const float f = sigmoid_fast(gates[H + j] + b[H + j]);
+    const float g = tanh_fast(gates[2 * H + j] + b[2 * H + j]);
+    const float o = sigmoid_fast(gates[3 * H + j] + b[3 * H + j]);
+    const float c = f * c0[j] + i * g;
+    c1[j] = c;
+    h1[j] = o * tanh_fast(c);
+    gates[j] = i, gates[H + j] = f, gates[2 * H + j] = g, gates[3 * H + j] = o;
+  }
+}
+
+// dgates (pre-activation) from dh', dc' (either may be null: zero) and the saved gates;
+// dc0 (may be null) = dc * f.
+TBD_SIMD_CLONES
+void lstm_cell_bwd_row(const float* gates, const float* c0, const float* c1, const float* dh1,
+                       const float* dc1, float* dgates, float* dc0, int64_t H) {
+#pragma omp simd
+  for (int64_t j = 0; j < H; ++j) {
+    const float i = gates[j], f = gates[H + j], g = gates[2 * H + j], o = gates[3 * H + j];
+    const float tc = tanh_fast(c1[j]);
+    const float dh = dh1 ? dh1[j] : 0.0f;
+    const float dc = (dc1 ? dc1[j] : 0.0f) + dh * o * (1.0f - tc * tc);
+    dgates[j] = dc * g * i * (1.0f - i);
+    dgates[H + j] = dc * c0[j] * f * (1.0f - f);
+    dgates[2 * H + j] = dc * i * (1.0f - g * g);
+    dgates[3 * H + j] = dh * tc * o * (1.0f - o);
+    if (dc0) dc0[j] = dc * f;
+  }
+}
+
+// C (m, n) = A (m, k) op B + beta C on oneDNN's jit sgemm (row-major; 'T': B stored (n, k)).
+void sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  TBD_DNNL_CHECK(dnnl_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc));
+}
+
+class LstmCellCpu final : public Layer {
  public:
-  LstmCellOneDnn(Backend& be, const std::string& name, const LstmCellConfig& cfg,
-                 const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
+  LstmCellCpu(Backend& be, const std::string& name, const LstmCellConfig& cfg,
+              const std::vector<TensorDesc>& in)
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
     check_row_major(kind(), name, "x", in[0]);
     check_row_major(kind(), name, "h", in[1]);
     check_row_major(kind(), name, "c", in[2]);
-    const int64_t N = in[0].shape[0], I = in[0].shape[1], H = cfg.hidden;
-    prims_ = std::make_unique<RnnLayerPrims>(
-        cpu_, kind(), name, RnnShape{Cell::kLstm, 1, N, I, H, 1, true}, params_, 0);
-    if (std::size_t s = prims_->scratchpad_bytes()) {
-      scratch_ = be.empty(Shape{static_cast<int64_t>((s + 3) / 4)}, MemCategory::kWorkspace);
-    }
-    // Stand-ins for input gradients the caller does not want (oneDNN always computes them).
-    dx_unused_ = be.empty(Shape{N, I}, MemCategory::kDynamic);
-    dh_unused_ = be.empty(Shape{N, H}, MemCategory::kDynamic);
-    dc_unused_ = be.empty(Shape{N, H}, MemCategory::kDynamic);
+    N_ = in[0].shape[0], I_ = in[0].shape[1], H_ = cfg.hidden;
+    gates_ = be.empty(Shape{N_, 4 * H_}, MemCategory::kFeatureMaps);
+    dgates_ = be.empty(Shape{N_, 4 * H_}, MemCategory::kWorkspace);
   }
 
   const char* kind() const override { return LstmCellConfig::kKind; }
 
   std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " H=", cfg_.hidden);
+    return detail::concat("x ", inputs_[0].shape.to_string(), " H=", cfg_.hidden,
+                          " | sgemm + fused gates");
   }
 
   // y = {h', c'}, x = {x, h, c}
   void forward(MutTensorRefs y, TensorRefs x) override {
     check_arity(x.size(), 3, "forward inputs");
     check_arity(y.size(), 2, "forward outputs");
-    CellStates st;
-    st.h0 = x[1]->raw(), st.c0 = x[2]->raw(), st.c1 = y[1]->raw();
-    prims_->forward(x[0]->raw(), y[0]->raw(), &st, scratch_);
+    const int64_t N = N_, I = I_, H = H_, G = 4 * H;
+    float* gates = gates_.f32();
+    sgemm('N', 'T', N, G, I, x[0]->f32(), I, params_[0].value.f32(), I, 0.0f, gates, G);
+    sgemm('N', 'T', N, G, H, x[1]->f32(), H, params_[1].value.f32(), H, 1.0f, gates, G);
+    const float *b = params_[2].value.f32(), *c0 = x[2]->f32();
+    float *h1 = y[0]->f32(), *c1 = y[1]->f32();
+#pragma omp parallel for schedule(static) if (N * H > 16384)
+    for (int64_t n = 0; n < N; ++n) {
+      lstm_cell_fwd_row(gates + n * G, b, c0 + n * H, c1 + n * H, h1 + n * H, H);
+    }
   }
 
   void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
-    CellStates st;
-    st.h0 = x[1]->raw(), st.c0 = x[2]->raw(), st.c1 = y[1]->raw();
-    st.dh0 = dx[1] != nullptr ? dx[1]->raw() : dh_unused_.raw();
-    st.dc0 = dx[2] != nullptr ? dx[2]->raw() : dc_unused_.raw();
-    st.dc1 = dy[1]->raw();
-    void* dxp = dx[0] != nullptr ? dx[0]->raw() : dx_unused_.raw();
-    prims_->backward(x[0]->raw(), y[0]->raw(), dy[0]->raw(), dxp, &st, scratch_, param_grads());
+    const int64_t N = N_, I = I_, H = H_, G = 4 * H;
+    const float *gates = gates_.f32(), *c0 = x[2]->f32(), *c1 = y[1]->f32();
+    const float* dh1 = dy[0] ? dy[0]->f32() : nullptr;
+    const float* dc1 = dy[1] ? dy[1]->f32() : nullptr;
+    float* dc0 = dx[2] ? dx[2]->f32() : nullptr;
+    float* dg = dgates_.f32();
+#pragma omp parallel for schedule(static) if (N * H > 16384)
+    for (int64_t n = 0; n < N; ++n) {
+      lstm_cell_bwd_row(gates + n * G, c0 + n * H, c1 + n * H, dh1 ? dh1 + n * H : nullptr,
+                        dc1 ? dc1 + n * H : nullptr, dg + n * G, dc0 ? dc0 + n * H : nullptr, H);
+    }
+    const float *w_ih = params_[0].value.f32(), *w_hh = params_[1].value.f32();
+    if (dx[0]) sgemm('N', 'N', N, I, G, dg, G, w_ih, I, 0.0f, dx[0]->f32(), I);
+    if (dx[1]) sgemm('N', 'N', N, H, G, dg, G, w_hh, H, 0.0f, dx[1]->f32(), H);
+    if (!param_grads()) return;
+    sgemm('T', 'N', G, I, N, dg, G, x[0]->f32(), I, 1.0f, params_[0].grad.f32(), I);
+    sgemm('T', 'N', G, H, N, dg, G, x[1]->f32(), H, 1.0f, params_[1].grad.f32(), H);
+    float* db = params_[2].grad.f32();
+    for (int64_t n = 0; n < N; ++n) {  // in sample order: deterministic
+#pragma omp simd
+      for (int64_t j = 0; j < G; ++j) db[j] += dg[n * G + j];
+    }
   }
 
  private:
   LstmCellConfig cfg_;
-  CpuBackend& cpu_;
-  std::unique_ptr<RnnLayerPrims> prims_;
-  Tensor scratch_, dx_unused_, dh_unused_, dc_unused_;
+  int64_t N_ = 0, I_ = 0, H_ = 0;
+  Tensor gates_, dgates_;
 };
 
 using LstmOneDnn = RnnSequenceOneDnn<LstmConfig, Cell::kLstm>;
@@ -552,7 +615,7 @@ using GruOneDnn = RnnSequenceOneDnn<GruConfig, Cell::kGru>;
 
 TBD_REGISTER_LAYER(LstmConfig, DeviceKind::kCpu, LstmOneDnn);
 TBD_REGISTER_LAYER(GruConfig, DeviceKind::kCpu, GruOneDnn);
-TBD_REGISTER_LAYER(LstmCellConfig, DeviceKind::kCpu, LstmCellOneDnn);
+TBD_REGISTER_LAYER(LstmCellConfig, DeviceKind::kCpu, LstmCellCpu);
 
 }  // namespace
 }  // namespace tbd::cpu

@@ -54,4 +54,12 @@ inline float tanh_fast(float x) {
   return ax < 0.0625f ? small : big;
 }
 
+// 1 / (1 + exp(-x)) in float, branch-free: e = exp(-|x|) <= 1, then 1/(1+e) for x >= 0 and
+// e/(1+e) below. Relative error within a few ulp.
+inline float sigmoid_fast(float x) {
+  const float e = exp_nonpositive(-std::abs(x));
+  const float r = 1.0f / (1.0f + e);
+  return x >= 0 ? r : e * r;
+}
+
 }  // namespace tbd::cpu
