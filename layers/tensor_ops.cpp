@@ -99,29 +99,40 @@ Shape concat_output_shape(const std::string& name, const ConcatConfig& cfg,
   return Shape(dims);
 }
 
+std::vector<int64_t> split_sizes(const SplitConfig& cfg, const Shape& x) {
+  if (cfg.parts <= 0) return cfg.sizes;
+  const int axis = cfg.axis < 0 ? cfg.axis + x.rank() : cfg.axis;
+  const int64_t dim = axis >= 0 && axis < x.rank() ? x[axis] : 0;
+  return std::vector<int64_t>(cfg.parts, dim / cfg.parts);
+}
+
 std::vector<Shape> split_output_shapes(const std::string& name, const SplitConfig& cfg,
                                        const TensorDesc& x) {
   const char* k = SplitConfig::kKind;
   check_input(k, name, "x", x);
   const int axis = normalize_axis(k, name, cfg.axis, x.shape.rank());
-  const bool blocked =
-      channel_blocks_ok({x}, axis) &&
-      std::all_of(cfg.sizes.begin(), cfg.sizes.end(), [](int64_t s) { return s % 16 == 0; });
+  TBD_LAYER_CHECK(
+      cfg.parts == 0 || (cfg.sizes.empty() && cfg.parts > 0 && x.shape[axis] % cfg.parts == 0), k,
+      name, "invalid config: parts=", cfg.parts, " must be positive, divide x's dim ", axis, " = ",
+      x.shape[axis], " and come without sizes (x ", x.shape.to_string(), ")");
+  const std::vector<int64_t> cut = split_sizes(cfg, x.shape);
+  const bool blocked = channel_blocks_ok({x}, axis) &&
+                       std::all_of(cut.begin(), cut.end(), [](int64_t s) { return s % 16 == 0; });
   if (!blocked) check_row_major(k, name, "x", x);
-  TBD_LAYER_CHECK(!cfg.sizes.empty(), k, name, "needs at least one output size");
+  TBD_LAYER_CHECK(!cut.empty(), k, name, "needs at least one output size");
   int64_t sum = 0;
   std::string sizes;
-  for (int64_t s : cfg.sizes) {
+  for (int64_t s : cut) {
     if (!sizes.empty()) sizes += ", ";
     sizes += std::to_string(s);
     sum += s;
   }
-  bool positive = std::all_of(cfg.sizes.begin(), cfg.sizes.end(), [](int64_t s) { return s > 0; });
+  bool positive = std::all_of(cut.begin(), cut.end(), [](int64_t s) { return s > 0; });
   TBD_LAYER_CHECK(positive && sum == x.shape[axis], k, name, "sizes (", sizes,
                   ") must be positive and sum to x's dim ", axis, " = ", x.shape[axis], ", x ",
                   x.shape.to_string());
   std::vector<Shape> out;
-  for (int64_t s : cfg.sizes) {
+  for (int64_t s : cut) {
     std::vector<int64_t> d = x.shape.dims();
     d[axis] = s;
     out.emplace_back(d);

@@ -7,7 +7,8 @@
 //            along channels when every input is nChw16c with C % 16 == 0 (an Inception
 //            module's branches): per image, each input is then one contiguous run of bytes, as
 //            in nchw, so the same copies concatenate either layout.
-// Split:     one input; outputs of `sizes` along `axis` (sum(sizes) == dim).  Row-major, or
+// Split:     one input; outputs of `sizes` along `axis` (sum(sizes) == dim), or `parts` equal
+//            outputs (dim % parts == 0).  Row-major, or
 //            nChw16c along channels with every size a multiple of 16 (as Concat).
 // Reshape:   same element count; one dim may be -1.  Row-major (a copy: layers own outputs).
 // Transpose: y = permute(x, perm), e.g. perm {1, 0, 2} swaps the first two dims.  Row-major.
@@ -55,6 +56,9 @@ struct SplitConfig {
   static constexpr const char* kKind = "Split";
   int axis = 1;
   std::vector<int64_t> sizes;
+  // Instead of sizes: this many equal pieces (torch.chunk), so the config does not depend on
+  // the extent it cuts (a batch-major axis: one piece per decoder step of (T*N, E) rows).
+  int64_t parts = 0;
 };
 
 struct ReshapeConfig {
@@ -89,6 +93,9 @@ bool channel_blocks_ok(const std::vector<TensorDesc>& x, int axis);
 Shape concat_output_shape(const std::string& name, const ConcatConfig& cfg,
                           const std::vector<TensorDesc>& x);
 // sizes all positive and summing to x's extent along axis.
+// The sizes of the pieces: cfg.sizes, or cfg.parts equal pieces of x's extent along the axis
+// (unchecked: split_output_shapes checks).
+std::vector<int64_t> split_sizes(const SplitConfig& cfg, const Shape& x);
 std::vector<Shape> split_output_shapes(const std::string& name, const SplitConfig& cfg,
                                        const TensorDesc& x);
 Shape reshape_output_shape(const std::string& name, const ReshapeConfig& cfg, const TensorDesc& x);

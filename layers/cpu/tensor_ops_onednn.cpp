@@ -207,15 +207,17 @@ class SplitCpu final : public Layer {
            const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract(name, cfg, in)) {
     axis_ = normalize_axis(kind(), name, cfg.axis, in[0].shape.rank());
-    cut_ = AxisCut(in[0].shape, axis_, cfg.sizes, in[0].dtype);
+    cut_ = AxisCut(in[0].shape, axis_, split_sizes(cfg, in[0].shape), in[0].dtype);
   }
 
   const char* kind() const override { return SplitConfig::kKind; }
   // Along channels with every size a multiple of 16, a blocked input stays blocked.
   static std::vector<Layout> input_layouts(const SplitConfig& cfg,
                                            const std::vector<TensorDesc>& in) {
-    if (in.size() == 1 && channel_blocks_ok(in, cfg.axis < 0 ? cfg.axis + 4 : cfg.axis) &&
-        std::all_of(cfg.sizes.begin(), cfg.sizes.end(), [](int64_t s) { return s % 16 == 0; })) {
+    if (in.size() != 1) return std::vector<Layout>(in.size(), Layout::kRowMajor);
+    const std::vector<int64_t> cut = split_sizes(cfg, in[0].shape);
+    if (channel_blocks_ok(in, cfg.axis < 0 ? cfg.axis + 4 : cfg.axis) &&
+        std::all_of(cut.begin(), cut.end(), [](int64_t s) { return s % 16 == 0; })) {
       return {Layout::kNChw16c};
     }
     return std::vector<Layout>(in.size(), Layout::kRowMajor);

@@ -145,15 +145,16 @@ class SplitCuda final : public Layer {
  public:
   SplitCuda(Backend& be, const std::string& name, const SplitConfig& cfg,
             const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {
     const Shape& xs = in[0].shape;
     axis_ = normalize_axis(kind(), name, cfg.axis, xs.rank());
     view_ = axis_view(xs, axis_);
+    sizes_ = split_sizes(cfg, xs);
   }
 
   const char* kind() const override { return SplitConfig::kKind; }
   std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " -> ", cfg_.sizes.size(),
+    return detail::concat("x ", inputs_[0].shape.to_string(), " -> ", sizes_.size(),
                           " pieces along axis ", axis_);
   }
 
@@ -162,8 +163,8 @@ class SplitCuda final : public Layer {
     const int64_t total = inputs_[0].shape[axis_];
     int64_t off = 0;
     for (std::size_t i = 0; i < y.size(); ++i) {
-      copy_piece(cu_, *x[0], *y[i], view_, total, off, cfg_.sizes[i], /*to_whole=*/false);
-      off += cfg_.sizes[i];
+      copy_piece(cu_, *x[0], *y[i], view_, total, off, sizes_[i], /*to_whole=*/false);
+      off += sizes_[i];
     }
   }
 
@@ -172,16 +173,16 @@ class SplitCuda final : public Layer {
     const int64_t total = inputs_[0].shape[axis_];
     int64_t off = 0;
     for (std::size_t i = 0; i < dy.size(); ++i) {
-      copy_piece(cu_, *dx[0], *dy[i], view_, total, off, cfg_.sizes[i], /*to_whole=*/true);
-      off += cfg_.sizes[i];
+      copy_piece(cu_, *dx[0], *dy[i], view_, total, off, sizes_[i], /*to_whole=*/true);
+      off += sizes_[i];
     }
   }
 
  private:
-  SplitConfig cfg_;
   CudaBackend& cu_;
   int axis_ = 0;
   AxisView view_;
+  std::vector<int64_t> sizes_;
 };
 
 TBD_REGISTER_LAYER(SplitConfig, DeviceKind::kCuda, SplitCuda);

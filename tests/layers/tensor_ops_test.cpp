@@ -178,8 +178,9 @@ struct SplitCase {
   std::string name;
   Shape x;
   int axis;
-  std::vector<int64_t> sizes;
+  std::vector<int64_t> sizes;  // the pieces expected (given as sizes unless parts is set)
   Layout layout = Layout::kRowMajor;
+  int64_t parts = 0;
 };
 
 class SplitTest : public LayerTest<SplitCase> {};
@@ -188,7 +189,11 @@ TEST_P(SplitTest, MatchesFloat64Reference) {
   const SplitCase& tc = tcase();
   SplitConfig cfg;
   cfg.axis = tc.axis;
-  cfg.sizes = tc.sizes;
+  if (tc.parts > 0) {
+    cfg.parts = tc.parts;
+  } else {
+    cfg.sizes = tc.sizes;
+  }
   auto layer = make("split", cfg, {TensorDesc{tc.x, DType::kF32, tc.layout}});
   for (const TensorDesc& d : layer->output_descs()) {
     EXPECT_EQ(d.layout, layer->input_descs()[0].layout);
@@ -214,7 +219,8 @@ INSTANTIATE_TEST_SUITE_P(
         SplitCase{"last_axis_qkv", Shape{2, 3, 12}, -1, {4, 4, 4}},
         SplitCase{"batch1_one_piece", Shape{1, 7}, 1, {7}},
         SplitCase{"blocked_channels", Shape{2, 48, 3, 4}, 1, {16, 32}, Layout::kNChw16c},
-        SplitCase{"last_axis_2_3", Shape{3, 5}, -1, {2, 3}})),
+        SplitCase{"last_axis_2_3", Shape{3, 5}, -1, {2, 3}},
+        SplitCase{"axis0_three_parts", Shape{6, 5}, 0, {2, 2, 2}, Layout::kRowMajor, 3})),
     CaseOnTarget());
 
 // An output nobody consumes has no gradient (null dy): it counts as zeros.
@@ -571,6 +577,11 @@ TEST(TensorOpsErrors, SplitRejectsBadSizes) {
   expect_layer_error(c, {TensorDesc{Shape{2, 5}}}, {"at least one"});
   c.sizes = {1};
   expect_layer_error(c, {TensorDesc{Shape{-1, 1}}}, {"input x", "(-1, 1)"});
+  c.sizes = {};
+  c.parts = 2;
+  expect_layer_error(c, {TensorDesc{Shape{2, 5}}}, {"parts=2", "divide", "= 5"});
+  c.sizes = {1, 4};
+  expect_layer_error(c, {TensorDesc{Shape{2, 4}}}, {"parts=2", "without sizes"});
 }
 
 TEST(TensorOpsErrors, ReshapeRejectsBadTargets) {
