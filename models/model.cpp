@@ -15,7 +15,14 @@ TensorId Model::data_input(const std::string& name, Shape shape, DType dtype, do
 TensorId Model::data_input(Graph& g, const std::string& name, Shape shape, DType dtype, double lo,
                            double hi) {
   TensorId id = g.input(name, std::move(shape), dtype);
-  data_.push_back(Data{&g, id, lo, hi, {}});
+  data_.push_back(Data{&g, id, lo, hi, {}, {}});
+  return id;
+}
+
+TensorId Model::data_input(const std::string& name, Shape shape, DType dtype, double lo, double hi,
+                           HostFill fill) {
+  TensorId id = data_input(graph_, name, std::move(shape), dtype, lo, hi);
+  data_.back().fill = std::move(fill);
   return id;
 }
 
@@ -40,13 +47,19 @@ void Model::fill_data() {
   for (Data& d : data_) {
     if (d.filled || !d.graph->finalized()) continue;
     const Tensor& t = d.graph->tensor(d.id);
+    d.host.resize(t.bytes());
+    if (d.fill) {
+      d.fill(d.host.data(), t.numel());
+      be_.copy_from_host(t, d.host.data());
+      d.filled = true;
+      continue;
+    }
     Rng rng(seed_for(seed_, "data:" + d.graph->tensor_name(d.id)));
     if (t.dtype() == DType::kI32) {
       fill_randint(be_, t, rng, static_cast<int64_t>(d.lo), static_cast<int64_t>(d.hi));
     } else {
       fill_uniform(be_, t, rng, d.lo, d.hi);
     }
-    d.host.resize(t.bytes());
     be_.copy_to_host(d.host.data(), t);
     d.filled = true;
   }

@@ -54,6 +54,12 @@ class Model {
   TensorId data_input(const std::string& name, Shape shape, DType dtype, double lo, double hi);
   TensorId data_input(Graph& g, const std::string& name, Shape shape, DType dtype, double lo,
                       double hi);
+  // Synthetic values the model writes itself (per-sample lengths, labels padded past them):
+  // called once at fill with the input's host buffer (numel elements of its dtype), then
+  // copied to the device. [lo, hi) still states the values' range, for the layer benchmarks.
+  using HostFill = std::function<void(void* host, int64_t numel)>;
+  TensorId data_input(const std::string& name, Shape shape, DType dtype, double lo, double hi,
+                      HostFill fill);
   // The value range of a data input (layer benchmarks feed a layer what the model feeds it);
   // false for other tensors.
   bool data_range(TensorId id, double* lo, double* hi) const;
@@ -93,6 +99,7 @@ class Model {
     Graph* graph;
     TensorId id;
     double lo, hi;
+    HostFill fill;           // empty: uniform in [lo, hi)
     std::vector<char> host;  // staged host copy (h2d_per_step)
     bool filled = false;
   };

@@ -16,11 +16,13 @@
 #include "layers/layer_norm.h"
 #include "layers/linear.h"
 #include "layers/loss.h"
+#include "layers/mlp_attention.h"
 #include "layers/optimizer.h"
 #include "layers/pool2d.h"
 #include "layers/positional_encoding.h"
 #include "layers/rnn.h"
 #include "layers/sequence_batchnorm.h"
+#include "layers/sequence_last.h"
 #include "layers/tensor_ops.h"
 #include "models/graph.h"
 #include "tests/support/check.h"
@@ -203,6 +205,26 @@ TEST(Bytes, Attention) {
   EXPECT_DOUBLE_EQ(drop.fprop - plain.fprop, 8);
   EXPECT_DOUBLE_EQ(drop.dgrad - plain.dgrad, 8);
   EXPECT_DOUBLE_EQ(drop.wgrad, plain.wgrad);
+}
+
+TEST(Bytes, MlpAttentionAndSequenceLast) {
+  // N = 2, S = 3, A = 4, D = 5: query NA = 8, keys and t E = 24, memory M = 30, v 4, lengths
+  // 2, ctx ND = 10, alpha and the score gradients P = 6.
+  MlpAttentionDims d{2, 3, 4, 5};
+  expect_bytes(mlp_attention_bytes(d),
+               4 * (8 + 24 + 30 + 4 + 2) + 4 * (10 + 24 + 6),       // read q, keys, mem, v, len;
+                                                                    // write ctx, t, alpha
+               4 * (10 + 30 + 6 + 24 + 4 + 2) + 4 * (30 + 24 + 8),  // dctx, mem, alpha, t, v,
+                                                                    // len; dmem, dkeys, dq
+               4 * (24 + 6 + 2 * 4));                               // t, de; rw dv
+  auto be = make_cpu_backend();
+  const std::vector<TensorDesc> in{TensorDesc{Shape{2, 4}}, TensorDesc{Shape{2, 3, 4}},
+                                   TensorDesc{Shape{2, 3, 5}}, TensorDesc{Shape{2}, DType::kI32}};
+  expect_same(make_layer(*be, "attn", MlpAttentionConfig{}, in)->bytes(), mlp_attention_bytes(d));
+  // SequenceLast of x (4, 2, 3): R = 6 selected values; dgrad writes all 24 of dx.
+  auto last = make_layer(*be, "last", SequenceLastConfig{},
+                         {TensorDesc{Shape{4, 2, 3}}, TensorDesc{Shape{2}, DType::kI32}});
+  expect_bytes(last->bytes(), 4 * (2 + 6 + 6), 4 * (2 + 6 + 24), 0);
 }
 
 TEST(Bytes, Recurrent) {

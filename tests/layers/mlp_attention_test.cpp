@@ -12,8 +12,7 @@ namespace tbd::test {
 namespace {
 
 class MlpAttentionTest : public TargetTest {};
-INSTANTIATE_TEST_SUITE_P(Targets, MlpAttentionTest, ::testing::ValuesIn(kAllTargets),
-                         TargetName());
+INSTANTIATE_TEST_SUITE_P(Targets, MlpAttentionTest, ::testing::ValuesIn(kAllTargets), TargetName());
 
 // x: query (N, A), keys (N, S, A), memory (N, S, D), lengths (N); p: v (A).
 struct RefMlpAttention {
@@ -114,16 +113,16 @@ TEST_P(MlpAttentionTest, BadInputsNameTheLayerTheArgumentAndTheValue) {
   const TensorDesc len{Shape{2}, DType::kI32};
   expect_error(
       [&] {
-        make("attn", MlpAttentionConfig{},
-             {TensorDesc{Shape{2, 8}}, TensorDesc{Shape{2, 5, 4}}, TensorDesc{Shape{2, 5, 3}},
-              len});
+        make(
+            "attn", MlpAttentionConfig{},
+            {TensorDesc{Shape{2, 8}}, TensorDesc{Shape{2, 5, 4}}, TensorDesc{Shape{2, 5, 3}}, len});
       },
       {"MlpAttention 'attn'", "keys", "(2, 5, 4)", "A=8"});
   expect_error(
       [&] {
-        make("attn", MlpAttentionConfig{},
-             {TensorDesc{Shape{2, 4}}, TensorDesc{Shape{2, 5, 4}}, TensorDesc{Shape{2, 6, 3}},
-              len});
+        make(
+            "attn", MlpAttentionConfig{},
+            {TensorDesc{Shape{2, 4}}, TensorDesc{Shape{2, 5, 4}}, TensorDesc{Shape{2, 6, 3}}, len});
       },
       {"MlpAttention 'attn'", "memory", "(2, 6, 3)", "S=5"});
   expect_error(
@@ -134,12 +133,15 @@ TEST_P(MlpAttentionTest, BadInputsNameTheLayerTheArgumentAndTheValue) {
       },
       {"MlpAttention 'attn'", "lengths", "i32"});
   if (be().kind() != DeviceKind::kCpu) return;  // a kernel cannot throw: CUDA writes NaN
-  auto layer = make("attn", MlpAttentionConfig{},
-                    {TensorDesc{Shape{2, 4}}, TensorDesc{Shape{2, 5, 4}},
-                     TensorDesc{Shape{2, 5, 3}}, len});
+  auto layer =
+      make("attn", MlpAttentionConfig{},
+           {TensorDesc{Shape{2, 4}}, TensorDesc{Shape{2, 5, 4}}, TensorDesc{Shape{2, 5, 3}}, len});
   for (double bad : {0.0, 6.0}) {
-    expect_error([&] { forward_values(be(), *layer, {Vec(8, 0.1), Vec(40, 0.2), Vec(30, 0.3), {5, bad}}); },
-                 {"MlpAttention 'attn'", "sample 1", "length " + std::to_string(int(bad)), "S=5"});
+    expect_error(
+        [&] {
+          forward_values(be(), *layer, {Vec(8, 0.1), Vec(40, 0.2), Vec(30, 0.3), {5, bad}});
+        },
+        {"MlpAttention 'attn'", "sample 1", "length " + std::to_string(int(bad)), "S=5"});
   }
 }
 

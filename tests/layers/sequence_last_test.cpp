@@ -9,8 +9,7 @@ namespace tbd::test {
 namespace {
 
 class SequenceLastTest : public TargetTest {};
-INSTANTIATE_TEST_SUITE_P(Targets, SequenceLastTest, ::testing::ValuesIn(kAllTargets),
-                         TargetName());
+INSTANTIATE_TEST_SUITE_P(Targets, SequenceLastTest, ::testing::ValuesIn(kAllTargets), TargetName());
 
 TEST_P(SequenceLastTest, MatchesFloat64Reference) {
   TBD_SKIP_WITHOUT_IMPLEMENTATION(SequenceLastConfig, be());
@@ -22,8 +21,8 @@ TEST_P(SequenceLastTest, MatchesFloat64Reference) {
                          Case{Shape{1, 2, 3}, {1, 1}}}) {
     SCOPED_TRACE(tc.x.to_string());
     const int64_t T = tc.x[0], N = tc.x[1], R = tc.x.numel() / (T * N);
-    auto layer = make("last", SequenceLastConfig{},
-                      {TensorDesc{tc.x}, TensorDesc{Shape{N}, DType::kI32}});
+    auto layer =
+        make("last", SequenceLastConfig{}, {TensorDesc{tc.x}, TensorDesc{Shape{N}, DType::kI32}});
     EXPECT_FALSE(layer->input_grad(1));
     auto at = [&](const Vec& l, int64_t n, int64_t r) {
       return ((static_cast<int64_t>(l[n]) - 1) * N + n) * R + r;
@@ -58,13 +57,19 @@ TEST_P(SequenceLastTest, BadInputsNameTheLayerTheArgumentAndTheValue) {
              {TensorDesc{Shape{4, 2, 3}}, TensorDesc{Shape{3}, DType::kI32}});
       },
       {"SequenceLast 'last'", "lengths", "(2) i32", "(3)"});
-  expect_error([&] { make("last", SequenceLastConfig{}, {TensorDesc{Shape{4}}, TensorDesc{}}); },
-               {"SequenceLast 'last'", "rank >= 2", "(4)"});
+  expect_error(
+      [&] {
+        make("last", SequenceLastConfig{}, {TensorDesc{Shape{4}}, TensorDesc{}});
+      },
+      {"SequenceLast 'last'", "rank >= 2", "(4)"});
   if (be().kind() != DeviceKind::kCpu) return;  // a kernel cannot throw: CUDA writes NaN
   auto layer = make("last", SequenceLastConfig{},
                     {TensorDesc{Shape{4, 2, 3}}, TensorDesc{Shape{2}, DType::kI32}});
-  expect_error([&] { forward_values(be(), *layer, {Vec(24, 1.0), {2, 5}}); },
-               {"SequenceLast 'last'", "sample 1", "length 5", "T=4"});
+  expect_error(
+      [&] {
+        forward_values(be(), *layer, {Vec(24, 1.0), {2, 5}});
+      },
+      {"SequenceLast 'last'", "sample 1", "length 5", "T=4"});
 }
 
 }  // namespace

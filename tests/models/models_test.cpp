@@ -10,6 +10,7 @@
 #include "models/registry.h"
 #include "models/resnet50.h"
 #include "models/transformer.h"
+#include "tests/models/overfit.h"
 
 namespace tbd {
 namespace {
@@ -43,21 +44,6 @@ TransformerOptions tiny_transformer() {
   o.lr = 3e-3;
   o.seed = 5;
   return o;
-}
-
-std::vector<float> losses(Model& m, int steps) {
-  std::vector<float> v;
-  for (int i = 0; i < steps; ++i) {
-    m.train_step();
-    v.push_back(m.loss());
-  }
-  return v;
-}
-
-void expect_overfits(const std::vector<float>& l) {
-  for (float x : l) ASSERT_TRUE(std::isfinite(x));
-  EXPECT_LE(l.back(), 0.2f * l.front()) << "loss " << l.front() << " -> " << l.back()
-                                        << " (needs an 80% drop within " << l.size() << " steps)";
 }
 
 TEST(ResNet50, TinyConfigurationOverfitsAndReruns) {
