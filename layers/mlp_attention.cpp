@@ -19,8 +19,7 @@ MlpAttentionDims mlp_attention_dims(const std::string& name, const std::vector<T
   const Shape &q = in[0].shape, &keys = in[1].shape, &mem = in[2].shape;
   MlpAttentionDims d{q[0], keys[1], q[1], mem[2]};
   TBD_LAYER_CHECK(keys[0] == d.N && keys[2] == d.A, k, name, "input keys ", keys.to_string(),
-                  " must be (N, S, A) with N=", d.N, " and A=", d.A, " like query ",
-                  q.to_string());
+                  " must be (N, S, A) with N=", d.N, " and A=", d.A, " like query ", q.to_string());
   TBD_LAYER_CHECK(mem[0] == d.N && mem[1] == d.S, k, name, "input memory ", mem.to_string(),
                   " must be (N, S, D) with N=", d.N, " and S=", d.S, " like keys ",
                   keys.to_string());

@@ -23,9 +23,8 @@ constexpr int64_t kParallelMin = 16384;
 
 // One sample: t (S, A) and alpha (S) saved, ctx (D) written. L valid positions.
 TBD_SIMD_CLONES
-void attend_forward(const float* q, const float* keys, const float* mem, const float* v,
-                    int64_t L, int64_t S, int64_t A, int64_t D, float* t, float* alpha,
-                    float* ctx) {
+void attend_forward(const float* q, const float* keys, const float* mem, const float* v, int64_t L,
+                    int64_t S, int64_t A, int64_t D, float* t, float* alpha, float* ctx) {
   float mx = -std::numeric_limits<float>::infinity();
   for (int64_t s = 0; s < L; ++s) {
     const float* k = keys + s * A;
@@ -151,8 +150,8 @@ class MlpAttentionCpu final : public Layer {
 #pragma omp parallel for schedule(static) if (N * S * A > kParallelMin)
     for (int64_t n = 0; n < N; ++n) {
       float* row = scratch + n * (S + A);
-      attend_backward(dctx + n * D, mem + n * S * D, v, t + n * S * A, alpha + n * S, len[n], S,
-                      A, D, row, dq ? dq + n * A : nullptr, dkeys ? dkeys + n * S * A : nullptr,
+      attend_backward(dctx + n * D, mem + n * S * D, v, t + n * S * A, alpha + n * S, len[n], S, A,
+                      D, row, dq ? dq + n * A : nullptr, dkeys ? dkeys + n * S * A : nullptr,
                       dmem ? dmem + n * S * D : nullptr, wgrad ? row + S : nullptr);
     }
     if (!wgrad) return;

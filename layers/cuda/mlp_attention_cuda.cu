@@ -21,8 +21,7 @@ namespace {
 // Dynamic shared memory: the S scores (forward) or S score gradients (backward).
 __global__ void mlp_attention_fwd_kernel(const float* __restrict__ q,
                                          const float* __restrict__ keys,
-                                         const float* __restrict__ mem,
-                                         const float* __restrict__ v,
+                                         const float* __restrict__ mem, const float* __restrict__ v,
                                          const int32_t* __restrict__ lengths, float* __restrict__ t,
                                          float* __restrict__ alpha, float* __restrict__ ctx,
                                          int64_t S, int64_t A, int64_t D) {
@@ -164,8 +163,8 @@ class MlpAttentionCuda final : public Layer {
         dx[2] ? dx[2]->f32() : nullptr, rows, d_.S, d_.A, d_.D);
     TBD_CUDA_CHECK_LAST();
     if (!rows) return;
-    sum_rows_kernel<<<grid_for(d_.A), kBlock, 0, cu_.stream()>>>(rows, params_[0].grad.f32(),
-                                                                 d_.N, d_.A);
+    sum_rows_kernel<<<grid_for(d_.A), kBlock, 0, cu_.stream()>>>(rows, params_[0].grad.f32(), d_.N,
+                                                                 d_.A);
     TBD_CUDA_CHECK_LAST();
   }
 
