@@ -4,7 +4,9 @@
 // the brute force); a case worked out by hand; repeated labels, label length 0, the impossible
 // case; bit-identical reruns; the input checks.
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <limits>
@@ -320,6 +322,26 @@ TEST_P(CtcLossTest, RepeatsBitIdentically) {
   const std::vector<Vec> runs{run_once(be(), *layer, values, &dy),
                               run_once(be(), *layer, values, &dy)};
   EXPECT_TRUE(runs[0] == runs[1]) << "a second run gave other bits";
+}
+
+// On the CPU the samples run on as many threads as the layer was built for: one thread or
+// several give the same bits.
+TEST(CtcLossDeterminism, SameResultForAnyThreadCount) {
+  auto be = make_cpu_backend();
+  const CtcCase tc = long_cases()[0];
+  const int64_t N = static_cast<int64_t>(tc.input_lengths.size());
+  const std::vector<Vec> values{random_vec(tc.T * N * tc.C, 4, -3, 3), tc.labels, tc.input_lengths,
+                                tc.label_lengths};
+  const double dy = 1.0;
+  const int saved = omp_get_max_threads();
+  std::vector<Vec> runs;
+  for (int threads : {1, std::max(2, saved)}) {
+    omp_set_num_threads(threads);
+    auto layer = make_layer(*be, "ctc", CtcLossConfig{}, ctc_inputs(tc));
+    runs.push_back(run_once(*be, *layer, values, &dy));
+  }
+  omp_set_num_threads(saved);
+  EXPECT_TRUE(runs[0] == runs[1]) << "1 thread and " << std::max(2, saved) << " differ";
 }
 
 // Worked out by hand: T = 2, C = 2 (blank 0), label (1), all logits 0, so every y = 1/2. The
