@@ -344,6 +344,23 @@ TEST(CtcLossDeterminism, SameResultForAnyThreadCount) {
   EXPECT_TRUE(runs[0] == runs[1]) << "1 thread and " << std::max(2, saved) << " differ";
 }
 
+// cuDNN's limits (docs/cuda.md) are the CUDA implementation's own: checked when it is built,
+// naming the layer and the limit.
+TEST_P(CtcLossTest, CudnnLimitsAreCheckedAtBuild) {
+  TBD_SKIP_WITHOUT_IMPLEMENTATION(CtcLossConfig, be());
+  if (be().kind() != DeviceKind::kCuda) GTEST_SKIP() << "cuDNN's limits bind only on CUDA";
+  auto inputs = [](int64_t S) {
+    return std::vector<TensorDesc>{
+        TensorDesc{Shape{300, 2, 5}}, TensorDesc{Shape{2, S}, DType::kI32},
+        TensorDesc{Shape{2}, DType::kI32}, TensorDesc{Shape{2}, DType::kI32}};
+  };
+  EXPECT_NO_THROW(make("ctc", CtcLossConfig{}, inputs(255)));
+  expect_error([&] { make("ctc", CtcLossConfig{}, inputs(256)); },
+               {"CtcLoss 'ctc'", "S=256", "255 labels per sample", "cuDNN"});
+  expect_error([&] { make("ctc", CtcLossConfig{1}, inputs(4)); },
+               {"CtcLoss 'ctc'", "blank=1", "cuDNN", "class 0"});
+}
+
 // Worked out by hand: T = 2, C = 2 (blank 0), label (1), all logits 0, so every y = 1/2. The
 // paths that collapse to (1) are 11, 01 and 10: p = 3/4, loss = -log(3/4) = 0.2876821. The
 // gradient at frame 0 is y - occupancy: class 1 is on 11 and 10 (1/2 of p = 3/4: 2/3 of the
@@ -379,13 +396,22 @@ TEST_P(CtcLossTest, BadInputsNameTheLayerTheArgumentAndTheValue) {
               TensorDesc{Shape{2}, DType::kI32}, TensorDesc{Shape{2}, DType::kI32}});
       },
       {"CtcLoss 'ctc'", "blank=5"});
-  if (be().kind() != DeviceKind::kCpu) return;  // the value checks below are the CPU's
   auto layer = make("ctc", CtcLossConfig{},
                     {TensorDesc{Shape{3, 1, 3}}, TensorDesc{Shape{1, 2}, DType::kI32},
                      TensorDesc{Shape{1}, DType::kI32}, TensorDesc{Shape{1}, DType::kI32}});
   auto run = [&](const Vec& labels, double in_len, double lab_len) {
-    run_once(be(), *layer, {Vec(9, 0.0), labels, {in_len}, {lab_len}}, nullptr);
+    return run_once(be(), *layer, {Vec(9, 0.0), labels, {in_len}, {lab_len}}, nullptr)[0];
   };
+  if (be().kind() != DeviceKind::kCpu) {
+    // On CUDA the values live on the device: instead of an error (a synchronisation per step),
+    // the loss is NaN.
+    EXPECT_TRUE(std::isnan(run({1, 0}, 4, 1))) << "input length past T";
+    EXPECT_TRUE(std::isnan(run({1, 0}, 3, 3))) << "label length past S";
+    EXPECT_TRUE(std::isnan(run({1, 0}, 3, 2))) << "the blank as a label";
+    EXPECT_TRUE(std::isnan(run({7, 1}, 3, 1))) << "a label past C";
+    EXPECT_FALSE(std::isnan(run({1, 2}, 3, 2))) << "valid";
+    return;
+  }
   expect_error([&] { run({1, 0}, 4, 1); }, {"CtcLoss 'ctc'", "input_lengths[0] = 4", "T=3"});
   expect_error([&] { run({1, 0}, 3, 3); }, {"CtcLoss 'ctc'", "label_lengths[0] = 3", "S=2"});
   expect_error([&] { run({1, 0}, 3, 2); }, {"CtcLoss 'ctc'", "labels[0, 1] = 0", "blank"});
