@@ -4,8 +4,9 @@
 // cuDNN: CUDNN_CTC_LOSS_ALGO_DETERMINISTIC, CUDNN_LOSS_NORMALIZATION_SOFTMAX (cuDNN applies the
 // softmax to our logits itself, and its gradient is w.r.t. the logits: softmax - occupancy, per
 // sample, unscaled), labels and lengths in device memory (the _v8 call), the labels packed
-// (concatenated, no padding). Its blank is class 0, and the deterministic algorithm takes at
-// most 255 labels per sample: both are checked at build (docs/cuda.md, cuDNN CTC loss).
+// (concatenated, no padding). Its blank is class 0, and we take its deterministic algorithm to
+// accept at most 255 labels per sample (docs/cuda.md, cuDNN CTC loss, says how that number was
+// found): both are checked at build.
 //
 // Not every sample goes to cuDNN. A prepare kernel (one block, every call, into buffers made at
 // build) sorts each sample into one of the kinds below and packs the labels of those cuDNN gets:
@@ -16,9 +17,9 @@
 //   - label length 0 (with frames): -log p = -sum over frames of log softmax(z_t)[blank],
 //     gradient softmax - onehot(blank), from an own kernel in double;
 //   - invalid values (a length out of range, a label outside [1, C)): loss and gradient NaN.
-//     A kernel cannot throw, and checking on the host would cost a synchronisation per step (as
-//     SoftmaxCrossEntropy's CUDA implementation does with bad labels); a NaN is impossible to
-//     overlook.
+//     A kernel cannot throw, and checking on the host would cost a synchronisation per step; a
+//     NaN is impossible to overlook (SoftmaxCrossEntropy's CUDA implementation does the same
+//     with bad labels).
 // cuDNN still sees every sample of the batch (its tensor is (T, N, C)): the ones it is not given
 // stand in as a one-frame sample of label (1), always possible, and their results are replaced.
 // Backward has cuDNN write its per-sample gradient into dx, then one kernel over all of dx
