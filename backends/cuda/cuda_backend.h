@@ -97,6 +97,7 @@ using CudnnFilterDesc = Owned<cudnnFilterDescriptor_t, cudnnDestroyFilterDescrip
 using CudnnConvDesc = Owned<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor>;
 using CudnnPoolDesc = Owned<cudnnPoolingDescriptor_t, cudnnDestroyPoolingDescriptor>;
 using CudnnActDesc = Owned<cudnnActivationDescriptor_t, cudnnDestroyActivationDescriptor>;
+using CudnnCtcLossDesc = Owned<cudnnCTCLossDescriptor_t, cudnnDestroyCTCLossDescriptor>;
 using LtMatmulDesc = Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
 using LtLayout = Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
 using LtPreference = Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;

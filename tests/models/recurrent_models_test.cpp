@@ -8,8 +8,8 @@
 #include "backends/backends.h"
 #include "models/deepspeech2.h"
 #include "models/registry.h"
-#include "tests/models/overfit.h"
 #include "models/seq2seq.h"
+#include "tests/models/overfit.h"
 
 namespace tbd {
 namespace {
