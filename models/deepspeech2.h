@@ -38,15 +38,15 @@
 namespace tbd {
 
 struct DeepSpeech2Spec {
-  int64_t freq = 161;    // F: spectrogram bins
+  int64_t freq = 161;     // F: spectrogram bins
   int64_t frames = 1000;  // T: input frames (10 ms each)
   int64_t channels = 32;
   int64_t k1_time = 11, k1_freq = 41, s1_time = 2, s1_freq = 2;
   int64_t k2_time = 11, k2_freq = 21, s2_time = 1, s2_freq = 2;
   int64_t rnn_layers = 7;  // per stack
   int64_t hidden = 1760;
-  int64_t classes = 29;    // blank, apostrophe, a-z, space
-  int64_t label_len = 0;   // 0: 15 characters per second of audio
+  int64_t classes = 29;   // blank, apostrophe, a-z, space
+  int64_t label_len = 0;  // 0: 15 characters per second of audio
 };
 
 struct DeepSpeech2Options {

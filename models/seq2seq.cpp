@@ -78,12 +78,12 @@ std::unique_ptr<Model> build_seq2seq(Backend& be, const Seq2SeqOptions& o) {
 
   // ---- data: time-major token ids in [1, V) (0 is padding), lengths, labels ----
   const int64_t len_lo = rnd ? std::max<int64_t>(1, S / 2) : S;
-  TensorId src_len = m->data_input(
-      "src_lengths", Shape{N}, DType::kI32, static_cast<double>(len_lo),
-      static_cast<double>(S + 1), [=](void* host, int64_t) {
-        const std::vector<int32_t> l = sample_lengths(seed, "src_lengths", N, S, rnd);
-        std::memcpy(host, l.data(), l.size() * sizeof(int32_t));
-      });
+  TensorId src_len =
+      m->data_input("src_lengths", Shape{N}, DType::kI32, static_cast<double>(len_lo),
+                    static_cast<double>(S + 1), [=](void* host, int64_t) {
+                      const std::vector<int32_t> l = sample_lengths(seed, "src_lengths", N, S, rnd);
+                      std::memcpy(host, l.data(), l.size() * sizeof(int32_t));
+                    });
   TensorId src = m->data_input("src_tokens", Shape{S, N}, DType::kI32, 1, s.src_vocab);
   TensorId tgt = m->data_input("tgt_tokens", Shape{T, N}, DType::kI32, 1, s.tgt_vocab);
   // Labels (T*N, step-major like the decoder's outputs); padding (0) past a target's length.
@@ -125,7 +125,7 @@ std::unique_ptr<Model> build_seq2seq(Backend& be, const Seq2SeqOptions& o) {
     state[k] = g.add1(n + ".tanh", kTanh, {g.add1(n, linear(H), {last})});
   }
   emb.num_embeddings = s.tgt_vocab;
-  TensorId y = g.add1("decoder.embed", emb, {tgt});  // (T, N, E)
+  TensorId y = g.add1("decoder.embed", emb, {tgt});               // (T, N, E)
   y = g.add1("decoder.embed.rows", ReshapeConfig{{-1, E}}, {y});  // (T*N, E)
   SplitConfig per_step;
   per_step.axis = 0;
