@@ -7,12 +7,28 @@ and the same pre-norm Transformer-base as models/transformer.cpp (tied embedding
 positions, dropout 0.1, label smoothing 0.1, Adam), times full training steps (forward, loss,
 backward, optimizer) after warm-up with the same thread count, and prints one JSON object.
 
+Every model's entry has the same fields: batch, step_s (the median of the timed steps),
+step_times_s (each timed step), the model's items per second at the median step, params,
+losses (warm-up and timed steps, in order), threads and blas; a batch of 0 skips the model.
+
+Which BLAS torch runs its matrix products on is recorded ("blas"): Debian's torch is built
+against the generic BLAS interface and gets whichever libblas.so.3 the alternatives system
+points at. Without an optimized one installed (libopenblas0-pthread) that is the reference
+(netlib) BLAS, several times slower on every Linear and RNN, and the peer is then not a
+mainstream framework; the script warns on stderr. OpenBLAS's own thread pool is set to
+--threads, as torch.set_num_threads does not reach it.
+
 Usage: python3 scripts/torch_cpu_compare.py --threads 2 --resnet-batch 4 \
            --transformer-batch 8 --seq-len 32 --steps 5
 """
 import argparse
+import ctypes
 import json
 import math
+import os
+import re
+import statistics
+import sys
 import time
 
 import torch
@@ -84,35 +100,107 @@ class Transformer(nn.Module):
         return self.proj(h)
 
 
+def blas_info(threads):
+    """The BLAS library this process loaded (torch's matrix products go there), what it is,
+    and, for OpenBLAS, its build config and thread count after setting it to `threads`."""
+    m = re.search(r"BLAS_INFO=([^,\s]+)", torch.__config__.show())
+    info = {"torch_build": m.group(1) if m else "unknown", "kind": "unknown", "library": None}
+    libs = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 6 and re.match(r"lib(open)?blas|libmkl_rt|libblis|lib[st]atlas",
+                                                os.path.basename(parts[5])):
+                    path = os.path.realpath(parts[5])
+                    if path not in libs:
+                        libs.append(path)
+    except OSError:  # not Linux: the library stays unknown
+        pass
+    if not libs:
+        return info
+    info["library"] = libs[0] if len(libs) == 1 else libs
+    low = " ".join(libs).lower()
+    if "openblas" in low:
+        info["kind"] = "OpenBLAS"
+        try:
+            lib = ctypes.CDLL(libs[0])
+            lib.openblas_get_config.restype = ctypes.c_char_p
+            lib.openblas_set_num_threads(ctypes.c_int(threads))
+            info["config"] = lib.openblas_get_config().decode()
+            info["threads"] = lib.openblas_get_num_threads()
+        except (OSError, AttributeError):  # a build without these entry points
+            pass
+    elif "mkl" in low:
+        info["kind"] = "MKL"
+    elif "blis" in low:
+        info["kind"] = "BLIS"
+    elif "atlas" in low:
+        info["kind"] = "ATLAS"
+    elif "/blas/libblas" in low:
+        info["kind"] = "reference BLAS (netlib, Debian libblas3)"
+    return info
+
+
 def time_steps(step, warmup, steps):
-    for _ in range(warmup):
-        step()
-    t0 = time.perf_counter()
+    """Runs `step` (which returns the loss) warmup + steps times; returns the timed steps'
+    durations and every step's loss."""
+    losses = [step() for _ in range(warmup)]
+    times = []
     for _ in range(steps):
-        step()
-    return (time.perf_counter() - t0) / steps
+        t0 = time.perf_counter()
+        losses.append(step())
+        times.append(time.perf_counter() - t0)
+    return times, losses
+
+
+def entry(net, times, losses, batch, items, common, **extra):
+    """One model's JSON entry; items maps a name ('images', ...) to how many one step does."""
+    med = statistics.median(times)
+    e = {"batch": batch, **extra, "step_s": med, "step_times_s": times}
+    for name, count in items.items():
+        e[name + "_per_s"] = count / med
+    e["params"] = sum(p.numel() for p in net.parameters())
+    e["losses"] = losses
+    e.update(common)
+    return e
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--resnet-batch", type=int, default=4)
-    ap.add_argument("--transformer-batch", type=int, default=8)
-    ap.add_argument("--seq-len", type=int, default=32)
+    ap.add_argument("--resnet-batch", type=int, default=4, help="0 skips ResNet-50")
+    ap.add_argument("--transformer-batch", type=int, default=8, help="0 skips the Transformer")
+    ap.add_argument("--seq-len", type=int, default=32, help="the Transformer's source and target")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--denormals", choices=("flush", "keep"), default="flush",
                     help="as tbd_bench --tbd_denormals (default flush: FTZ+DAZ)")
     a = ap.parse_args()
+    if a.steps < 1:
+        ap.error("--steps must be at least 1")
     torch.set_num_threads(a.threads)
-    torch.manual_seed(0)
     # The same denormal handling as tbd_bench (backends/cpu/denormals.h), or the comparison
     # measures microcode assists rather than the frameworks.
     flushed = torch.set_flush_denormal(a.denormals == "flush")
     out = {"torch_version": torch.__version__, "threads": a.threads,
            "mkldnn": torch.backends.mkldnn.is_available(),
            "denormals": ("flushed to zero" if flushed and a.denormals == "flush" else "kept")}
+    blas = blas_info(a.threads)
+    out["blas"] = blas
+    if blas["kind"] != "OpenBLAS" and blas["kind"] != "MKL":
+        print(f"torch_cpu_compare: torch's BLAS is {blas['kind']} ({blas['library']}), not an "
+              "optimized one: apt-get install libopenblas0-pthread", file=sys.stderr)
+    common = {"threads": torch.get_num_threads(), "blas": blas["kind"]}
+    if a.resnet_batch > 0:
+        run_resnet(a, out, common)
+    if a.transformer_batch > 0:
+        run_transformer(a, out, common)
+    print(json.dumps(out, indent=2))
 
+
+def run_resnet(a, out, common):
+    torch.manual_seed(0)  # each model's data and weights do not depend on which others run
     net, source = bottleneck_resnet50()
     net.train()
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
@@ -121,13 +209,18 @@ def main():
 
     def resnet_step():
         opt.zero_grad(set_to_none=False)
-        F.cross_entropy(net(x), y).backward()
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
         opt.step()
+        return loss.item()
 
-    s = time_steps(resnet_step, a.warmup, a.steps)
-    out["resnet50"] = {"batch": a.resnet_batch, "step_s": s, "images_per_s": a.resnet_batch / s,
-                       "definition": source}
+    times, losses = time_steps(resnet_step, a.warmup, a.steps)
+    out["resnet50"] = entry(net, times, losses, a.resnet_batch, {"images": a.resnet_batch},
+                            common, definition=source)
 
+
+def run_transformer(a, out, common):
+    torch.manual_seed(0)
     tr = Transformer()
     tr.train()
     topt = torch.optim.Adam(tr.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
@@ -138,14 +231,16 @@ def main():
     def transformer_step():
         topt.zero_grad(set_to_none=False)
         logits = tr(src, tgt).reshape(-1, 32000)
-        F.cross_entropy(logits, lab, label_smoothing=0.1).backward()
+        loss = F.cross_entropy(logits, lab, label_smoothing=0.1)
+        loss.backward()
         topt.step()
+        return loss.item()
 
-    s = time_steps(transformer_step, a.warmup, a.steps)
-    out["transformer"] = {"batch": a.transformer_batch, "seq_len": a.seq_len, "step_s": s,
-                          "sentences_per_s": a.transformer_batch / s,
-                          "params": sum(p.numel() for p in tr.parameters())}
-    print(json.dumps(out, indent=2))
+    times, losses = time_steps(transformer_step, a.warmup, a.steps)
+    out["transformer"] = entry(tr, times, losses, a.transformer_batch,
+                               {"sentences": a.transformer_batch,
+                                "tokens": a.transformer_batch * a.seq_len},
+                               common, seq_len=a.seq_len)
 
 
 if __name__ == "__main__":
