@@ -100,6 +100,74 @@ class Transformer(nn.Module):
         return self.proj(h)
 
 
+class Seq2Seq(nn.Module):
+    """Sockeye 1.5's RNN model as TBD ran it on IWSLT15 en-vi (docs: the models note, section
+    2.2): reversed source, a bi-LSTM (hidden/2 per direction) then an LSTM encoder, four tanh
+    FCs of the last valid encoder output as the decoder's initial (h, c) of both layers, a
+    2-layer LSTM decoder run step by step with input feeding, MLP attention, a tanh hidden FC
+    and the classifier over all steps at once. Time-major: ids (S, N), (T, N).
+    PyTorch's LSTMs have two bias vectors per gate, as MXNet's LSTMCell (i2h and h2h)."""
+
+    def __init__(self, src_vocab=17192, tgt_vocab=7710, embed=512, hidden=512):
+        super().__init__()
+        self.src_emb = nn.Embedding(src_vocab, embed)
+        self.tgt_emb = nn.Embedding(tgt_vocab, embed)
+        self.enc0 = nn.LSTM(embed, hidden // 2, bidirectional=True)
+        self.enc1 = nn.LSTM(hidden, hidden)
+        # h0, c0, h1, c1 of the decoder's two layers
+        self.init_fc = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(4))
+        self.keys = nn.Linear(hidden, hidden, bias=False)  # the attention's e2h
+        self.dec0 = nn.LSTMCell(embed + hidden, hidden)
+        self.dec1 = nn.LSTMCell(hidden, hidden)
+        self.query = nn.Linear(hidden, hidden, bias=False)  # q2h
+        self.v = nn.Parameter(torch.empty(hidden).uniform_(-0.1, 0.1))  # h2s
+        self.hidden_fc = nn.Linear(2 * hidden, hidden)
+        self.cls = nn.Linear(hidden, tgt_vocab)
+
+    def forward(self, src, tgt, src_len=None):
+        """src: (S, N) ids, already reversed; tgt: (T, N) decoder input ids; src_len: (N,)
+        valid source lengths (None: all S). Returns logits (T, N, V_tgt)."""
+        s_len, n = src.shape
+        emb = self.src_emb(src)
+        if src_len is None:
+            enc, _ = self.enc1(self.enc0(emb)[0])  # (S, N, H)
+            last = enc[-1]
+            pad = None
+        else:
+            # Packed, so that each direction sees exactly the valid steps (Sockeye reverses
+            # within the valid length, so its backward direction starts at the last token).
+            packed = nn.utils.rnn.pack_padded_sequence(emb, src_len, enforce_sorted=False)
+            enc, _ = self.enc1(self.enc0(packed)[0])
+            enc, _ = nn.utils.rnn.pad_packed_sequence(enc, total_length=s_len)
+            last = enc[src_len - 1, torch.arange(n)]
+            pad = torch.arange(s_len).unsqueeze(1) >= src_len.unsqueeze(0)  # (S, N)
+        h0, c0, h1, c1 = (torch.tanh(fc(last)) for fc in self.init_fc)
+        keys = self.keys(enc)  # (S, N, H), once
+        enc_b = enc.transpose(0, 1)  # (N, S, H) for the context's batched product
+        temb = self.tgt_emb(tgt)  # (T, N, E)
+        feed = enc.new_zeros(n, enc.shape[2])
+        outs = []
+        for t in range(tgt.shape[0]):
+            h0, c0 = self.dec0(torch.cat([temb[t], feed], 1), (h0, c0))
+            h1, c1 = self.dec1(h0, (h1, c1))
+            score = torch.tanh(keys + self.query(h1)).matmul(self.v)  # (S, N)
+            if pad is not None:
+                score = score.masked_fill(pad, float("-inf"))
+            alpha = torch.softmax(score, 0)
+            ctx = torch.bmm(alpha.t().unsqueeze(1), enc_b).squeeze(1)  # (N, H)
+            feed = torch.tanh(self.hidden_fc(torch.cat([h1, ctx], 1)))
+            outs.append(feed)
+        return self.cls(torch.stack(outs))
+
+
+def reverse_within(ids, lengths):
+    """ids: (S, N); reverses each column's first lengths[n] entries, leaving the padding."""
+    s_len = ids.shape[0]
+    t = torch.arange(s_len).unsqueeze(1)
+    idx = torch.where(t < lengths.unsqueeze(0), lengths.unsqueeze(0) - 1 - t, t)
+    return ids.gather(0, idx)
+
+
 def blas_info(threads):
     """The BLAS library this process loaded (torch's matrix products go there), what it is,
     and, for OpenBLAS, its build config and thread count after setting it to `threads`."""
@@ -172,6 +240,13 @@ def main():
     ap.add_argument("--resnet-batch", type=int, default=4, help="0 skips ResNet-50")
     ap.add_argument("--transformer-batch", type=int, default=8, help="0 skips the Transformer")
     ap.add_argument("--seq-len", type=int, default=32, help="the Transformer's source and target")
+    ap.add_argument("--seq2seq-batch", type=int, default=0, help="0 skips Seq2Seq")
+    ap.add_argument("--seq2seq-len", type=int, default=30,
+                    help="Seq2Seq's source and target length")
+    ap.add_argument("--seq2seq-mask", action="store_true",
+                    help="Seq2Seq with random valid lengths (sample 0 full) instead of all full")
+    ap.add_argument("--tiny", action="store_true",
+                    help="functional check: Seq2Seq and DeepSpeech2 at toy sizes")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--denormals", choices=("flush", "keep"), default="flush",
@@ -196,6 +271,8 @@ def main():
         run_resnet(a, out, common)
     if a.transformer_batch > 0:
         run_transformer(a, out, common)
+    if a.seq2seq_batch > 0:
+        run_seq2seq(a, out, common)
     print(json.dumps(out, indent=2))
 
 
@@ -241,6 +318,47 @@ def run_transformer(a, out, common):
                                {"sentences": a.transformer_batch,
                                 "tokens": a.transformer_batch * a.seq_len},
                                common, seq_len=a.seq_len)
+
+
+
+def run_seq2seq(a, out, common):
+    torch.manual_seed(0)
+    n, length = a.seq2seq_batch, a.seq2seq_len
+    dims = (dict(src_vocab=50, tgt_vocab=50, embed=16, hidden=16) if a.tiny
+            else dict(src_vocab=17192, tgt_vocab=7710, embed=512, hidden=512))
+    net = Seq2Seq(**dims)
+    net.train()
+    opt = torch.optim.Adam(net.parameters(), lr=3e-4)
+    src = torch.randint(1, dims["src_vocab"], (length, n))
+    tgt = torch.randint(1, dims["tgt_vocab"], (length, n))
+    lab = torch.randint(1, dims["tgt_vocab"], (length, n))
+    src_len = None
+    if a.seq2seq_mask:
+        src_len = torch.randint(1, length + 1, (n,))
+        tgt_len = torch.randint(1, length + 1, (n,))
+        src_len[0] = tgt_len[0] = length  # the batch's longest fills the bucket
+        t = torch.arange(length).unsqueeze(1)
+        src = src.masked_fill(t >= src_len, 0)
+        tgt = tgt.masked_fill(t >= tgt_len, 0)
+        lab = lab.masked_fill(t >= tgt_len, 0)  # pad: ignored by the loss
+    params = list(net.parameters())
+
+    def seq2seq_step():
+        opt.zero_grad(set_to_none=False)
+        rsrc = torch.flip(src, [0]) if src_len is None else reverse_within(src, src_len)
+        logits = net(rsrc, tgt, src_len)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[2]), lab.reshape(-1),
+                               ignore_index=0)  # mean over the non-pad tokens
+        loss.backward()
+        nn.utils.clip_grad_value_(params, 1.0)  # MXNet's clip_gradient: element-wise
+        opt.step()
+        return loss.item()
+
+    times, losses = time_steps(seq2seq_step, a.warmup, a.steps)
+    out["seq2seq"] = entry(net, times, losses, n,
+                           {"sentences": n, "target_tokens": int((lab != 0).sum())}, common,
+                           src_len=length, tgt_len=length, masked=a.seq2seq_mask,
+                           tiny=a.tiny, **dims)
 
 
 if __name__ == "__main__":
