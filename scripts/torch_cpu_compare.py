@@ -160,6 +160,46 @@ class Seq2Seq(nn.Module):
         return self.cls(torch.stack(outs))
 
 
+class DeepSpeech2(nn.Module):
+    """Deep Speech 2 as TBD (2018) ran it in MXNet (docs: the models note, section 4.1), with
+    cuDNN/PyTorch GRU cells instead of MXNet's (reset gate after the recurrent product, no
+    BatchNorm inside the cell): conv (11x41, stride 2x2) -> ReLU -> BN, conv (11x21, stride
+    1x2) -> ReLU -> BN, a 7-layer GRU stack forward and a separate one over the reversed
+    sequence, concatenated after the last layer, FC (no bias) -> BN over the T2*N rows -> ReLU,
+    classifier per step. Input (N, 1, T, F): T frames (H), F frequency bins (W)."""
+
+    def __init__(self, bins=161, classes=29, hidden=1760, layers=7, channels=32,
+                 k1=(11, 41), k2=(11, 21)):
+        super().__init__()
+        self.k1, self.k2 = k1, k2
+        self.conv1 = nn.Conv2d(1, channels, k1, stride=(2, 2), bias=False)
+        self.bn1 = nn.BatchNorm2d(channels, eps=1e-5)
+        self.conv2 = nn.Conv2d(channels, channels, k2, stride=(1, 2), bias=False)
+        self.bn2 = nn.BatchNorm2d(channels, eps=1e-5)
+        feat = channels * (((bins - k1[1]) // 2 + 1 - k2[1]) // 2 + 1)
+        self.gru_fwd = nn.GRU(feat, hidden, num_layers=layers)
+        self.gru_bwd = nn.GRU(feat, hidden, num_layers=layers)
+        self.fc = nn.Linear(2 * hidden, hidden, bias=False)
+        self.bn = nn.BatchNorm1d(hidden)
+        self.cls = nn.Linear(hidden, classes)
+
+    def out_frames(self, frames):
+        """T2, the steps the GRUs and the CTC see for `frames` input frames."""
+        return (frames - self.k1[0]) // 2 + 1 - self.k2[0] + 1
+
+    def forward(self, x):
+        """x: (N, 1, T, F); returns logits (T2, N, classes)."""
+        y = self.bn1(F.relu(self.conv1(x)))
+        y = self.bn2(F.relu(self.conv2(y)))  # (N, C, T2, F2)
+        n, c, t2, f2 = y.shape
+        y = y.permute(2, 0, 1, 3).reshape(t2, n, c * f2)
+        fwd, _ = self.gru_fwd(y)
+        bwd, _ = self.gru_bwd(torch.flip(y, [0]))
+        h = torch.cat([fwd, torch.flip(bwd, [0])], 2).reshape(t2 * n, -1)
+        h = F.relu(self.bn(self.fc(h)))
+        return self.cls(h).reshape(t2, n, -1)
+
+
 def reverse_within(ids, lengths):
     """ids: (S, N); reverses each column's first lengths[n] entries, leaving the padding."""
     s_len = ids.shape[0]
@@ -245,6 +285,11 @@ def main():
                     help="Seq2Seq's source and target length")
     ap.add_argument("--seq2seq-mask", action="store_true",
                     help="Seq2Seq with random valid lengths (sample 0 full) instead of all full")
+    ap.add_argument("--ds2-batch", type=int, default=0, help="0 skips DeepSpeech2")
+    ap.add_argument("--ds2-frames", type=int, default=None,
+                    help="DeepSpeech2's input frames T (10 ms each; default 1000, tiny 40)")
+    ap.add_argument("--ds2-label-len", type=int, default=None,
+                    help="DeepSpeech2's label length, every sample (default 150, tiny 5)")
     ap.add_argument("--tiny", action="store_true",
                     help="functional check: Seq2Seq and DeepSpeech2 at toy sizes")
     ap.add_argument("--steps", type=int, default=5)
@@ -273,6 +318,8 @@ def main():
         run_transformer(a, out, common)
     if a.seq2seq_batch > 0:
         run_seq2seq(a, out, common)
+    if a.ds2_batch > 0:
+        run_ds2(a, out, common, ap)
     print(json.dumps(out, indent=2))
 
 
@@ -359,6 +406,46 @@ def run_seq2seq(a, out, common):
                            {"sentences": n, "target_tokens": int((lab != 0).sum())}, common,
                            src_len=length, tgt_len=length, masked=a.seq2seq_mask,
                            tiny=a.tiny, **dims)
+
+
+
+def run_ds2(a, out, common, ap):
+    torch.manual_seed(0)
+    n = a.ds2_batch
+    frames = a.ds2_frames or (40 if a.tiny else 1000)
+    label_len = a.ds2_label_len or (5 if a.tiny else 150)
+    dims = (dict(bins=20, classes=29, hidden=16, layers=7, channels=4, k1=(5, 5), k2=(5, 5))
+            if a.tiny else dict(bins=161, classes=29, hidden=1760, layers=7, channels=32,
+                                k1=(11, 41), k2=(11, 21)))
+    net = DeepSpeech2(**dims)
+    t2 = net.out_frames(frames)
+    if t2 < label_len:  # CTC needs at least one step per label
+        ap.error(f"--ds2-frames {frames} gives {t2} CTC steps, fewer than --ds2-label-len "
+                 f"{label_len}")
+    net.train()
+    opt = torch.optim.SGD(net.parameters(), lr=3e-4, momentum=0.9)
+    x = torch.randn(n, 1, frames, dims["bins"])
+    lab = torch.randint(1, dims["classes"], (n, label_len))
+    in_len = torch.full((n,), t2, dtype=torch.long)
+    lab_len = torch.full((n,), label_len, dtype=torch.long)
+    params = list(net.parameters())
+
+    def ds2_step():
+        opt.zero_grad(set_to_none=False)
+        logp = F.log_softmax(net(x), 2)
+        # The mean over samples of -log p(label | x): summed, / N (warp-ctc as MXNet's
+        # WarpCTC and TBD used it), not torch's 'mean', which divides by the label lengths.
+        loss = F.ctc_loss(logp, lab, in_len, lab_len, blank=0, reduction="sum") / n
+        loss.backward()
+        nn.utils.clip_grad_value_(params, 100.0)  # MXNet's clip_gradient 100: element-wise
+        opt.step()
+        return loss.item()
+
+    times, losses = time_steps(ds2_step, a.warmup, a.steps)
+    dims["k1"], dims["k2"] = list(dims["k1"]), list(dims["k2"])
+    out["deepspeech2"] = entry(net, times, losses, n, {"utterances": n, "frames": n * frames},
+                               common, frames=frames, ctc_steps=t2, label_len=label_len,
+                               tiny=a.tiny, **dims)
 
 
 if __name__ == "__main__":
