@@ -13,13 +13,29 @@ losses (warm-up and timed steps, in order), threads and blas; a batch of 0 skips
 
 Which BLAS torch runs its matrix products on is recorded ("blas"): Debian's torch is built
 against the generic BLAS interface and gets whichever libblas.so.3 the alternatives system
-points at. Without an optimized one installed (libopenblas0-pthread) that is the reference
+points at. Without an optimized one installed (libopenblas0-*) that is the reference
 (netlib) BLAS, several times slower on every Linear and RNN, and the peer is then not a
-mainstream framework; the script warns on stderr. OpenBLAS's own thread pool is set to
---threads, as torch.set_num_threads does not reach it.
+mainstream framework; the script warns on stderr. apt-get install python3-torch brings
+OpenBLAS through its Recommends; --no-install-recommends leaves the reference BLAS.
+Debian's default OpenBLAS is the pthreads build, whose spinning thread pool fights torch's
+OpenMP threads for the cores: a Transformer step at --threads 2 took 1.8-5 s with it against
+0.4 s with the OpenMP build (libopenblas0-openmp), which shares torch's OpenMP pool. Run with
+LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp (or make it the libblas.so.3
+alternative); the script warns otherwise. OpenBLAS's thread count is set to --threads.
+The environment that changes these runtimes (MALLOC_*, LD_PRELOAD, LD_LIBRARY_PATH, OMP_*,
+GOMP_*, OPENBLAS_*) is recorded ("env"): the RNN models' backward allocates a weight-sized
+gradient per time step, and glibc hands blocks that large out and back by mmap/munmap, so
+page faults are part of those steps by default.
 
 Usage: python3 scripts/torch_cpu_compare.py --threads 2 --resnet-batch 4 \
            --transformer-batch 8 --seq-len 32 --steps 5
+       (each under LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp, see above)
+       python3 scripts/torch_cpu_compare.py --resnet-batch 0 --transformer-batch 0 \
+           --seq2seq-batch 16 --seq2seq-len 30             # Seq2Seq alone
+       python3 scripts/torch_cpu_compare.py --resnet-batch 0 --transformer-batch 0 \
+           --ds2-batch 2 --ds2-frames 1000 --warmup 1 --steps 3   # DeepSpeech2 alone (slow)
+       python3 scripts/torch_cpu_compare.py --resnet-batch 0 --transformer-batch 0 --tiny \
+           --seq2seq-batch 4 --ds2-batch 4 --warmup 0 --steps 30  # functional: losses fall
 """
 import argparse
 import ctypes
@@ -166,7 +182,12 @@ class DeepSpeech2(nn.Module):
     BatchNorm inside the cell): conv (11x41, stride 2x2) -> ReLU -> BN, conv (11x21, stride
     1x2) -> ReLU -> BN, a 7-layer GRU stack forward and a separate one over the reversed
     sequence, concatenated after the last layer, FC (no bias) -> BN over the T2*N rows -> ReLU,
-    classifier per step. Input (N, 1, T, F): T frames (H), F frequency bins (W)."""
+    classifier per step. Input (N, 1, T, F): T frames (H), F frequency bins (W).
+    PyTorch's CPU GRU is a per-step composite under autograd: the backward forms each step's
+    recurrent weight gradient (3H x H, 37 MB at H = 1760) as its own product and adds it up,
+    485 steps x 14 layers at T = 1000. That is memory-bound and nearly independent of the
+    batch (measured: the same backward time at batch 1 and 4), so the step is slow at small
+    batches; it is what stock PyTorch does, not a fault of this script."""
 
     def __init__(self, bins=161, classes=29, hidden=1760, layers=7, channels=32,
                  k1=(11, 41), k2=(11, 21)):
@@ -230,13 +251,15 @@ def blas_info(threads):
     info["library"] = libs[0] if len(libs) == 1 else libs
     low = " ".join(libs).lower()
     if "openblas" in low:
-        info["kind"] = "OpenBLAS"
+        info["kind"] = "OpenBLAS (pthreads)"
         try:
             lib = ctypes.CDLL(libs[0])
             lib.openblas_get_config.restype = ctypes.c_char_p
             lib.openblas_set_num_threads(ctypes.c_int(threads))
             info["config"] = lib.openblas_get_config().decode()
             info["threads"] = lib.openblas_get_num_threads()
+            if "USE_OPENMP" in info["config"]:
+                info["kind"] = "OpenBLAS (OpenMP)"
         except (OSError, AttributeError):  # a build without these entry points
             pass
     elif "mkl" in low:
@@ -281,8 +304,8 @@ def main():
     ap.add_argument("--transformer-batch", type=int, default=8, help="0 skips the Transformer")
     ap.add_argument("--seq-len", type=int, default=32, help="the Transformer's source and target")
     ap.add_argument("--seq2seq-batch", type=int, default=0, help="0 skips Seq2Seq")
-    ap.add_argument("--seq2seq-len", type=int, default=30,
-                    help="Seq2Seq's source and target length")
+    ap.add_argument("--seq2seq-len", type=int, default=None,
+                    help="Seq2Seq's source and target length (default 30, tiny 8)")
     ap.add_argument("--seq2seq-mask", action="store_true",
                     help="Seq2Seq with random valid lengths (sample 0 full) instead of all full")
     ap.add_argument("--ds2-batch", type=int, default=0, help="0 skips DeepSpeech2")
@@ -306,11 +329,20 @@ def main():
     out = {"torch_version": torch.__version__, "threads": a.threads,
            "mkldnn": torch.backends.mkldnn.is_available(),
            "denormals": ("flushed to zero" if flushed and a.denormals == "flush" else "kept")}
+    out["env"] = {k: v for k, v in sorted(os.environ.items())
+                  if k.startswith(("MALLOC_", "OMP_", "GOMP_", "OPENBLAS_"))
+                  or k in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
     blas = blas_info(a.threads)
     out["blas"] = blas
-    if blas["kind"] != "OpenBLAS" and blas["kind"] != "MKL":
+    if blas["kind"] == "OpenBLAS (pthreads)" and a.threads > 1:
+        print("torch_cpu_compare: torch's BLAS is OpenBLAS's pthreads build, whose threads "
+              "compete with torch's OpenMP threads; run with LD_LIBRARY_PATH="
+              "/usr/lib/x86_64-linux-gnu/openblas-openmp (apt-get install libopenblas0-openmp)",
+              file=sys.stderr)
+    elif not blas["kind"].startswith(("OpenBLAS", "MKL")):
         print(f"torch_cpu_compare: torch's BLAS is {blas['kind']} ({blas['library']}), not an "
-              "optimized one: apt-get install libopenblas0-pthread", file=sys.stderr)
+              "optimized one: apt-get install libopenblas0-openmp and run with LD_LIBRARY_PATH="
+              "/usr/lib/x86_64-linux-gnu/openblas-openmp", file=sys.stderr)
     common = {"threads": torch.get_num_threads(), "blas": blas["kind"]}
     if a.resnet_batch > 0:
         run_resnet(a, out, common)
@@ -370,7 +402,7 @@ def run_transformer(a, out, common):
 
 def run_seq2seq(a, out, common):
     torch.manual_seed(0)
-    n, length = a.seq2seq_batch, a.seq2seq_len
+    n, length = a.seq2seq_batch, a.seq2seq_len or (8 if a.tiny else 30)
     dims = (dict(src_vocab=50, tgt_vocab=50, embed=16, hidden=16) if a.tiny
             else dict(src_vocab=17192, tgt_vocab=7710, embed=512, hidden=512))
     net = Seq2Seq(**dims)
