@@ -7,12 +7,44 @@ and the same pre-norm Transformer-base as models/transformer.cpp (tied embedding
 positions, dropout 0.1, label smoothing 0.1, Adam), times full training steps (forward, loss,
 backward, optimizer) after warm-up with the same thread count, and prints one JSON object.
 
+Every model's entry has the same fields: batch, step_s (the median of the timed steps),
+step_times_s (each timed step), the model's items per second at the median step, params,
+losses (warm-up and timed steps, in order), threads and blas; a batch of 0 skips the model.
+
+Which BLAS torch runs its matrix products on is recorded ("blas"): Debian's torch is built
+against the generic BLAS interface and gets whichever libblas.so.3 the alternatives system
+points at. Without an optimized one installed (libopenblas0-*) that is the reference
+(netlib) BLAS, several times slower on every Linear and RNN, and the peer is then not a
+mainstream framework; the script warns on stderr. apt-get install python3-torch brings
+OpenBLAS through its Recommends; --no-install-recommends leaves the reference BLAS.
+Debian's default OpenBLAS is the pthreads build, whose spinning thread pool fights torch's
+OpenMP threads for the cores: a Transformer step at --threads 2 took 1.8-5 s with it against
+0.4 s with the OpenMP build (libopenblas0-openmp), which shares torch's OpenMP pool. Run with
+LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp (or make it the libblas.so.3
+alternative); the script warns otherwise. OpenBLAS's thread count is set to --threads.
+The environment that changes these runtimes (MALLOC_*, LD_PRELOAD, LD_LIBRARY_PATH, OMP_*,
+GOMP_*, OPENBLAS_*) is recorded ("env"): the RNN models' backward allocates a weight-sized
+gradient per time step, and glibc hands blocks that large out and back by mmap/munmap, so
+page faults are part of those steps by default.
+
 Usage: python3 scripts/torch_cpu_compare.py --threads 2 --resnet-batch 4 \
            --transformer-batch 8 --seq-len 32 --steps 5
+       (each under LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp, see above)
+       python3 scripts/torch_cpu_compare.py --resnet-batch 0 --transformer-batch 0 \
+           --seq2seq-batch 16 --seq2seq-len 30             # Seq2Seq alone
+       python3 scripts/torch_cpu_compare.py --resnet-batch 0 --transformer-batch 0 \
+           --ds2-batch 2 --ds2-frames 1000 --warmup 1 --steps 3   # DeepSpeech2 alone (slow)
+       python3 scripts/torch_cpu_compare.py --resnet-batch 0 --transformer-batch 0 --tiny \
+           --seq2seq-batch 4 --ds2-batch 4 --warmup 0 --steps 30  # functional: losses fall
 """
 import argparse
+import ctypes
 import json
 import math
+import os
+import re
+import statistics
+import sys
 import time
 
 import torch
@@ -84,35 +116,246 @@ class Transformer(nn.Module):
         return self.proj(h)
 
 
+class Seq2Seq(nn.Module):
+    """Sockeye 1.5's RNN model as TBD ran it on IWSLT15 en-vi (docs: the models note, section
+    2.2): reversed source, a bi-LSTM (hidden/2 per direction) then an LSTM encoder, four tanh
+    FCs of the last valid encoder output as the decoder's initial (h, c) of both layers, a
+    2-layer LSTM decoder run step by step with input feeding, MLP attention, a tanh hidden FC
+    and the classifier over all steps at once. Time-major: ids (S, N), (T, N).
+    PyTorch's LSTMs have two bias vectors per gate, as MXNet's LSTMCell (i2h and h2h)."""
+
+    def __init__(self, src_vocab=17192, tgt_vocab=7710, embed=512, hidden=512):
+        super().__init__()
+        self.src_emb = nn.Embedding(src_vocab, embed)
+        self.tgt_emb = nn.Embedding(tgt_vocab, embed)
+        self.enc0 = nn.LSTM(embed, hidden // 2, bidirectional=True)
+        self.enc1 = nn.LSTM(hidden, hidden)
+        # h0, c0, h1, c1 of the decoder's two layers
+        self.init_fc = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(4))
+        self.keys = nn.Linear(hidden, hidden, bias=False)  # the attention's e2h
+        self.dec0 = nn.LSTMCell(embed + hidden, hidden)
+        self.dec1 = nn.LSTMCell(hidden, hidden)
+        self.query = nn.Linear(hidden, hidden, bias=False)  # q2h
+        self.v = nn.Parameter(torch.empty(hidden).uniform_(-0.1, 0.1))  # h2s
+        self.hidden_fc = nn.Linear(2 * hidden, hidden)
+        self.cls = nn.Linear(hidden, tgt_vocab)
+
+    def forward(self, src, tgt, src_len=None):
+        """src: (S, N) ids, already reversed; tgt: (T, N) decoder input ids; src_len: (N,)
+        valid source lengths (None: all S). Returns logits (T, N, V_tgt)."""
+        s_len, n = src.shape
+        emb = self.src_emb(src)
+        if src_len is None:
+            enc, _ = self.enc1(self.enc0(emb)[0])  # (S, N, H)
+            last = enc[-1]
+            pad = None
+        else:
+            # Packed, so that each direction sees exactly the valid steps (Sockeye reverses
+            # within the valid length, so its backward direction starts at the last token).
+            packed = nn.utils.rnn.pack_padded_sequence(emb, src_len, enforce_sorted=False)
+            enc, _ = self.enc1(self.enc0(packed)[0])
+            enc, _ = nn.utils.rnn.pad_packed_sequence(enc, total_length=s_len)
+            last = enc[src_len - 1, torch.arange(n)]
+            pad = torch.arange(s_len).unsqueeze(1) >= src_len.unsqueeze(0)  # (S, N)
+        h0, c0, h1, c1 = (torch.tanh(fc(last)) for fc in self.init_fc)
+        keys = self.keys(enc)  # (S, N, H), once
+        enc_b = enc.transpose(0, 1)  # (N, S, H) for the context's batched product
+        temb = self.tgt_emb(tgt)  # (T, N, E)
+        feed = enc.new_zeros(n, enc.shape[2])
+        outs = []
+        for t in range(tgt.shape[0]):
+            h0, c0 = self.dec0(torch.cat([temb[t], feed], 1), (h0, c0))
+            h1, c1 = self.dec1(h0, (h1, c1))
+            score = torch.tanh(keys + self.query(h1)).matmul(self.v)  # (S, N)
+            if pad is not None:
+                score = score.masked_fill(pad, float("-inf"))
+            alpha = torch.softmax(score, 0)
+            ctx = torch.bmm(alpha.t().unsqueeze(1), enc_b).squeeze(1)  # (N, H)
+            feed = torch.tanh(self.hidden_fc(torch.cat([h1, ctx], 1)))
+            outs.append(feed)
+        return self.cls(torch.stack(outs))
+
+
+class DeepSpeech2(nn.Module):
+    """Deep Speech 2 as TBD (2018) ran it in MXNet (docs: the models note, section 4.1), with
+    cuDNN/PyTorch GRU cells instead of MXNet's (reset gate after the recurrent product, no
+    BatchNorm inside the cell): conv (11x41, stride 2x2) -> ReLU -> BN, conv (11x21, stride
+    1x2) -> ReLU -> BN, a 7-layer GRU stack forward and a separate one over the reversed
+    sequence, concatenated after the last layer, FC (no bias) -> BN over the T2*N rows -> ReLU,
+    classifier per step. Input (N, 1, T, F): T frames (H), F frequency bins (W).
+    PyTorch's CPU GRU is a per-step composite under autograd: the backward forms each step's
+    recurrent weight gradient (3H x H, 37 MB at H = 1760) as its own product and adds it up,
+    485 steps x 14 layers at T = 1000. That is memory-bound and nearly independent of the
+    batch (measured at 60 frames: the same backward time at batch 1 and 4), so the step is
+    slow at small batches; it is what stock PyTorch does, not a fault of this script."""
+
+    def __init__(self, bins=161, classes=29, hidden=1760, layers=7, channels=32,
+                 k1=(11, 41), k2=(11, 21)):
+        super().__init__()
+        self.k1, self.k2 = k1, k2
+        self.conv1 = nn.Conv2d(1, channels, k1, stride=(2, 2), bias=False)
+        self.bn1 = nn.BatchNorm2d(channels, eps=1e-5)
+        self.conv2 = nn.Conv2d(channels, channels, k2, stride=(1, 2), bias=False)
+        self.bn2 = nn.BatchNorm2d(channels, eps=1e-5)
+        feat = channels * (((bins - k1[1]) // 2 + 1 - k2[1]) // 2 + 1)
+        self.gru_fwd = nn.GRU(feat, hidden, num_layers=layers)
+        self.gru_bwd = nn.GRU(feat, hidden, num_layers=layers)
+        self.fc = nn.Linear(2 * hidden, hidden, bias=False)
+        self.bn = nn.BatchNorm1d(hidden)
+        self.cls = nn.Linear(hidden, classes)
+
+    def out_frames(self, frames):
+        """T2, the steps the GRUs and the CTC see for `frames` input frames."""
+        return (frames - self.k1[0]) // 2 + 1 - self.k2[0] + 1
+
+    def forward(self, x):
+        """x: (N, 1, T, F); returns logits (T2, N, classes)."""
+        y = self.bn1(F.relu(self.conv1(x)))
+        y = self.bn2(F.relu(self.conv2(y)))  # (N, C, T2, F2)
+        n, c, t2, f2 = y.shape
+        y = y.permute(2, 0, 1, 3).reshape(t2, n, c * f2)
+        fwd, _ = self.gru_fwd(y)
+        bwd, _ = self.gru_bwd(torch.flip(y, [0]))
+        h = torch.cat([fwd, torch.flip(bwd, [0])], 2).reshape(t2 * n, -1)
+        h = F.relu(self.bn(self.fc(h)))
+        return self.cls(h).reshape(t2, n, -1)
+
+
+def reverse_within(ids, lengths):
+    """ids: (S, N); reverses each column's first lengths[n] entries, leaving the padding."""
+    s_len = ids.shape[0]
+    t = torch.arange(s_len).unsqueeze(1)
+    idx = torch.where(t < lengths.unsqueeze(0), lengths.unsqueeze(0) - 1 - t, t)
+    return ids.gather(0, idx)
+
+
+def blas_info(threads):
+    """The BLAS library this process loaded (torch's matrix products go there), what it is,
+    and, for OpenBLAS, its build config and thread count after setting it to `threads`."""
+    m = re.search(r"BLAS_INFO=([^,\s]+)", torch.__config__.show())
+    info = {"torch_build": m.group(1) if m else "unknown", "kind": "unknown", "library": None}
+    libs = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 6 and re.match(r"lib(open)?blas|libmkl_rt|libblis|lib[st]atlas",
+                                                os.path.basename(parts[5])):
+                    path = os.path.realpath(parts[5])
+                    if path not in libs:
+                        libs.append(path)
+    except OSError:  # not Linux: the library stays unknown
+        pass
+    if not libs:
+        return info
+    info["library"] = libs[0] if len(libs) == 1 else libs
+    low = " ".join(libs).lower()
+    if "openblas" in low:
+        info["kind"] = "OpenBLAS"
+        try:
+            lib = ctypes.CDLL(libs[0])
+            lib.openblas_get_config.restype = ctypes.c_char_p
+            lib.openblas_set_num_threads(ctypes.c_int(threads))
+            info["config"] = lib.openblas_get_config().decode()
+            info["threads"] = lib.openblas_get_num_threads()
+            info["kind"] += " (OpenMP)" if "USE_OPENMP" in info["config"] else " (pthreads)"
+        except (OSError, AttributeError):  # a build without these entry points
+            pass
+    elif "mkl" in low:
+        info["kind"] = "MKL"
+    elif "blis" in low:
+        info["kind"] = "BLIS"
+    elif "atlas" in low:
+        info["kind"] = "ATLAS"
+    elif "/blas/libblas" in low:
+        info["kind"] = "reference BLAS (netlib, Debian libblas3)"
+    return info
+
+
 def time_steps(step, warmup, steps):
-    for _ in range(warmup):
-        step()
-    t0 = time.perf_counter()
+    """Runs `step` (which returns the loss) warmup + steps times; returns the timed steps'
+    durations and every step's loss."""
+    losses = [step() for _ in range(warmup)]
+    times = []
     for _ in range(steps):
-        step()
-    return (time.perf_counter() - t0) / steps
+        t0 = time.perf_counter()
+        losses.append(step())
+        times.append(time.perf_counter() - t0)
+    return times, losses
+
+
+def entry(net, times, losses, batch, items, common, **extra):
+    """One model's JSON entry; items maps a name ('images', ...) to how many one step does."""
+    med = statistics.median(times)
+    e = {"batch": batch, **extra, "step_s": med, "step_times_s": times}
+    for name, count in items.items():
+        e[name + "_per_s"] = count / med
+    e["params"] = sum(p.numel() for p in net.parameters())
+    e["losses"] = losses
+    e.update(common)
+    return e
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--resnet-batch", type=int, default=4)
-    ap.add_argument("--transformer-batch", type=int, default=8)
-    ap.add_argument("--seq-len", type=int, default=32)
+    ap.add_argument("--resnet-batch", type=int, default=4, help="0 skips ResNet-50")
+    ap.add_argument("--transformer-batch", type=int, default=8, help="0 skips the Transformer")
+    ap.add_argument("--seq-len", type=int, default=32, help="the Transformer's source and target")
+    ap.add_argument("--seq2seq-batch", type=int, default=0, help="0 skips Seq2Seq")
+    ap.add_argument("--seq2seq-len", type=int, default=None,
+                    help="Seq2Seq's source and target length (default 30, tiny 8)")
+    ap.add_argument("--seq2seq-mask", action="store_true",
+                    help="Seq2Seq with random valid lengths (sample 0 full) instead of all full")
+    ap.add_argument("--ds2-batch", type=int, default=0, help="0 skips DeepSpeech2")
+    ap.add_argument("--ds2-frames", type=int, default=None,
+                    help="DeepSpeech2's input frames T (10 ms each; default 1000, tiny 40)")
+    ap.add_argument("--ds2-label-len", type=int, default=None,
+                    help="DeepSpeech2's label length, every sample (default 150, tiny 5)")
+    ap.add_argument("--tiny", action="store_true",
+                    help="functional check: Seq2Seq and DeepSpeech2 at toy sizes")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--denormals", choices=("flush", "keep"), default="flush",
                     help="as tbd_bench --tbd_denormals (default flush: FTZ+DAZ)")
     a = ap.parse_args()
+    if a.steps < 1:
+        ap.error("--steps must be at least 1")
     torch.set_num_threads(a.threads)
-    torch.manual_seed(0)
     # The same denormal handling as tbd_bench (backends/cpu/denormals.h), or the comparison
     # measures microcode assists rather than the frameworks.
     flushed = torch.set_flush_denormal(a.denormals == "flush")
     out = {"torch_version": torch.__version__, "threads": a.threads,
            "mkldnn": torch.backends.mkldnn.is_available(),
            "denormals": ("flushed to zero" if flushed and a.denormals == "flush" else "kept")}
+    out["env"] = {k: v for k, v in sorted(os.environ.items())
+                  if k.startswith(("MALLOC_", "OMP_", "GOMP_", "OPENBLAS_"))
+                  or k in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
+    blas = blas_info(a.threads)
+    out["blas"] = blas
+    if blas["kind"] == "OpenBLAS (pthreads)" and a.threads > 1:
+        print("torch_cpu_compare: torch's BLAS is OpenBLAS's pthreads build, whose threads "
+              "compete with torch's OpenMP threads; run with LD_LIBRARY_PATH="
+              "/usr/lib/x86_64-linux-gnu/openblas-openmp (apt-get install libopenblas0-openmp)",
+              file=sys.stderr)
+    elif not blas["kind"].startswith(("OpenBLAS", "MKL")):
+        print(f"torch_cpu_compare: torch's BLAS is {blas['kind']} ({blas['library']}), not an "
+              "optimized one: apt-get install libopenblas0-openmp and run with LD_LIBRARY_PATH="
+              "/usr/lib/x86_64-linux-gnu/openblas-openmp", file=sys.stderr)
+    common = {"threads": torch.get_num_threads(), "blas": blas["kind"]}
+    if a.resnet_batch > 0:
+        run_resnet(a, out, common)
+    if a.transformer_batch > 0:
+        run_transformer(a, out, common)
+    if a.seq2seq_batch > 0:
+        run_seq2seq(a, out, common)
+    if a.ds2_batch > 0:
+        run_ds2(a, out, common, ap)
+    print(json.dumps(out, indent=2))
 
+
+def run_resnet(a, out, common):
+    torch.manual_seed(0)  # each model's data and weights do not depend on which others run
     net, source = bottleneck_resnet50()
     net.train()
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
@@ -121,13 +364,18 @@ def main():
 
     def resnet_step():
         opt.zero_grad(set_to_none=False)
-        F.cross_entropy(net(x), y).backward()
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
         opt.step()
+        return loss.item()
 
-    s = time_steps(resnet_step, a.warmup, a.steps)
-    out["resnet50"] = {"batch": a.resnet_batch, "step_s": s, "images_per_s": a.resnet_batch / s,
-                       "definition": source}
+    times, losses = time_steps(resnet_step, a.warmup, a.steps)
+    out["resnet50"] = entry(net, times, losses, a.resnet_batch, {"images": a.resnet_batch},
+                            common, definition=source)
 
+
+def run_transformer(a, out, common):
+    torch.manual_seed(0)
     tr = Transformer()
     tr.train()
     topt = torch.optim.Adam(tr.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
@@ -138,14 +386,95 @@ def main():
     def transformer_step():
         topt.zero_grad(set_to_none=False)
         logits = tr(src, tgt).reshape(-1, 32000)
-        F.cross_entropy(logits, lab, label_smoothing=0.1).backward()
+        loss = F.cross_entropy(logits, lab, label_smoothing=0.1)
+        loss.backward()
         topt.step()
+        return loss.item()
 
-    s = time_steps(transformer_step, a.warmup, a.steps)
-    out["transformer"] = {"batch": a.transformer_batch, "seq_len": a.seq_len, "step_s": s,
-                          "sentences_per_s": a.transformer_batch / s,
-                          "params": sum(p.numel() for p in tr.parameters())}
-    print(json.dumps(out, indent=2))
+    times, losses = time_steps(transformer_step, a.warmup, a.steps)
+    out["transformer"] = entry(tr, times, losses, a.transformer_batch,
+                               {"sentences": a.transformer_batch,
+                                "tokens": a.transformer_batch * a.seq_len},
+                               common, seq_len=a.seq_len)
+
+
+def run_seq2seq(a, out, common):
+    torch.manual_seed(0)
+    n, length = a.seq2seq_batch, a.seq2seq_len or (8 if a.tiny else 30)
+    dims = (dict(src_vocab=50, tgt_vocab=50, embed=16, hidden=16) if a.tiny
+            else dict(src_vocab=17192, tgt_vocab=7710, embed=512, hidden=512))
+    net = Seq2Seq(**dims)
+    net.train()
+    opt = torch.optim.Adam(net.parameters(), lr=3e-4)
+    src = torch.randint(1, dims["src_vocab"], (length, n))
+    tgt = torch.randint(1, dims["tgt_vocab"], (length, n))
+    lab = torch.randint(1, dims["tgt_vocab"], (length, n))
+    src_len = None
+    if a.seq2seq_mask:
+        src_len = torch.randint(1, length + 1, (n,))
+        tgt_len = torch.randint(1, length + 1, (n,))
+        src_len[0] = tgt_len[0] = length  # the batch's longest fills the bucket
+        t = torch.arange(length).unsqueeze(1)
+        src = src.masked_fill(t >= src_len, 0)
+        tgt = tgt.masked_fill(t >= tgt_len, 0)
+        lab = lab.masked_fill(t >= tgt_len, 0)  # pad: ignored by the loss
+    params = list(net.parameters())
+
+    def seq2seq_step():
+        opt.zero_grad(set_to_none=False)
+        rsrc = torch.flip(src, [0]) if src_len is None else reverse_within(src, src_len)
+        logits = net(rsrc, tgt, src_len)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[2]), lab.reshape(-1),
+                               ignore_index=0)  # mean over the non-pad tokens
+        loss.backward()
+        nn.utils.clip_grad_value_(params, 1.0)  # MXNet's clip_gradient: element-wise
+        opt.step()
+        return loss.item()
+
+    times, losses = time_steps(seq2seq_step, a.warmup, a.steps)
+    out["seq2seq"] = entry(net, times, losses, n,
+                           {"sentences": n, "target_tokens": int((lab != 0).sum())}, common,
+                           src_len=length, tgt_len=length, masked=a.seq2seq_mask,
+                           tiny=a.tiny, **dims)
+
+
+def run_ds2(a, out, common, ap):
+    torch.manual_seed(0)
+    n = a.ds2_batch
+    frames = a.ds2_frames or (40 if a.tiny else 1000)
+    label_len = a.ds2_label_len or (5 if a.tiny else 150)
+    dims = (dict(bins=20, classes=29, hidden=16, layers=7, channels=4, k1=(5, 5), k2=(5, 5))
+            if a.tiny else dict(bins=161, classes=29, hidden=1760, layers=7, channels=32,
+                                k1=(11, 41), k2=(11, 21)))
+    net = DeepSpeech2(**dims)
+    t2 = net.out_frames(frames)
+    if t2 < label_len:  # CTC needs at least one step per label
+        ap.error(f"--ds2-frames {frames} gives {t2} CTC steps, fewer than --ds2-label-len "
+                 f"{label_len}")
+    net.train()
+    opt = torch.optim.SGD(net.parameters(), lr=3e-4, momentum=0.9)
+    x = torch.randn(n, 1, frames, dims["bins"])
+    lab = torch.randint(1, dims["classes"], (n, label_len))
+    in_len = torch.full((n,), t2, dtype=torch.long)
+    lab_len = torch.full((n,), label_len, dtype=torch.long)
+    params = list(net.parameters())
+
+    def ds2_step():
+        opt.zero_grad(set_to_none=False)
+        logp = F.log_softmax(net(x), 2)
+        # The mean over samples of -log p(label | x): summed, / N (warp-ctc as MXNet's
+        # WarpCTC and TBD used it), not torch's 'mean', which divides by the label lengths.
+        loss = F.ctc_loss(logp, lab, in_len, lab_len, blank=0, reduction="sum") / n
+        loss.backward()
+        nn.utils.clip_grad_value_(params, 100.0)  # MXNet's clip_gradient 100: element-wise
+        opt.step()
+        return loss.item()
+
+    times, losses = time_steps(ds2_step, a.warmup, a.steps)
+    dims["k1"], dims["k2"] = list(dims["k1"]), list(dims["k2"])
+    out["deepspeech2"] = entry(net, times, losses, n, {"utterances": n, "frames": n * frames},
+                               common, frames=frames, ctc_steps=t2, label_len=label_len,
+                               tiny=a.tiny, **dims)
 
 
 if __name__ == "__main__":
