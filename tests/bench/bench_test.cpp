@@ -602,6 +602,10 @@ TEST(TbdBench, BadFlagsFailWithTheirMessage) {
                         Case{"--tbd_threads=-2", {"--tbd_threads", "positive integer"}},
                         Case{"--tbd_quick=maybe", {"--tbd_quick", "true|false"}},
                         Case{"--tbd_denormals=sometimes", {"--tbd_denormals", "flush|keep"}},
+                        Case{"--tbd_model_args=frames", {"--tbd_model_args", "key:N"}},
+                        Case{"--tbd_model_args=frames:0", {"--tbd_model_args", "positive"}},
+                        Case{"--tbd_model_args=speed:2",
+                             {"no model takes 'speed'", "frames (DeepSpeech2)", "len (Seq2Seq)"}},
                         Case{"--tbd_backend", {"--tbd_backend", "needs a value"}},
                         Case{"--tbd_fast", {"unknown flag --tbd_fast", "--tbd_backend"}},
                         Case{"--benchmark_nonsense=1", {"--benchmark_nonsense"}}}) {
@@ -859,6 +863,44 @@ TEST(TbdBench, AFailingConfigIsAnErrorRowAndTheRunGoesOn) {
     EXPECT_FALSE(b->contains("flops")) << name;
   }
   EXPECT_NE(r.out.find("ERROR: out of memory"), std::string::npos) << r.out;
+}
+
+// A recurrent model that does not fit at a large batch is an error row; its small batch runs
+// (Seq2Seq: about 0.5 GiB at batch 1 and 2 GiB at batch 128, with a 1 GiB limit).
+TEST(TbdBench, RecurrentModelOutOfMemoryIsAnErrorRow) {
+  Result r;
+  json j = run_json(
+      "'--benchmark_filter=^Seq2Seq/train/' --tbd_batches=1,128 --tbd_memory_limit=1 "
+      "--benchmark_min_time=0.01",
+      &r);
+  ASSERT_EQ(j["benchmarks"].size(), 2u) << r.out;
+  const json* ok = find_row(j, "Seq2Seq/train/batch:1");
+  ASSERT_NE(ok, nullptr) << r.out;
+  EXPECT_FALSE(ok->value("error_occurred", false)) << ok->value("error_message", "");
+  EXPECT_DOUBLE_EQ(
+      (*ok)["tokens_per_second"].get<double>() / (*ok)["items_per_second"].get<double>(), 30.0);
+  const json* big = find_row(j, "Seq2Seq/train/batch:128");
+  ASSERT_NE(big, nullptr) << r.out;
+  EXPECT_TRUE(big->value("error_occurred", false));
+  EXPECT_EQ(big->value("error_message", "").rfind("out of memory: needs ", 0), 0u)
+      << big->value("error_message", "");
+}
+
+// Model arguments appear in the names of the models that take them, and only those.
+TEST(TbdBench, ModelArgsNameTheModelsThatTakeThem) {
+  for (const std::string& s : list("--tbd_model_args=frames:500,mask:1 --tbd_batches=2 "
+                                   "'--benchmark_filter=/train/'")) {
+    auto n = parse_bench_name(s);
+    ASSERT_TRUE(n) << s;
+    using Params = std::vector<std::pair<std::string, int64_t>>;
+    if (n->kind == "DeepSpeech2") {
+      EXPECT_EQ(n->params, (Params{{"frames", 500}})) << s;
+    } else if (n->kind == "Seq2Seq") {
+      EXPECT_EQ(n->params, (Params{{"mask", 1}})) << s;
+    } else {
+      EXPECT_TRUE(n->params.empty()) << s;
+    }
+  }
 }
 
 TEST(TbdBench, RepetitionsAggregateAndNamesStillParse) {
