@@ -9,32 +9,54 @@
 #   2. the CUDA tests (every bin/*cuda*_test, i.e. what `ctest -L cuda` runs) and the CUDA targets
 #      of the layer suites (the other bin/*_test, filtered to their cuda_fp32 and cuda_tf32
 #      instances: every layer case against float64), with XML results
-#   3. a quick tbd_bench set on --tbd_backend=cuda in both math modes with the counters
-#      (BENCH_FILTER below), Google Benchmark JSON per mode
-#   4. scripts/torch_side_by_side.py: PyTorch timings of the same layers (CUDA events, warm-up)
-#      in fp32-strict and tf32, joined with the tbd JSON; its table of times and ratios is
-#      printed LAST
+#   3. a quick tbd_bench set on --tbd_backend=cuda in both math modes with the counters,
+#      Google Benchmark JSON per mode (bench_<mode>.json, bench_<mode>_ds2.json):
+#      - at batches 1, 16 and 32 (BENCH_FILTER, BENCH_BATCHES): a 1024^3 GEMM; from the
+#        Transformer its FFN Linear and self-attention; from ResNet-50 a 3x3 Conv2d and a
+#        BatchNorm2d; from Seq2Seq the encoder LSTM, the decoder's layer-0 LSTMCell and its
+#        MlpAttention; from DeepSpeech2 (1000 frames) GRU layers 0 and 1 and the CtcLoss
+#        (cuDNN); every phase (fwd, bwd, fwdbwd); and the ResNet50, Transformer and Seq2Seq
+#        training steps
+#      - in a second run at batches 2 and 8 (DS2_FILTER, DS2_BATCHES): the DeepSpeech2
+#        training step at 1000 frames (about 0.7 TFLOP per utterance and 3 GB of weights,
+#        gradients and momentum: the larger batches would cost more time than they tell)
+#   4. scripts/torch_side_by_side.py: PyTorch timings of the same layers and of the Seq2Seq
+#      and DeepSpeech2 training steps (the models of scripts/torch_cpu_compare.py; CUDA
+#      events, warm-up) in fp32-strict and tf32, joined with the tbd JSON; its table of times
+#      and ratios is printed LAST
 # Everything goes under $OUT if set, else results/gpu/<UTC date-time>/ (logs, JSON, XML,
-# summary.txt). Each step has a time limit (below) so the whole check stays under 8 minutes.
+# summary.txt). Each step has a time limit (below), and every limit is cut to what is left of
+# TOTAL_BUDGET_S (keeping TORCH_RESERVE_S for the last step), so the whole check stays under 8
+# minutes; a step cut short or skipped for time fails the check.
 #
 # Usage, on the GPU machine, from the repository root:
 #   scripts/gpu_check.sh                    # bundle in build/gpu_bundle (BUNDLE=... to change)
 # On a machine without a GPU it checks what it can (bundle present and complete, the Python
-# script compiles, the binaries' non-CUDA libraries resolve), says so, and exits 0 (dry run).
+# scripts compile, the binaries' non-CUDA libraries resolve, every tbd_bench row that
+# torch_side_by_side.py pairs with a PyTorch case exists under the filters and batches below),
+# says so, and exits 0 (dry run).
 # Exit status: 0 all ran and passed (or dry run), 1 a test or step failed, 2 nothing to run.
 set -uo pipefail
 
 # ---- configuration (tbd_bench names: Conv2d/resnet50.layer2.0.conv2/fwd/batch:32, Gemm/...,
-# <Model>/train/batch:<N>; adjust when the fixtures change) ----
-BENCH_FILTER=${BENCH_FILTER:-'^Gemm/square1024/|^Linear/transformer\.encoder\.0\.ffn\.fc1/|^Conv2d/resnet50\.layer2\.0\.conv2/|^LSTM/seq2seq\.encoder\.l1/|^MultiHeadAttention/transformer\.encoder\.0\.self_attn/|^BatchNorm2d/resnet50\.layer1\.0\.bn3/|^(ResNet50|Transformer)/train/'}
-# Batches of the benchmarks above (the PyTorch side uses 32, and 16 for attention).
+# <Model>/train/batch:<N>; list them with `tbd_bench --benchmark_list_tests`; adjust when the
+# fixtures change, together with TBD_ROWS in scripts/torch_side_by_side.py, which step 0 checks
+# against these filters and batches) ----
+BENCH_FILTER=${BENCH_FILTER:-'^Gemm/square1024/|^Linear/transformer\.encoder\.0\.ffn\.fc1/|^Conv2d/resnet50\.layer2\.0\.conv2/|^MultiHeadAttention/transformer\.encoder\.0\.self_attn/|^BatchNorm2d/resnet50\.layer1\.0\.bn3/|^LSTM/seq2seq\.encoder\.rnn/|^LSTMCell/seq2seq\.decoder\.step0\.l0/|^MlpAttention/seq2seq\.decoder\.step0\.attention/|^GRU/deepspeech2\.rnn\.l[01]/|^CtcLoss/deepspeech2\.ctc/|^(ResNet50|Transformer|Seq2Seq)/train/'}
+# Batches of the benchmarks above (the PyTorch side uses 32, 16 for attention, 1 for the GEMM).
 BENCH_BATCHES=${BENCH_BATCHES:-1,16,32}
+# DeepSpeech2's training step, in a run of its own at its own batches (PyTorch's side: 8).
+DS2_FILTER=${DS2_FILTER:-'^DeepSpeech2/train/'}
+DS2_BATCHES=${DS2_BATCHES:-2,8}
 BENCH_MATHS=${BENCH_MATHS:-"fp32 tf32"}
 BENCH_ARGS=${BENCH_ARGS:-"--benchmark_min_time=0.05"}  # plus the flags below
 BENCH_COUNTER_ARGS=${BENCH_COUNTER_ARGS:-""}           # e.g. "--tbd_counters=all" if the fixtures want one
-TEST_TIMEOUT_S=${TEST_TIMEOUT_S:-150}   # per test binary
-BENCH_TIMEOUT_S=${BENCH_TIMEOUT_S:-90}  # per math mode
+TEST_TIMEOUT_S=${TEST_TIMEOUT_S:-150}    # per test binary
+BENCH_TIMEOUT_S=${BENCH_TIMEOUT_S:-120}  # per math mode, the BENCH_FILTER run
+DS2_TIMEOUT_S=${DS2_TIMEOUT_S:-60}       # per math mode, the DS2_FILTER run
 TORCH_TIMEOUT_S=${TORCH_TIMEOUT_S:-120}
+TOTAL_BUDGET_S=${TOTAL_BUDGET_S:-470}    # the whole check; every limit above is cut to what is left
+TORCH_RESERVE_S=${TORCH_RESERVE_S:-75}   # of it, keeping this much for the PyTorch step (its table)
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUNDLE=${BUNDLE:-$ROOT/build/gpu_bundle}
@@ -47,15 +69,24 @@ status=0
 
 say() { echo "gpu_check: $*" | tee -a "$SUMMARY"; }
 elapsed() { echo $(($(date +%s) - START)); }
+# limit_s WANT [RESERVE]: a step's time limit, WANT cut to what is left of TOTAL_BUDGET_S less
+# RESERVE (0 when nothing is).
+limit_s() {
+  local want=$1 left=$((START + TOTAL_BUDGET_S - ${2:-0} - $(date +%s)))
+  ((left < want)) && want=$left
+  echo $((want > 0 ? want : 0))
+}
 
 # ---- 0. what can be checked anywhere ----
 say "output in $OUT"
-if python3 -m py_compile "$ROOT/scripts/torch_side_by_side.py"; then
-  say "scripts/torch_side_by_side.py compiles"
-else
-  say "FAIL: scripts/torch_side_by_side.py does not compile"
-  status=1
-fi
+for py in torch_side_by_side.py torch_cpu_compare.py; do  # the second is imported by the first
+  if python3 -m py_compile "$ROOT/scripts/$py"; then
+    say "scripts/$py compiles"
+  else
+    say "FAIL: scripts/$py does not compile"
+    status=1
+  fi
+done
 have_bundle=0
 if [[ -f "$BUNDLE/MANIFEST" && -f "$BUNDLE/lib/libtbd_core.so" ]]; then
   have_bundle=1
@@ -97,6 +128,25 @@ if ((have_bundle)); then
   fi
 fi
 
+# Every tbd_bench row that torch_side_by_side.py pairs with a PyTorch case must be among those
+# step 3 runs (names from the bundle's tbd_bench, listed on the CPU backend: no device needed).
+if ((have_bundle)) && [[ -x "$BUNDLE/bin/tbd_bench" ]]; then
+  names=$OUT/bench_names.txt
+  {
+    run_tbd timeout 60 "$BUNDLE/bin/tbd_bench" --tbd_backend=cpu --benchmark_list_tests \
+      --tbd_batches="$BENCH_BATCHES" --benchmark_filter="$BENCH_FILTER"
+    run_tbd timeout 60 "$BUNDLE/bin/tbd_bench" --tbd_backend=cpu --benchmark_list_tests \
+      --tbd_batches="$DS2_BATCHES" --benchmark_filter="$DS2_FILTER"
+  } > "$names" 2> "$OUT/bench_names.log"
+  if python3 "$ROOT/scripts/torch_side_by_side.py" --check-names "$names" > "$OUT/check_names.txt" 2>&1; then
+    say "$(tail -1 "$OUT/check_names.txt")"
+  else
+    status=1
+    say "FAIL: TBD_ROWS of torch_side_by_side.py and the filters here disagree (see bench_names.txt):"
+    tee -a "$SUMMARY" < "$OUT/check_names.txt"
+  fi
+fi
+
 # ---- is there a GPU? ----
 gpu=""
 if command -v nvidia-smi >/dev/null 2>&1; then
@@ -128,7 +178,13 @@ for t in "$BUNDLE"/bin/*_test; do
   # A layer suite runs each case on every target; its CPU instances run in CI.
   filter='*'
   [[ "$name" == *cuda* ]] || filter='*cuda_fp32*:*cuda_tf32*'
-  run_tbd timeout "$TEST_TIMEOUT_S" "$t" --gtest_filter="$filter" \
+  limit=$(limit_s "$TEST_TIMEOUT_S" "$TORCH_RESERVE_S")
+  if ((limit < TEST_TIMEOUT_S && limit < 5)); then
+    status=1
+    say "test $name: SKIPPED: the check's ${TOTAL_BUDGET_S} s are spent"
+    continue
+  fi
+  run_tbd timeout "$limit" "$t" --gtest_filter="$filter" \
     --gtest_output="xml:$OUT/tests/$name.xml" > "$OUT/tests/$name.log" 2>&1
   rc=$?
   line=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]' "$OUT/tests/$name.log" | head -3 | tr '\n' ' ')
@@ -136,7 +192,7 @@ for t in "$BUNDLE"/bin/*_test; do
     say "test $name: ok ($line)"
   else
     status=1
-    say "test $name: FAILED rc=$rc ($line); see tests/$name.log"
+    say "test $name: FAILED rc=$rc (124 = over ${limit} s) ($line); see tests/$name.log"
     grep -E '^\[  FAILED  \]' "$OUT/tests/$name.log" | sort -u | head -20 | tee -a "$SUMMARY"
   fi
   grep -h "CUPTI TF32 calibration" "$OUT/tests/$name.log" | tee -a "$SUMMARY"
@@ -145,34 +201,53 @@ say "tests done after $(elapsed) s"
 
 # ---- 3. quick benchmark set with counters ----
 tbd_json_args=()
+# run_bench MODE TAG FILTER BATCHES TIMEOUT_S: one tbd_bench run into bench_<MODE><TAG>.json.
+run_bench() {
+  local m=$1 tag=$2 filter=$3 batches=$4 limit rc
+  local json=$OUT/bench_$m$tag.json log=$OUT/bench_$m$tag.log
+  limit=$(limit_s "$5" "$TORCH_RESERVE_S")
+  if ((limit < $5 && limit < 10)); then
+    status=1
+    say "tbd_bench $m$tag: SKIPPED: the check's ${TOTAL_BUDGET_S} s are spent"
+    return
+  fi
+  # shellcheck disable=SC2086
+  run_tbd timeout "$limit" "$BUNDLE/bin/tbd_bench" --tbd_backend=cuda --tbd_math="$m" --tbd_batches="$batches" \
+    --benchmark_filter="$filter" --benchmark_out="$json" \
+    --benchmark_out_format=json $BENCH_ARGS $BENCH_COUNTER_ARGS > "$log" 2>&1
+  rc=$?
+  if ((rc == 0)); then
+    say "tbd_bench $m$tag: ok ($(grep -c '"name"' "$json" 2>/dev/null || echo 0) rows) after $(elapsed) s"
+  else
+    status=1
+    say "tbd_bench $m$tag: FAILED rc=$rc (124 = over ${limit} s); see bench_$m$tag.log"
+    tail -5 "$log" | tee -a "$SUMMARY"
+  fi
+  [[ -s "$json" ]] && tbd_json_args+=(--tbd-json "$m=$json")
+}
 if [[ -x "$BUNDLE/bin/tbd_bench" ]]; then
   for m in $BENCH_MATHS; do
-    # shellcheck disable=SC2086
-    run_tbd timeout "$BENCH_TIMEOUT_S" "$BUNDLE/bin/tbd_bench" --tbd_backend=cuda --tbd_math="$m" --tbd_batches="$BENCH_BATCHES" \
-      --benchmark_filter="$BENCH_FILTER" --benchmark_out="$OUT/bench_$m.json" \
-      --benchmark_out_format=json $BENCH_ARGS $BENCH_COUNTER_ARGS > "$OUT/bench_$m.log" 2>&1
-    rc=$?
-    if ((rc == 0)); then
-      say "tbd_bench $m: ok ($(grep -c '"name"' "$OUT/bench_$m.json" 2>/dev/null || echo 0) rows)"
-    else
-      status=1
-      say "tbd_bench $m: FAILED rc=$rc (124 = over ${BENCH_TIMEOUT_S} s); see bench_$m.log"
-      tail -5 "$OUT/bench_$m.log" | tee -a "$SUMMARY"
-    fi
-    [[ -s "$OUT/bench_$m.json" ]] && tbd_json_args+=(--tbd-json "$m=$OUT/bench_$m.json")
+    run_bench "$m" "" "$BENCH_FILTER" "$BENCH_BATCHES" "$BENCH_TIMEOUT_S"
+    run_bench "$m" _ds2 "$DS2_FILTER" "$DS2_BATCHES" "$DS2_TIMEOUT_S"
   done
 fi
 say "benchmarks done after $(elapsed) s"
 
 # ---- 4. PyTorch side by side (its table is the last thing printed) ----
-say "PyTorch side by side (time limit ${TORCH_TIMEOUT_S} s); total so far $(elapsed) s"
-timeout "$TORCH_TIMEOUT_S" python3 "$ROOT/scripts/torch_side_by_side.py" "${tbd_json_args[@]}" \
-  --out "$OUT/torch.json" 2> "$OUT/torch.log" | tee "$OUT/table.txt"
-rc=${PIPESTATUS[0]}
-if ((rc != 0)); then
+limit=$(limit_s "$TORCH_TIMEOUT_S")
+if ((limit < TORCH_TIMEOUT_S && limit < 10)); then
   status=1
-  say "torch_side_by_side: FAILED rc=$rc; see torch.log"
-  tail -5 "$OUT/torch.log"
+  say "PyTorch side by side: SKIPPED: the check's ${TOTAL_BUDGET_S} s are spent"
+else
+  say "PyTorch side by side (time limit ${limit} s); total so far $(elapsed) s"
+  timeout "$limit" python3 "$ROOT/scripts/torch_side_by_side.py" "${tbd_json_args[@]}" \
+    --out "$OUT/torch.json" 2> "$OUT/torch.log" | tee "$OUT/table.txt"
+  rc=${PIPESTATUS[0]}
+  if ((rc != 0)); then
+    status=1
+    say "torch_side_by_side: FAILED rc=$rc (124 = over ${limit} s, 1 = a case failed: its error is in the table); see torch.log"
+    tail -5 "$OUT/torch.log"
+  fi
 fi
 echo "gpu_check: finished in $(elapsed) s, status $status; results in $OUT" >> "$SUMMARY"
 exit $status

@@ -27,6 +27,11 @@ GOMP_*, OPENBLAS_*) is recorded ("env"): the RNN models' backward allocates a we
 gradient per time step, and glibc hands blocks that large out and back by mmap/munmap, so
 page faults are part of those steps by default.
 
+The models and their training steps are importable and run on any device:
+scripts/torch_side_by_side.py builds Seq2Seq and DeepSpeech2 with seq2seq_setup() and
+ds2_setup() on CUDA (weights and data drawn on the CPU with the same seeds, then moved). On the
+CPU their arithmetic is exactly what this script always ran.
+
 Usage: python3 scripts/torch_cpu_compare.py --threads 2 --resnet-batch 4 \
            --transformer-batch 8 --seq-len 32 --steps 5
        (each under LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp, see above)
@@ -111,7 +116,7 @@ class Transformer(nn.Module):
 
     def forward(self, src, tgt):
         t = tgt.shape[1]
-        mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
+        mask = torch.triu(torch.full((t, t), float("-inf"), device=tgt.device), diagonal=1)
         h = self.core(self.embed(src), self.embed(tgt), tgt_mask=mask)
         return self.proj(h)
 
@@ -122,7 +127,9 @@ class Seq2Seq(nn.Module):
     FCs of the last valid encoder output as the decoder's initial (h, c) of both layers, a
     2-layer LSTM decoder run step by step with input feeding, MLP attention, a tanh hidden FC
     and the classifier over all steps at once. Time-major: ids (S, N), (T, N).
-    PyTorch's LSTMs have two bias vectors per gate, as MXNet's LSTMCell (i2h and h2h)."""
+    PyTorch's LSTMs have two bias vectors per gate, as MXNet's LSTMCell (i2h and h2h).
+    src_len, when given, stays on the CPU (pack_padded_sequence wants it there) whatever the
+    model's device."""
 
     def __init__(self, src_vocab=17192, tgt_vocab=7710, embed=512, hidden=512):
         super().__init__()
@@ -155,8 +162,9 @@ class Seq2Seq(nn.Module):
             packed = nn.utils.rnn.pack_padded_sequence(emb, src_len, enforce_sorted=False)
             enc, _ = self.enc1(self.enc0(packed)[0])
             enc, _ = nn.utils.rnn.pad_packed_sequence(enc, total_length=s_len)
-            last = enc[src_len - 1, torch.arange(n)]
-            pad = torch.arange(s_len).unsqueeze(1) >= src_len.unsqueeze(0)  # (S, N)
+            lengths = src_len.to(enc.device)
+            last = enc[lengths - 1, torch.arange(n, device=enc.device)]
+            pad = torch.arange(s_len, device=enc.device).unsqueeze(1) >= lengths.unsqueeze(0)
         h0, c0, h1, c1 = (torch.tanh(fc(last)) for fc in self.init_fc)
         keys = self.keys(enc)  # (S, N, H), once
         enc_b = enc.transpose(0, 1)  # (N, S, H) for the context's batched product
@@ -166,14 +174,20 @@ class Seq2Seq(nn.Module):
         for t in range(tgt.shape[0]):
             h0, c0 = self.dec0(torch.cat([temb[t], feed], 1), (h0, c0))
             h1, c1 = self.dec1(h0, (h1, c1))
-            score = torch.tanh(keys + self.query(h1)).matmul(self.v)  # (S, N)
-            if pad is not None:
-                score = score.masked_fill(pad, float("-inf"))
-            alpha = torch.softmax(score, 0)
-            ctx = torch.bmm(alpha.t().unsqueeze(1), enc_b).squeeze(1)  # (N, H)
+            ctx = self.attention(keys, self.query(h1), enc_b, pad)
             feed = torch.tanh(self.hidden_fc(torch.cat([h1, ctx], 1)))
             outs.append(feed)
         return self.cls(torch.stack(outs))
+
+    def attention(self, keys, query, enc_b, pad=None):
+        """One decoder step's MLP attention (tbd's MlpAttention layer): keys (S, N, A) = the
+        e2h projection of the encoder states, query (N, A) = q2h of the decoder output, enc_b
+        (N, S, H) the encoder states batch-major, pad (S, N) bool or None. Returns ctx (N, H)."""
+        score = torch.tanh(keys + query).matmul(self.v)  # (S, N)
+        if pad is not None:
+            score = score.masked_fill(pad, float("-inf"))
+        alpha = torch.softmax(score, 0)
+        return torch.bmm(alpha.t().unsqueeze(1), enc_b).squeeze(1)  # (N, H)
 
 
 class DeepSpeech2(nn.Module):
@@ -224,7 +238,8 @@ class DeepSpeech2(nn.Module):
 def reverse_within(ids, lengths):
     """ids: (S, N); reverses each column's first lengths[n] entries, leaving the padding."""
     s_len = ids.shape[0]
-    t = torch.arange(s_len).unsqueeze(1)
+    t = torch.arange(s_len, device=ids.device).unsqueeze(1)
+    lengths = lengths.to(ids.device)
     idx = torch.where(t < lengths.unsqueeze(0), lengths.unsqueeze(0) - 1 - t, t)
     return ids.gather(0, idx)
 
@@ -398,26 +413,39 @@ def run_transformer(a, out, common):
                                common, seq_len=a.seq_len)
 
 
-def run_seq2seq(a, out, common):
+# tbd's defaults (models/seq2seq.h, models/deepspeech2.h): source and target length, input
+# frames, and labels per utterance (15 characters per second of audio).
+SEQ2SEQ_LEN = 30
+DS2_FRAMES = 1000
+DS2_LABEL_LEN = 150
+
+
+def seq2seq_setup(n, length=None, tiny=False, mask=False, device="cpu"):
+    """Seq2Seq at batch n, its synthetic batch, Adam and its training step (forward,
+    cross-entropy over the non-pad tokens, backward, element-wise clip 1, update) on `device`.
+    Weights and data are drawn on the CPU (seed 0) and then moved, so every device starts from
+    the same values. Returns a dict: net, step (one training step; returns the loss, a float),
+    dims, length, lab (the labels, on the device)."""
     torch.manual_seed(0)
-    n, length = a.seq2seq_batch, a.seq2seq_len or (8 if a.tiny else 30)
-    dims = (dict(src_vocab=50, tgt_vocab=50, embed=16, hidden=16) if a.tiny
+    length = length or (8 if tiny else SEQ2SEQ_LEN)
+    dims = (dict(src_vocab=50, tgt_vocab=50, embed=16, hidden=16) if tiny
             else dict(src_vocab=17192, tgt_vocab=7710, embed=512, hidden=512))
-    net = Seq2Seq(**dims)
+    net = Seq2Seq(**dims).to(device)
     net.train()
     opt = torch.optim.Adam(net.parameters(), lr=3e-4)
     src = torch.randint(1, dims["src_vocab"], (length, n))
     tgt = torch.randint(1, dims["tgt_vocab"], (length, n))
     lab = torch.randint(1, dims["tgt_vocab"], (length, n))
     src_len = None
-    if a.seq2seq_mask:
-        src_len = torch.randint(1, length + 1, (n,))
+    if mask:
+        src_len = torch.randint(1, length + 1, (n,))  # stays on the CPU (Seq2Seq.forward)
         tgt_len = torch.randint(1, length + 1, (n,))
         src_len[0] = tgt_len[0] = length  # the batch's longest fills the bucket
         t = torch.arange(length).unsqueeze(1)
         src = src.masked_fill(t >= src_len, 0)
         tgt = tgt.masked_fill(t >= tgt_len, 0)
         lab = lab.masked_fill(t >= tgt_len, 0)  # pad: ignored by the loss
+    src, tgt, lab = src.to(device), tgt.to(device), lab.to(device)
     params = list(net.parameters())
 
     def seq2seq_step():
@@ -431,32 +459,56 @@ def run_seq2seq(a, out, common):
         opt.step()
         return loss.item()
 
-    times, losses = time_steps(seq2seq_step, a.warmup, a.steps)
-    out["seq2seq"] = entry(net, times, losses, n,
-                           {"sentences": n, "target_tokens": int((lab != 0).sum())}, common,
-                           src_len=length, tgt_len=length, masked=a.seq2seq_mask,
-                           tiny=a.tiny, **dims)
+    return {"net": net, "step": seq2seq_step, "dims": dims, "length": length, "lab": lab}
 
 
-def run_ds2(a, out, common, ap):
+def run_seq2seq(a, out, common):
+    n = a.seq2seq_batch
+    s = seq2seq_setup(n, a.seq2seq_len, a.tiny, a.seq2seq_mask)
+    times, losses = time_steps(s["step"], a.warmup, a.steps)
+    out["seq2seq"] = entry(s["net"], times, losses, n,
+                           {"sentences": n, "target_tokens": int((s["lab"] != 0).sum())}, common,
+                           src_len=s["length"], tgt_len=s["length"], masked=a.seq2seq_mask,
+                           tiny=a.tiny, **s["dims"])
+
+
+def ctc_args(lab, frames_out, device):
+    """F.ctc_loss's targets, input lengths and target lengths for the labels lab (N, S), every
+    sample with S labels and frames_out input steps. On the CPU: the padded (N, S) int64 labels
+    and int64 length tensors (what this script has always run). Elsewhere: the form for which
+    PyTorch hands the loss to cuDNN (F.ctc_loss's notes): concatenated int32 targets on the
+    host and the lengths as ints, every input length the full T (with blank 0 and S < 256);
+    in any other form PyTorch runs its own CUDA kernels."""
+    n, s = lab.shape
+    if torch.device(device).type == "cpu":
+        return (lab, torch.full((n,), frames_out, dtype=torch.long),
+                torch.full((n,), s, dtype=torch.long))
+    return lab.to(torch.int32).reshape(-1).cpu().contiguous(), (frames_out,) * n, (s,) * n
+
+
+def ds2_setup(n, frames=None, label_len=None, tiny=False, device="cpu"):
+    """DeepSpeech2 at batch n, its synthetic batch (every utterance `frames` frames and
+    `label_len` labels), SGD with momentum and its training step (forward, log-softmax, CTC
+    summed / N, backward, element-wise clip 100, update) on `device`, drawn on the CPU as in
+    seq2seq_setup. Raises ValueError when the frames leave fewer CTC steps than labels.
+    Returns a dict: net, step, dims, frames, ctc_steps, label_len."""
     torch.manual_seed(0)
-    n = a.ds2_batch
-    frames = a.ds2_frames or (40 if a.tiny else 1000)
-    label_len = a.ds2_label_len or (5 if a.tiny else 150)
+    frames = frames or (40 if tiny else DS2_FRAMES)
+    label_len = label_len or (5 if tiny else DS2_LABEL_LEN)
     dims = (dict(bins=20, classes=29, hidden=16, layers=7, channels=4, k1=(5, 5), k2=(5, 5))
-            if a.tiny else dict(bins=161, classes=29, hidden=1760, layers=7, channels=32,
-                                k1=(11, 41), k2=(11, 21)))
+            if tiny else dict(bins=161, classes=29, hidden=1760, layers=7, channels=32,
+                              k1=(11, 41), k2=(11, 21)))
     net = DeepSpeech2(**dims)
     t2 = net.out_frames(frames)
     if t2 < label_len:  # CTC needs at least one step per label
-        ap.error(f"--ds2-frames {frames} gives {t2} CTC steps, fewer than --ds2-label-len "
-                 f"{label_len}")
+        raise ValueError(f"--ds2-frames {frames} gives {t2} CTC steps, fewer than "
+                         f"--ds2-label-len {label_len}")
+    net.to(device)
     net.train()
     opt = torch.optim.SGD(net.parameters(), lr=3e-4, momentum=0.9)
-    x = torch.randn(n, 1, frames, dims["bins"])
+    x = torch.randn(n, 1, frames, dims["bins"]).to(device)
     lab = torch.randint(1, dims["classes"], (n, label_len))
-    in_len = torch.full((n,), t2, dtype=torch.long)
-    lab_len = torch.full((n,), label_len, dtype=torch.long)
+    targets, in_len, lab_len = ctc_args(lab, t2, device)
     params = list(net.parameters())
 
     def ds2_step():
@@ -464,17 +516,29 @@ def run_ds2(a, out, common, ap):
         logp = F.log_softmax(net(x), 2)
         # The mean over samples of -log p(label | x): summed, / N (warp-ctc as MXNet's
         # WarpCTC and TBD used it), not torch's 'mean', which divides by the label lengths.
-        loss = F.ctc_loss(logp, lab, in_len, lab_len, blank=0, reduction="sum") / n
+        loss = F.ctc_loss(logp, targets, in_len, lab_len, blank=0, reduction="sum") / n
         loss.backward()
         nn.utils.clip_grad_value_(params, 100.0)  # MXNet's clip_gradient 100: element-wise
         opt.step()
         return loss.item()
 
-    times, losses = time_steps(ds2_step, a.warmup, a.steps)
+    return {"net": net, "step": ds2_step, "dims": dims, "frames": frames, "ctc_steps": t2,
+            "label_len": label_len}
+
+
+def run_ds2(a, out, common, ap):
+    n = a.ds2_batch
+    try:
+        s = ds2_setup(n, a.ds2_frames, a.ds2_label_len, a.tiny)
+    except ValueError as e:
+        ap.error(str(e))
+    times, losses = time_steps(s["step"], a.warmup, a.steps)
+    dims = dict(s["dims"])
     dims["k1"], dims["k2"] = list(dims["k1"]), list(dims["k2"])
-    out["deepspeech2"] = entry(net, times, losses, n, {"utterances": n, "frames": n * frames},
-                               common, frames=frames, ctc_steps=t2, label_len=label_len,
-                               tiny=a.tiny, **dims)
+    out["deepspeech2"] = entry(s["net"], times, losses, n,
+                               {"utterances": n, "frames": n * s["frames"]}, common,
+                               frames=s["frames"], ctc_steps=s["ctc_steps"],
+                               label_len=s["label_len"], tiny=a.tiny, **dims)
 
 
 if __name__ == "__main__":

@@ -1,129 +1,348 @@
 #!/usr/bin/env python3
-"""scripts/torch_side_by_side.py: PyTorch timings of the layers tbd benchmarks, beside tbd's.
+"""scripts/torch_side_by_side.py: PyTorch timings of the layers and models tbd benchmarks, beside tbd's.
 
-Run by scripts/gpu_check.sh on a GPU machine. For each layer below and each math mode (strict
-FP32: TF32 off in cuBLAS and cuDNN; TF32: on), it times the forward pass and the training step
-(forward + backward) with CUDA events after a warm-up, reads tbd_bench's Google Benchmark JSON
-for the same math mode, and prints a short table of times and tbd/torch ratios LAST.
+Run by scripts/gpu_check.sh on a GPU machine. For each case in TBD_ROWS below and each math
+mode (strict FP32: TF32 off in cuBLAS and cuDNN; TF32: on), it times with CUDA events after a
+warm-up: for a layer, the forward pass ("fwd") and forward + backward ("train", tbd's fwdbwd);
+for a model, its whole training step ("train": forward, loss, backward, clipping, optimizer, as
+tbd's <Model>/train). It reads tbd_bench's Google Benchmark JSON for the same math mode (several
+files per mode are merged) and prints a short table of times and tbd/torch ratios LAST.
 
   python3 scripts/torch_side_by_side.py --tbd-json fp32=OUT/bench_fp32.json \
-      --tbd-json tf32=OUT/bench_tf32.json --out OUT/torch.json
+      --tbd-json fp32=OUT/bench_fp32_ds2.json --tbd-json tf32=OUT/bench_tf32.json \
+      --tbd-json tf32=OUT/bench_tf32_ds2.json --out OUT/torch.json
 
-The layer set and the regular expressions that find the matching tbd_bench rows are at the top
-(TBD_ROWS): tbd_bench's names look like `Conv2d/resnet50.layer2.0.conv2/fwd/batch:32`; adjust
-the patterns when the fixtures name things differently. A layer with no matching tbd row shows
-"-" in the tbd columns. Exit status: 0 done, 2 no PyTorch or no CUDA device (nothing timed).
+The cases:
+  - a 1024^3 GEMM, the Transformer's FFN GEMM, a ResNet-50 3x3 convolution, the Transformer's
+    self-attention and a ResNet-50 BatchNorm (PyTorch's modules at tbd's shapes);
+  - Seq2Seq's encoder LSTM (T = 30), decoder LSTMCell (layer 0: input 1024 = embedding and
+    attentional state, hidden 512) and MLP attention (S = 30), run by the modules of the
+    Seq2Seq model of scripts/torch_cpu_compare.py;
+  - DeepSpeech2's GRU layers 0 (672 -> 1760) and 1 (1760 -> 1760) over T2 = 485 steps (1000
+    frames) and its CTC loss (29 classes, 150 labels; handed to cuDNN, which PyTorch does only
+    for targets in the form torch_cpu_compare.ctc_args makes; the table's notes say whether
+    it did), at the shapes of the DeepSpeech2 model of scripts/torch_cpu_compare.py;
+  - Seq2Seq's (batch 32) and DeepSpeech2's (batch 8, 1000 frames) whole training steps, the
+    models, data and steps of scripts/torch_cpu_compare.py (seq2seq_setup, ds2_setup) on CUDA.
+TBD_ROWS is the one table that pairs each case (its builder case_<case> below) with the
+tbd_bench rows it is compared against and the batch both run at: tbd_bench's names look like
+`Conv2d/resnet50.layer2.0.conv2/fwd/batch:32` and `DeepSpeech2/train/batch:8`; adjust the table
+when the fixtures name things differently. A case with no matching tbd row shows "-" in the tbd
+columns; a case that fails shows "-" and its error, and the others still run.
+
+  python3 scripts/torch_side_by_side.py --check-names NAMES.txt
+checks, without PyTorch, that every TBD_ROWS pattern matches one of the benchmark names in
+NAMES.txt (the output of `tbd_bench --benchmark_list_tests` with gpu_check.sh's filters and
+batches) and that every case has a builder: gpu_check.sh runs it before anything else.
+  python3 scripts/torch_side_by_side.py --device cpu --tiny
+is a functional check of the cases anywhere (Seq2Seq and DeepSpeech2 at toy sizes, one warm-up
+and two timed iterations; the times mean nothing).
+
+Exit status: 0 done, 1 a case failed (or --check-names found a mismatch), 2 no PyTorch or no
+CUDA device (nothing timed).
 """
 import argparse
 import json
 import math
+import os
 import re
 import sys
 import time
 
 WARMUP = 5
 ITERS = 20
+# Whole training steps (a DeepSpeech2 step at batch 8 is a few hundred ms): fewer.
+MODEL_WARMUP = 2
+MODEL_ITERS = 5
 
-# name -> regex on tbd_bench benchmark names per phase ("fwd": forward only, "train": forward +
-# backward). The first matching row (by the phase's regex) is used.
+# DeepSpeech2's benchmarks carry /frames:N when tbd_bench gets --tbd_model_args=frames:N; the
+# PyTorch side runs the default 1000 frames, so only that suffix (or none) matches.
+DS2_SUFFIX = r"(/frames:1000)?"
+
+
+def layer_rows(bench, batch, case, suffix=""):
+    """A layer case: tbd_bench's rows of `bench` (<Kind>/<model>.<layer>) at `batch`, "fwd" the
+    forward pass alone and "train" forward + backward (fwdbwd); `case` names its builder."""
+    b = re.escape(bench)
+    return {"case": case, "batch": batch,
+            "fwd": rf"^{b}/fwd/batch:{batch}{suffix}$",
+            "train": rf"^{b}/fwdbwd/batch:{batch}{suffix}$"}
+
+
+def model_rows(model, batch, case, suffix=""):
+    """A model case: tbd_bench's training step <model>/train/batch:<batch> ("train" only)."""
+    return {"case": case, "batch": batch,
+            "train": rf"^{re.escape(model)}/train/batch:{batch}{suffix}$"}
+
+
+# The pairing: table name -> the PyTorch case (builder case_<case>, batch) and the regular
+# expressions, per phase, of the tbd_bench rows it is compared with (the first match is used).
+# Rows print in this order.
 TBD_ROWS = {
-    "gemm_1024^3": {
-        "fwd": r"^Gemm/square1024/fwd/batch:1$",
-        "train": r"^Gemm/square1024/fwdbwd/batch:1$"},
-    "ffn_gemm_4096x512x2048": {
-        "fwd": r"^Linear/transformer\.encoder\.0\.ffn\.fc1/fwd/batch:32$",
-        "train": r"^Linear/transformer\.encoder\.0\.ffn\.fc1/fwdbwd/batch:32$"},
-    "conv_resnet50.layer2.0.conv2_b32": {
-        "fwd": r"^Conv2d/resnet50\.layer2\.0\.conv2/fwd/batch:32$",
-        "train": r"^Conv2d/resnet50\.layer2\.0\.conv2/fwdbwd/batch:32$"},
-    "lstm_h512_T50_b32": {
-        "fwd": r"^LSTM/seq2seq\.encoder\.l1/fwd/batch:32$",
-        "train": r"^LSTM/seq2seq\.encoder\.l1/fwdbwd/batch:32$"},
-    "attention_d512_h8_T128_b16": {
-        "fwd": r"^MultiHeadAttention/transformer\.encoder\.0\.self_attn/fwd/batch:16$",
-        "train": r"^MultiHeadAttention/transformer\.encoder\.0\.self_attn/fwdbwd/batch:16$"},
-    "batchnorm_c256_56x56_b32": {
-        "fwd": r"^BatchNorm2d/resnet50\.layer1\.0\.bn3/fwd/batch:32$",
-        "train": r"^BatchNorm2d/resnet50\.layer1\.0\.bn3/fwdbwd/batch:32$"},
+    "gemm_1024^3": layer_rows("Gemm/square1024", 1, "gemm_square"),
+    "ffn_gemm_4096x512x2048": layer_rows("Linear/transformer.encoder.0.ffn.fc1", 32, "ffn_gemm"),
+    "conv_resnet50.layer2.0.conv2_b32": layer_rows("Conv2d/resnet50.layer2.0.conv2", 32,
+                                                   "resnet_conv"),
+    "attention_d512_h8_T128_b16": layer_rows(
+        "MultiHeadAttention/transformer.encoder.0.self_attn", 16, "transformer_attention"),
+    "batchnorm_c256_56x56_b32": layer_rows("BatchNorm2d/resnet50.layer1.0.bn3", 32,
+                                           "resnet_batchnorm"),
+    "lstm_seq2seq.encoder.rnn_b32": layer_rows("LSTM/seq2seq.encoder.rnn", 32,
+                                               "seq2seq_encoder_lstm"),
+    "lstmcell_seq2seq.decoder.l0_b32": layer_rows("LSTMCell/seq2seq.decoder.step0.l0", 32,
+                                                  "seq2seq_decoder_cell"),
+    "mlp_attention_seq2seq_b32": layer_rows("MlpAttention/seq2seq.decoder.step0.attention", 32,
+                                            "seq2seq_attention"),
+    "gru_deepspeech2.rnn.l0_b32": layer_rows("GRU/deepspeech2.rnn.l0", 32, "ds2_gru_l0",
+                                             DS2_SUFFIX),
+    "gru_deepspeech2.rnn.l1_b32": layer_rows("GRU/deepspeech2.rnn.l1", 32, "ds2_gru_l1",
+                                             DS2_SUFFIX),
+    "ctc_deepspeech2_b32": layer_rows("CtcLoss/deepspeech2.ctc", 32, "ds2_ctc", DS2_SUFFIX),
+    "Seq2Seq_train_b32": model_rows("Seq2Seq", 32, "seq2seq_train"),
+    "DeepSpeech2_train_b8": model_rows("DeepSpeech2", 8, "ds2_train", DS2_SUFFIX),
 }
 
+PHASES = ("fwd", "train")
 
 
 def set_math(torch, mode):
     tf32 = mode == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32  # cuDNN's convolutions and RNNs
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
 
 
-def make_layers(torch):
-    """name -> (forward closure, parameters and inputs that get gradients)."""
-    dev = "cuda"
-    nn = torch.nn
-    layers = {}
+# ---- the cases: case_<name>(torch, dev, n, models) -> {"fwd": closure returning a tensor or a
+# tuple of tensors, "leaves": inputs that take gradients} for a layer (its parameters take
+# theirs too), {"step": closure running one training step} for a model; "note" optional ----
 
+def case_gemm_square(torch, dev, n, models):
     a = torch.randn(1024, 1024, device=dev, requires_grad=True)
     b = torch.randn(1024, 1024, device=dev, requires_grad=True)
-    layers["gemm_1024^3"] = (lambda: a @ b, [a, b])
+    return {"fwd": lambda: a @ b, "leaves": [a, b]}
 
-    x = torch.randn(4096, 512, device=dev, requires_grad=True)  # 32 sentences x 128 tokens
+
+def case_ffn_gemm(torch, dev, n, models):
+    x = torch.randn(n * 128, 512, device=dev, requires_grad=True)  # n sentences x 128 tokens
     w = torch.randn(2048, 512, device=dev, requires_grad=True)
-    layers["ffn_gemm_4096x512x2048"] = (lambda: x @ w.t(), [x, w])
-
-    conv = nn.Conv2d(128, 128, 3, stride=2, padding=1, bias=False).to(dev)
-    xc = torch.randn(32, 128, 56, 56, device=dev, requires_grad=True)
-    layers["conv_resnet50.layer2.0.conv2_b32"] = (lambda: conv(xc), [xc])
-
-    lstm = nn.LSTM(512, 512).to(dev)  # time-major (T, N, I)
-    xl = torch.randn(50, 32, 512, device=dev, requires_grad=True)
-    layers["lstm_h512_T50_b32"] = (lambda: lstm(xl)[0], [xl])
-
-    attn = nn.MultiheadAttention(512, 8, batch_first=True).to(dev)
-    xa = torch.randn(16, 128, 512, device=dev, requires_grad=True)
-    layers["attention_d512_h8_T128_b16"] = (lambda: attn(xa, xa, xa, need_weights=False)[0], [xa])
-
-    bn = nn.BatchNorm2d(256).to(dev).train()
-    xb = torch.randn(32, 256, 56, 56, device=dev, requires_grad=True)
-    layers["batchnorm_c256_56x56_b32"] = (lambda: bn(xb), [xb])
-    return layers
+    return {"fwd": lambda: x @ w.t(), "leaves": [x, w]}
 
 
-def time_ms(torch, fn):
-    """Median of per-iteration CUDA-event times after WARMUP untimed runs."""
-    for _ in range(WARMUP):
+def case_resnet_conv(torch, dev, n, models):
+    conv = torch.nn.Conv2d(128, 128, 3, stride=2, padding=1, bias=False).to(dev)
+    x = torch.randn(n, 128, 56, 56, device=dev, requires_grad=True)
+    return {"fwd": lambda: conv(x), "leaves": [x]}
+
+
+def case_transformer_attention(torch, dev, n, models):
+    attn = torch.nn.MultiheadAttention(512, 8, batch_first=True).to(dev)
+    x = torch.randn(n, 128, 512, device=dev, requires_grad=True)
+    return {"fwd": lambda: attn(x, x, x, need_weights=False)[0], "leaves": [x]}
+
+
+def case_resnet_batchnorm(torch, dev, n, models):
+    bn = torch.nn.BatchNorm2d(256).to(dev).train()
+    x = torch.randn(n, 256, 56, 56, device=dev, requires_grad=True)
+    return {"fwd": lambda: bn(x), "leaves": [x]}
+
+
+def case_seq2seq_encoder_lstm(torch, dev, n, models):
+    """The encoder's unidirectional LSTM (after the bi-LSTM), time-major (S, N, H)."""
+    s2s = models.seq2seq()
+    lstm = s2s["net"].enc1
+    x = torch.randn(s2s["length"], n, lstm.input_size, device=dev, requires_grad=True)
+    return {"fwd": lambda: lstm(x)[0], "leaves": [x]}
+
+
+def case_seq2seq_decoder_cell(torch, dev, n, models):
+    """One step of the decoder's layer-0 LSTMCell: input [embedding; attentional state],
+    gradients into x, h and c from both outputs."""
+    cell = models.seq2seq()["net"].dec0
+    x = torch.randn(n, cell.input_size, device=dev, requires_grad=True)
+    h = torch.randn(n, cell.hidden_size, device=dev, requires_grad=True)
+    c = torch.randn(n, cell.hidden_size, device=dev, requires_grad=True)
+    return {"fwd": lambda: cell(x, (h, c)), "leaves": [x, h, c]}
+
+
+def case_seq2seq_attention(torch, dev, n, models):
+    """One decoder step's MLP attention (Seq2Seq.attention, the score vector v its parameter)
+    over S source positions, all valid (tbd's lengths are all S without mask:1): query
+    (N, A), keys (S, N, A), encoder states (S, N, D) read batch-major as the model does."""
+    s2s = models.seq2seq()
+    net = s2s["net"]
+    a, d = net.keys.out_features, net.keys.in_features
+    keys = torch.randn(s2s["length"], n, a, device=dev, requires_grad=True)
+    query = torch.randn(n, a, device=dev, requires_grad=True)
+    enc = torch.randn(s2s["length"], n, d, device=dev, requires_grad=True)
+    return {"fwd": lambda: net.attention(keys, query, enc.transpose(0, 1)),
+            "leaves": [keys, query, enc]}
+
+
+def ds2_gru(torch, dev, n, models, layer):
+    """DeepSpeech2's GRU layer 0 (input the conv features) or 1 (input layer 0's output),
+    time-major over the T2 steps of the model's frames."""
+    ds2 = models.ds2()
+    g = ds2["net"].gru_fwd
+    inputs = g.input_size if layer == 0 else g.hidden_size
+    gru = torch.nn.GRU(inputs, g.hidden_size).to(dev)
+    x = torch.randn(ds2["ctc_steps"], n, inputs, device=dev, requires_grad=True)
+    return {"fwd": lambda: gru(x)[0], "leaves": [x]}
+
+
+def case_ds2_gru_l0(torch, dev, n, models):
+    return ds2_gru(torch, dev, n, models, 0)
+
+
+def case_ds2_gru_l1(torch, dev, n, models):
+    return ds2_gru(torch, dev, n, models, 1)
+
+
+def case_ds2_ctc(torch, dev, n, models):
+    """DeepSpeech2's loss: log-softmax and CTC over T2 steps, the model's labels per sample,
+    summed / N (tbd's CtcLoss takes the logits and folds the softmax in)."""
+    F = torch.nn.functional
+    ds2 = models.ds2()
+    t2, classes = ds2["ctc_steps"], ds2["net"].cls.out_features
+    z = torch.randn(t2, n, classes, device=dev, requires_grad=True)
+    lab = torch.randint(1, classes, (n, ds2["label_len"]))
+    targets, in_len, lab_len = models.tcc.ctc_args(lab, t2, dev)
+
+    def fwd():
+        return F.ctc_loss(F.log_softmax(z, 2), targets, in_len, lab_len, blank=0,
+                          reduction="sum") / n
+
+    return {"fwd": fwd, "leaves": [z], "note": "PyTorch ran " + ctc_kind(fwd())}
+
+
+def ctc_kind(loss):
+    """Which CTC implementation produced `loss`, from its autograd graph."""
+    seen, todo = set(), [loss.grad_fn]
+    while todo:
+        f = todo.pop()
+        if f is None or f in seen:
+            continue
+        seen.add(f)
+        name = type(f).__name__
+        if "Ctc" in name:
+            return "cuDNN's CTC loss" if "Cudnn" in name else f"its own CTC kernels ({name})"
+        todo += [g for g, _ in f.next_functions]
+    return "an unknown CTC implementation"
+
+
+def case_seq2seq_train(torch, dev, n, models):
+    return {"step": models.seq2seq(n)["step"]}
+
+
+def case_ds2_train(torch, dev, n, models):
+    return {"step": models.ds2(n)["step"], "note": "CTC as in the ctc row"}
+
+
+class Models:
+    """The models of scripts/torch_cpu_compare.py on the device, built once per batch. Layer
+    cases take their modules and shapes from the model at its model case's batch."""
+
+    def __init__(self, tcc, dev, tiny):
+        self.tcc, self.dev, self.tiny = tcc, dev, tiny
+        self.built = {}
+
+    @staticmethod
+    def model_batch(case):
+        return next((r["batch"] for r in TBD_ROWS.values() if r["case"] == case), 1)
+
+    def seq2seq(self, n=None):
+        n = n or self.model_batch("seq2seq_train")
+        if ("seq2seq", n) not in self.built:
+            self.built[("seq2seq", n)] = self.tcc.seq2seq_setup(n, tiny=self.tiny, device=self.dev)
+        return self.built[("seq2seq", n)]
+
+    def ds2(self, n=None):
+        n = n or self.model_batch("ds2_train")
+        if ("ds2", n) not in self.built:
+            self.built[("ds2", n)] = self.tcc.ds2_setup(n, tiny=self.tiny, device=self.dev)
+        return self.built[("ds2", n)]
+
+
+def builder(rows):
+    return globals().get("case_" + rows["case"])
+
+
+def time_ms(torch, fn, warmup, iters, cuda):
+    """Median of per-iteration times (CUDA events on a GPU) after `warmup` untimed runs."""
+    for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
+    if cuda:
+        torch.cuda.synchronize()
     times = []
-    for _ in range(ITERS):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
+    for _ in range(iters):
+        if cuda:
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
     times.sort()
     return times[len(times) // 2]
 
 
-def run_torch(torch, modes):
+def as_tuple(y):
+    return tuple(y) if isinstance(y, (tuple, list)) else (y,)
+
+
+def error_text(e):
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]
+
+
+def build_cases(torch, dev, tiny):
+    """name -> case, or -> {"error": ...} where building failed."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import torch_cpu_compare as tcc
+    models = Models(tcc, dev, tiny)
+    cases = {}
+    for name, rows in TBD_ROWS.items():
+        try:
+            cases[name] = builder(rows)(torch, dev, rows["batch"], models)
+        except Exception as e:  # reported in the table; the other cases still run
+            cases[name] = {"error": "build: " + error_text(e)}
+            print(f"torch_side_by_side: {name}: {cases[name]['error']}", file=sys.stderr)
+    return cases
+
+
+def run_torch(torch, modes, cases, cuda, warmup, iters, model_warmup, model_iters):
+    """(name, phase, mode) -> ms, or -> error text."""
     results = {}
-    layers = make_layers(torch)
     for mode in modes:
-        set_math(torch, mode)
-        for name, (fwd, leaves) in layers.items():
-            with torch.no_grad():
-                t_fwd = time_ms(torch, fwd)
-            grad = torch.ones_like(fwd())
+        if cuda:
+            set_math(torch, mode)
+        for name, case in cases.items():
+            if "error" in case:
+                continue
+            try:
+                if "step" in case:
+                    results[(name, "train", mode)] = time_ms(torch, case["step"], model_warmup,
+                                                             model_iters, cuda)
+                    continue
+                fwd, leaves = case["fwd"], case["leaves"]
+                with torch.no_grad():
+                    results[(name, "fwd", mode)] = time_ms(torch, fwd, warmup, iters, cuda)
+                grads = [torch.ones_like(y) for y in as_tuple(fwd())]
 
-            def train():
-                for t in leaves:
-                    t.grad = None
-                fwd().backward(grad)
+                def train():
+                    for t in leaves:
+                        t.grad = None
+                    torch.autograd.backward(as_tuple(fwd()), grads)
 
-            t_train = time_ms(torch, train)
-            results[(name, "fwd", mode)] = t_fwd
-            results[(name, "train", mode)] = t_train
+                results[(name, "train", mode)] = time_ms(torch, train, warmup, iters, cuda)
+            except Exception as e:  # e.g. out of memory: this case only
+                results[(name, "error", mode)] = error_text(e)
+                print(f"torch_side_by_side: {name} ({mode}): {error_text(e)}", file=sys.stderr)
+                if cuda:
+                    torch.cuda.empty_cache()
     return results
 
 
@@ -131,7 +350,8 @@ UNIT_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
 def load_tbd(specs):
-    """mode -> list of benchmark rows, from `mode=path` arguments."""
+    """mode -> list of benchmark rows, from `mode=path` arguments (a mode may come several
+    times: its files are merged in order)."""
     rows = {}
     for spec in specs or []:
         mode, _, path = spec.partition("=")
@@ -141,8 +361,9 @@ def load_tbd(specs):
         except (OSError, ValueError) as e:
             print(f"torch_side_by_side: cannot read tbd JSON {path}: {e}", file=sys.stderr)
             continue
-        rows[mode] = [b for b in data.get("benchmarks", []) if b.get("run_type") != "aggregate"
-                      or b.get("aggregate_name") == "median"]
+        rows.setdefault(mode, []).extend(
+            b for b in data.get("benchmarks", [])
+            if b.get("run_type") != "aggregate" or b.get("aggregate_name") == "median")
     return rows
 
 
@@ -160,16 +381,47 @@ def tbd_time(rows, name, phase):
     return None, None
 
 
+def check_names(path):
+    """Every TBD_ROWS pattern against the benchmark names in `path`; 0 all found, 1 not."""
+    try:
+        with open(path) as f:
+            names = [line.strip() for line in f if line.strip()]
+    except OSError as e:
+        print(f"torch_side_by_side: cannot read {path}: {e}", file=sys.stderr)
+        return 1
+    bad = []
+    for name, rows in TBD_ROWS.items():
+        if builder(rows) is None:
+            bad.append(f"{name}: no builder case_{rows['case']}")
+        for phase in PHASES:
+            if phase in rows and not any(re.search(rows[phase], n) for n in names):
+                bad.append(f"{name} {phase}: no benchmark matches {rows[phase]}")
+    for b in bad:
+        print(f"torch_side_by_side: {b}")
+    patterns = sum(phase in rows for rows in TBD_ROWS.values() for phase in PHASES)
+    print(f"torch_side_by_side: {len(TBD_ROWS)} cases, {patterns} tbd patterns checked against "
+          f"{len(names)} benchmark names: {'all found' if not bad else f'{len(bad)} problems'}")
+    return 1 if bad else 0
+
+
 def fmt(v, spec=".3f"):
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tbd-json", action="append", help="mode=path of a tbd_bench JSON (fp32|tf32)")
+    ap.add_argument("--tbd-json", action="append",
+                    help="mode=path of a tbd_bench JSON (fp32|tf32); repeat a mode to merge files")
     ap.add_argument("--out", help="write the PyTorch timings here (JSON)")
     ap.add_argument("--modes", default="fp32,tf32")
+    ap.add_argument("--check-names", metavar="FILE",
+                    help="only check TBD_ROWS against the benchmark names in FILE (no PyTorch)")
+    ap.add_argument("--device", default="cuda", help="cuda (default), or cpu with --tiny")
+    ap.add_argument("--tiny", action="store_true",
+                    help="functional check: Seq2Seq and DeepSpeech2 at toy sizes, 1 warm-up, 2 timed")
     args = ap.parse_args()
+    if args.check_names:
+        return check_names(args.check_names)
     modes = [m for m in args.modes.split(",") if m]
 
     try:
@@ -177,42 +429,65 @@ def main():
     except ImportError as e:
         print(f"torch_side_by_side: no PyTorch ({e}): nothing timed", file=sys.stderr)
         return 2
-    if not torch.cuda.is_available():
+    cuda = args.device.startswith("cuda")
+    if cuda and not torch.cuda.is_available():
         print("torch_side_by_side: PyTorch sees no CUDA device: nothing timed", file=sys.stderr)
         return 2
+    warmup, iters, model_warmup, model_iters = ((1, 2, 1, 2) if args.tiny
+                                                else (WARMUP, ITERS, MODEL_WARMUP, MODEL_ITERS))
 
     t0 = time.time()
-    torch_ms = run_torch(torch, modes)
+    cases = build_cases(torch, args.device, args.tiny)
+    torch_ms = run_torch(torch, modes, cases, cuda, warmup, iters, model_warmup, model_iters)
     tbd_rows = load_tbd(args.tbd_json)
     info = {
-        "device": torch.cuda.get_device_name(0),
+        "device": torch.cuda.get_device_name(0) if cuda else args.device,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version(),
-        "warmup": WARMUP,
-        "iters": ITERS,
-        "statistic": "median of per-iteration CUDA event times",
+        "warmup": warmup,
+        "iters": iters,
+        "model_warmup": model_warmup,
+        "model_iters": model_iters,
+        "tiny": args.tiny,
+        "statistic": "median of per-iteration " + ("CUDA event" if cuda else "wall-clock") + " times",
         "seconds": round(time.time() - t0, 1),
     }
     table = []
-    for (name, phase, mode), t in torch_ms.items():
-        tbd_ms, util = tbd_time(tbd_rows.get(mode, []), name, phase)
-        table.append({"layer": name, "phase": phase, "math": mode, "torch_ms": t, "tbd_ms": tbd_ms,
-                      "tbd_over_torch": tbd_ms / t if tbd_ms and t else None, "tbd_util": util})
+    for mode in modes:
+        for name, rows in TBD_ROWS.items():
+            case = cases[name]
+            for phase in PHASES:
+                if phase not in rows:
+                    continue
+                t = torch_ms.get((name, phase, mode))
+                err = case.get("error") or torch_ms.get((name, "error", mode))
+                tbd_ms, util = tbd_time(tbd_rows.get(mode, []), name, phase)
+                table.append({"layer": name, "phase": phase, "math": mode, "batch": rows["batch"],
+                              "torch_ms": t, "tbd_ms": tbd_ms,
+                              "tbd_over_torch": tbd_ms / t if tbd_ms and t else None,
+                              "tbd_util": util, "note": err or case.get("note")})
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"info": info, "rows": table}, f, indent=1)
 
     print(f"\nPyTorch {info['torch']} (CUDA {info['cuda']}, cuDNN {info['cudnn']}) on {info['device']}; "
-          f"{info['statistic']}, {WARMUP} warm-up, {ITERS} timed")
-    hdr = f"{'layer':34} {'phase':5} {'math':4} {'torch ms':>10} {'tbd ms':>10} {'tbd/torch':>9}  tbd utilization"
+          f"{info['statistic']}, {warmup} warm-up and {iters} timed ({model_warmup} and "
+          f"{model_iters} for the models' training steps)"
+          + ("; --tiny: functional check only, times mean nothing" if args.tiny else ""))
+    hdr = f"{'layer / model':34} {'phase':5} {'math':4} {'torch ms':>10} {'tbd ms':>10} {'tbd/torch':>9}  tbd utilization"
     print(hdr)
     print("-" * len(hdr))
+    notes = {}
     for r in table:
         util = " ".join(f"{k}={v:.3g}" for k, v in sorted((r["tbd_util"] or {}).items()))
+        mark = f"  [{notes.setdefault(r['note'], len(notes) + 1)}]" if r["note"] else ""
         print(f"{r['layer']:34} {r['phase']:5} {r['math']:4} {fmt(r['torch_ms']):>10} "
-              f"{fmt(r['tbd_ms']):>10} {fmt(r['tbd_over_torch'], '.2f'):>9}  {util}")
-    return 0
+              f"{fmt(r['tbd_ms']):>10} {fmt(r['tbd_over_torch'], '.2f'):>9}  {util}{mark}")
+    for note, k in notes.items():
+        print(f"[{k}] {note}")
+    failed = any("error" in c for c in cases.values()) or any(k[1] == "error" for k in torch_ms)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
