@@ -13,8 +13,9 @@
 // beats its nChw16c direct kernel on those shapes (results/tuning.md). A few images at a time, x is
 // reordered nChw16c -> nhwc into a workspace chunk, brgconv runs, y is reordered back to nChw16c:
 // the reorders are inside the layer's forward time, and the path is taken only when oneDNN actually
-// offers brgconv. Backward stays nChw16c (oneDNN 2.6's nhwc wgrad is slower). describe() names the
-// implementations in use.
+// offers brgconv. Backward stays nChw16c (oneDNN 2.6's nhwc wgrad is slower), except a wgrad
+// that oneDNN has only its reference kernel for on nChw16c: it runs on x and dy reordered to
+// nhwc, else nchw, whichever has a real kernel. describe() names the implementations in use.
 #include "backends/cpu/onednn.h"
 #include "layers/conv2d.h"
 
@@ -109,6 +110,63 @@ class Conv2dOneDnn final : public Layer {
         }
       } catch (const dnnl::error&) {
         // No nhwc implementation: keep the blocked forward.
+      }
+    }
+    // dgrad or wgrad on oneDNN's reference kernel (ref:any: no jit kernel for blocked x and dy,
+    // e.g. Deep Speech 2's 11x21 stride-(1, 2) conv, 15 + 30 s at batch 2 where everything else
+    // in its step takes 10): try channels-last, then plain, reordered at each backward
+    // (results/tuning.md).
+    auto is_ref = [](const auto& pd) {
+      return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+    };
+    if (is_ref(bwd_data_pd_)) {
+      for (tag t : {tag::nhwc, tag::nchw}) {
+        memory::desc xd(dnnl_dims(xs), memory::data_type::f32, t);
+        memory::desc yd(dnnl_dims(ys), memory::data_type::f32, t);
+        try {
+          dnnl::convolution_backward_data::primitive_desc pd(
+              dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, xd, w_any,
+                                                    yd, strides, dil, pad_l, pad_r),
+              attr, eng, fwd_pd_);
+          if (is_ref(pd)) continue;
+          bwd_data_pd_ = pd;
+          if (xd != x_md) {
+            dx_dgrad_ = be.empty(xs, MemCategory::kWorkspace);
+            dx_from_dgrad_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, xd, eng, x_md));
+          }
+          if (yd != y_md) {
+            dy_dgrad_ = be.empty(ys, MemCategory::kWorkspace);
+            dy_to_dgrad_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, y_md, eng, yd));
+          }
+          break;
+        } catch (const dnnl::error&) {
+          // No implementation for this layout: try the next.
+        }
+      }
+    }
+    if (is_ref(bwd_w_pd_)) {
+      for (tag t : {tag::nhwc, tag::nchw}) {
+        memory::desc xw(dnnl_dims(xs), memory::data_type::f32, t);
+        memory::desc yw(dnnl_dims(ys), memory::data_type::f32, t);
+        try {
+          dnnl::convolution_backward_weights::primitive_desc pd(
+              dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, xw,
+                                                       w_any, b_md, yw, strides, dil, pad_l, pad_r),
+              attr, eng, fwd_pd_);
+          if (is_ref(pd)) continue;
+          bwd_w_pd_ = pd;
+          if (xw != x_md) {
+            x_wgrad_ = be.empty(xs, MemCategory::kWorkspace);
+            x_to_wgrad_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, x_md, eng, xw));
+          }
+          if (yw != y_md) {
+            dy_wgrad_ = be.empty(ys, MemCategory::kWorkspace);
+            dy_to_wgrad_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, y_md, eng, yw));
+          }
+          break;
+        } catch (const dnnl::error&) {
+          // No implementation for this layout: try the next.
+        }
       }
     }
     fwd_ = dnnl::convolution_forward(fwd_pd_);
@@ -223,18 +281,38 @@ class Conv2dOneDnn final : public Layer {
         }
         w_mem = w_blk;
       }
-      std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, mem_of(cpu_, *dy[0])},
-                                           {DNNL_ARG_WEIGHTS, w_mem},
-                                           {DNNL_ARG_DIFF_SRC, mem_of(cpu_, *dx[0])}};
+      memory dy_mem = mem_of(cpu_, *dy[0]), dx_mem = mem_of(cpu_, *dx[0]);
+      if (dy_dgrad_.defined()) {
+        memory to(bwd_data_pd_.diff_dst_desc(), e, dy_dgrad_.raw());
+        execute(cpu_, dy_to_dgrad_, {{DNNL_ARG_FROM, dy_mem}, {DNNL_ARG_TO, to}}, "Conv2d reorder");
+        dy_mem = to;
+      }
+      if (dx_dgrad_.defined()) dx_mem = memory(bwd_data_pd_.diff_src_desc(), e, dx_dgrad_.raw());
+      std::unordered_map<int, memory> args{
+          {DNNL_ARG_DIFF_DST, dy_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DIFF_SRC, dx_mem}};
       add_scratch(args, bwd_data_pd_.scratchpad_desc());
       execute(cpu_, bwd_data_, args, "Conv2d backward data");
+      if (dx_dgrad_.defined()) {
+        execute(cpu_, dx_from_dgrad_,
+                {{DNNL_ARG_FROM, dx_mem}, {DNNL_ARG_TO, mem_of(cpu_, *dx[0])}}, "Conv2d reorder");
+      }
     }
     if (!param_grads()) return;
     // wgrad into scratch, then += into the row-major gradient.
     memory dw_blk(bwd_w_pd_.diff_weights_desc(), e, dw_scratch_.raw());
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem_of(cpu_, *x[0])},
-                                         {DNNL_ARG_DIFF_DST, mem_of(cpu_, *dy[0])},
-                                         {DNNL_ARG_DIFF_WEIGHTS, dw_blk}};
+    memory x_mem = mem_of(cpu_, *x[0]), dy_mem = mem_of(cpu_, *dy[0]);
+    if (x_wgrad_.defined()) {
+      memory to(bwd_w_pd_.src_desc(), e, x_wgrad_.raw());
+      execute(cpu_, x_to_wgrad_, {{DNNL_ARG_FROM, x_mem}, {DNNL_ARG_TO, to}}, "Conv2d reorder");
+      x_mem = to;
+    }
+    if (dy_wgrad_.defined()) {
+      memory to(bwd_w_pd_.diff_dst_desc(), e, dy_wgrad_.raw());
+      execute(cpu_, dy_to_wgrad_, {{DNNL_ARG_FROM, dy_mem}, {DNNL_ARG_TO, to}}, "Conv2d reorder");
+      dy_mem = to;
+    }
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, x_mem}, {DNNL_ARG_DIFF_DST, dy_mem}, {DNNL_ARG_DIFF_WEIGHTS, dw_blk}};
     if (cfg_.bias) args[DNNL_ARG_DIFF_BIAS] = mem_of(cpu_, db_scratch_);
     add_scratch(args, bwd_w_pd_.scratchpad_desc());
     execute(cpu_, bwd_w_, args, "Conv2d backward weights");
@@ -283,6 +361,9 @@ class Conv2dOneDnn final : public Layer {
   dnnl::convolution_backward_weights::primitive_desc bwd_w_pd_;
   dnnl::primitive fwd_, bwd_data_, bwd_w_, dw_to_user_, w_to_fwd_, w_to_bwd_;
   dnnl::primitive x_to_nhwc_, y_from_nhwc_;  // channels-last forward only
+  // dgrad and wgrad on other layouts (where blocked ones have only the reference kernel)
+  dnnl::primitive dy_to_dgrad_, dx_from_dgrad_, x_to_wgrad_, dy_to_wgrad_;
+  Tensor dy_dgrad_, dx_dgrad_, x_wgrad_, dy_wgrad_;
   Tensor w_fwd_, w_bwd_, dw_scratch_, db_scratch_, scratch_;
   Tensor x_nhwc_, y_nhwc_;                        // channels-last forward only: one span of x and y
   memory::desc x_span_md_, y_span_md_;            // nChw16c slices of span_ images

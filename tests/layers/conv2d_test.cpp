@@ -135,7 +135,17 @@ INSTANTIATE_TEST_SUITE_P(
                 // The longest reductions here (wgrad over 2*14*14 positions, fwd over 16*9
                 // products): where TF32's error is largest.
                 ConvCase{"wide_16_to_32_14x14", Shape{2, 16, 14, 14}, cfg(32, 3, 1, 1)},
-                ConvCase{"no_dx", Shape{1, 3, 6, 5}, cfg(8, 3, 1, 1), Layout::kRowMajor, false})),
+                ConvCase{"no_dx", Shape{1, 3, 6, 5}, cfg(8, 3, 1, 1), Layout::kRowMajor, false},
+                // Deep Speech 2's second conv, smaller: a long rectangular kernel with a stride
+                // along W only, whose backward oneDNN runs on reordered layouts (Conv2dImpl
+                // below).
+                ConvCase{"speech_11x21_stride_1x2", Shape{2, 32, 13, 25},
+                         [] {
+                           Conv2dConfig c = cfg(32, 1, 1, 0);
+                           c.kernel_h = 11, c.kernel_w = 21, c.stride_w = 2;
+                           return c;
+                         }(),
+                         Layout::kNChw16c})),
     CaseOnTarget());
 
 bool has_avx512_core() {
@@ -155,6 +165,21 @@ TEST(Conv2dImpl, StridedForwardIsChannelsLastOnAvx512) {
   if (!has_avx512_core()) GTEST_SKIP() << "no AVX-512 core: oneDNN 2.6 has no brgconv here";
   const std::string d = strided->describe();
   EXPECT_NE(d.find("fwd brgconv:avx512_core (nhwc"), std::string::npos) << d;
+}
+
+// Deep Speech 2's convolutions: oneDNN 2.6 has only its reference kernel for their backward on
+// nChw16c (about 1000x slower); the layer runs dgrad and wgrad on reordered layouts instead.
+TEST(Conv2dImpl, SpeechConvBackwardHasNoReferenceKernel) {
+  auto be = make_cpu_backend();
+  Conv2dConfig c = Conv2dConfig::square(32, 1);
+  c.kernel_h = 11, c.kernel_w = 21, c.stride_w = 2;
+  auto conv2 = make_layer(*be, "conv2", c,
+                          {TensorDesc{Shape{2, 32, 45, 61}, DType::kF32, Layout::kNChw16c}});
+  const std::string d = conv2->describe();
+  EXPECT_EQ(d.find("ref"), std::string::npos) << d;
+  c.kernel_w = 41, c.stride_h = 2;
+  auto conv1 = make_layer(*be, "conv1", c, {TensorDesc{Shape{2, 1, 100, 161}}});
+  EXPECT_EQ(conv1->describe().find("ref"), std::string::npos) << conv1->describe();
 }
 
 // A batch too large for one channels-last reorder (x + y > 16 MiB) goes span by span; the
