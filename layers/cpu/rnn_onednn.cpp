@@ -9,20 +9,29 @@
 //
 // Parameters stay row-major in PyTorch's layout and gate order (weights = 4 bytes x params,
 // optimizers layout-free). w (G*H, in) row-major is oneDNN's ldgoi with L = D = 1, and oneDNN's
-// LSTM gate order (i, f, c~, o) is PyTorch's (i, f, g, o), so a unidirectional LSTM reorders its
-// weights straight from the parameters into the primitive's preferred format (a workspace copy,
-// once per forward, like Conv2d). Bidirectional layers and the GRU first gather the parameters
-// into a contiguous ldgoi staging buffer with both directions and oneDNN's gate order:
+// LSTM gate order (i, f, c~, o) is PyTorch's (i, f, g, o). The GRU's gate order differs:
 //   oneDNN lbr_gru: u = sigma(W_u x + U_u h + B_u), r = sigma(W_r x + U_r h + B_r),
 //     o = tanh(W_o x + B_o + r * (U_o h + B_u')), h' = u * h + (1 - u) * o; gates (u, r, o),
 //     bias (u, r, o, u').
 //   PyTorch GRU: gates (r, z, n), z = u, n = o; so oneDNN gate g is PyTorch block {1, 0, 2}[g],
 //     B_u = b_iz + b_hz, B_r = b_ir + b_hr, B_o = b_in, B_u' = b_hn.
-// The bias always goes through a staging buffer (it is small). Initial states are explicit zeros
-// (see the oneDNN note in RnnLayerPrims). oneDNN's RNN backward ADDS into
-// its diff weights and diff bias; we hand it zeroed workspace buffers and add the result into the
-// row-major gradients ourselves (reorder with a sum post-op, or a gate-permuting loop), so the
+// oneDNN 2.6's f32 RNNs want ldigo weights forward, ldgoi backward and give ldigo weight
+// gradients, all plain (strided, unblocked). Every (direction, gate) block of such a tensor is a
+// strided (in, H) matrix, and so is each gate block of a parameter; one reorder per block moves
+// the parameters into the primitive's tensor (transposing and permuting the gates in one pass,
+// once per forward and once per backward, like Conv2d's weights) and adds the primitive's
+// gradients into Param::grad (a sum post-op), without staging copies. A unidirectional LSTM's
+// backward reads its parameters in place (they are its ldgoi). The bias always goes through a
+// staging buffer (it is small). Initial states are explicit zeros (see the oneDNN note in
+// RnnLayerPrims). oneDNN's RNN backward ADDS into its diff weights and diff bias (documented:
+// "the RNN primitive backward pass accumulates gradients to its weight outputs"); we hand it
+// zeroed workspace buffers and add the result into the row-major gradients ourselves, so the
 // gradient policy (+=) holds whatever the implementation does.
+//
+// Costs that are oneDNN 2.6's own (results/tuning.md): its f32 training RNNs are the "ref"
+// implementation (sgemm per time step; brgemm is inference or bf16 only), and for GRUs its
+// backward adds each step's weights_iter gradient with its own GEMM of depth N (merge_gemm_iter
+// is off for GRU cells), reading and writing all of dW_hh every step.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -78,6 +87,14 @@ void add_into(float* dst, const float* src, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 
+// t = 0, on all threads like add_into (the weight gradients are tens of MB).
+void zero(const Tensor& t) {
+  float* p = t.f32();
+  const int64_t n = t.numel();
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) p[i] = 0.f;
+}
+
 // The primitives of one layer (all its directions) and the conversion of its parameters.
 // Parameters are read through `params` by index at execution (they may be re-pointed).
 class RnnLayerPrims {
@@ -98,9 +115,6 @@ class RnnLayerPrims {
     bias_md_ = memory::desc({1, D, ci_.bias_gates, H}, dt::f32, tag::ldgo);
     wl_.which = 0, wl_.in = I;
     wi_.which = 1, wi_.in = H;
-    for (WeightSlot* w : {&wl_, &wi_}) {
-      w->stage_md = memory::desc({1, D, w->in, G, H}, dt::f32, tag::ldgoi);
-    }
     memory::desc wl_any({1, D, I, G, H}, dt::f32, tag::any);
     memory::desc wi_any({1, D, H, G, H}, dt::f32, tag::any);
     const bool lstm = s.cell == Cell::kLstm;
@@ -152,9 +166,9 @@ class RnnLayerPrims {
 
     Backend& be = cpu;
     workspace_ = workspace_for(be, fwd_pd_.workspace_desc(), MemCategory::kFeatureMaps);
-    setup_slot(wl_, fwd_pd_.weights_layer_desc(), bwd_pd_.weights_layer_desc(),
+    setup_slot(kind, name, wl_, fwd_pd_.weights_layer_desc(), bwd_pd_.weights_layer_desc(),
                bwd_pd_.diff_weights_layer_desc());
-    setup_slot(wi_, fwd_pd_.weights_iter_desc(), bwd_pd_.weights_iter_desc(),
+    setup_slot(kind, name, wi_, fwd_pd_.weights_iter_desc(), bwd_pd_.weights_iter_desc(),
                bwd_pd_.diff_weights_iter_desc());
     bias_stage_ = workspace_for(be, bias_md_);
     diff_bias_ = workspace_for(be, bias_md_);
@@ -199,7 +213,7 @@ class RnnLayerPrims {
                 const Tensor& scratch, bool param_grads) {
     auto& e = cpu_.engine();
     std::memset(diff_bias_.raw(), 0, diff_bias_.bytes());
-    for (WeightSlot* w : {&wl_, &wi_}) std::memset(w->diff.raw(), 0, w->diff.bytes());
+    for (WeightSlot* w : {&wl_, &wi_}) zero(w->diff.buf);
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC_LAYER, memory(src_md_, e, src)},
         {DNNL_ARG_WEIGHTS_LAYER, backward_weights(wl_)},
@@ -208,8 +222,8 @@ class RnnLayerPrims {
         {DNNL_ARG_DST_LAYER, memory(dst_md_, e, dst)},
         {DNNL_ARG_WORKSPACE, memory(fwd_pd_.workspace_desc(), e, workspace_.raw())},
         {DNNL_ARG_DIFF_SRC_LAYER, memory(src_md_, e, diff_src)},
-        {DNNL_ARG_DIFF_WEIGHTS_LAYER, memory(wl_.diff_md, e, wl_.diff.raw())},
-        {DNNL_ARG_DIFF_WEIGHTS_ITER, memory(wi_.diff_md, e, wi_.diff.raw())},
+        {DNNL_ARG_DIFF_WEIGHTS_LAYER, memory(wl_.diff.md, e, wl_.diff.buf.raw())},
+        {DNNL_ARG_DIFF_WEIGHTS_ITER, memory(wi_.diff.md, e, wi_.diff.buf.raw())},
         {DNNL_ARG_DIFF_BIAS, memory(bias_md_, e, diff_bias_.raw())},
         {DNNL_ARG_DIFF_DST_LAYER, memory(dst_md_, e, diff_dst)}};
     add_states(args, st, /*backward=*/true);
@@ -222,112 +236,127 @@ class RnnLayerPrims {
   }
 
  private:
+  // Reorders between the parameters' gate blocks and the (in, H) blocks of a plain oneDNN
+  // weights tensor (1, D, in, G, H) of any strides: block (d, g) is parameter d's gate block
+  // perm[g], rows perm[g]*H.. of w (G*H, in) row-major, seen as (in, H) with strides (1, in).
+  // All blocks share the two descriptors, so one primitive serves them at offsets.
+  struct BlockReorder {
+    dnnl::reorder prim;
+    memory::desc param_md, block_md;     // (in, H) each
+    int64_t d_stride = 0, g_stride = 0;  // elements of the oneDNN tensor
+  };
+
+  // A primitive's weights tensor (forward, backward or gradient) and its reorders.
+  struct WeightsLink {
+    memory::desc md;      // the primitive's
+    Tensor buf;           // the primitive's tensor; undefined: the parameters in place
+    BlockReorder blocks;  // parameters <-> buf
+  };
+
   // weights_layer (which = 0, in = I) or weights_iter (which = 1, in = H).
   struct WeightSlot {
     int which = 0;
     int64_t in = 0;
-    memory::desc stage_md;  // ldgoi (1, D, in, G, H): the parameters' own layout when direct
-    memory::desc fwd_md, bwd_md, diff_md;
-    Tensor stage;               // gathered parameters (not direct)
-    Tensor fwd_copy, bwd_copy;  // the primitives' formats, when they differ from stage_md
-    Tensor diff;                // the primitive's diff weights (zeroed before each backward)
-    Tensor diff_stage;          // diff in ldgoi for the gate-permuting add (not direct)
-    dnnl::primitive to_fwd, to_bwd, diff_out;
+    WeightsLink fwd, bwd, diff;
+    bool bwd_is_fwd = false;  // the backward reads the forward's tensor
   };
 
   Param& param(int64_t d, int k) { return params_[p0_ + d * ci_.params_per_dir + k]; }
 
-  void setup_slot(WeightSlot& w, const memory::desc& fwd_md, const memory::desc& bwd_md,
-                  const memory::desc& diff_md) {
-    Backend& be = cpu_;
+  BlockReorder block_reorder(const memory::desc& md, int64_t in, bool into_params) {
+    const dnnl_dims_t& st = md.data.format_desc.blocking.strides;  // (l, d, i, g, o)
+    BlockReorder b;
+    b.param_md = memory::desc({in, s_.H}, dt::f32, memory::dims{1, in});
+    b.block_md = memory::desc({in, s_.H}, dt::f32, memory::dims{st[2], st[4]});
+    b.d_stride = st[1], b.g_stride = st[3];
     auto& eng = cpu_.engine();
-    w.fwd_md = fwd_md, w.bwd_md = bwd_md, w.diff_md = diff_md;
-    if (!direct_) w.stage = workspace_for(be, w.stage_md);
-    if (fwd_md != w.stage_md) {
-      w.fwd_copy = workspace_for(be, fwd_md);
-      w.to_fwd = dnnl::reorder(dnnl::reorder::primitive_desc(eng, w.stage_md, eng, fwd_md));
-    }
-    if (bwd_md != fwd_md && bwd_md != w.stage_md) {
-      w.bwd_copy = workspace_for(be, bwd_md);
-      w.to_bwd = dnnl::reorder(dnnl::reorder::primitive_desc(eng, w.stage_md, eng, bwd_md));
-    }
-    w.diff = workspace_for(be, diff_md);
-    if (direct_) {
+    if (into_params) {
       dnnl::primitive_attr sum_attr;
       dnnl::post_ops po;
       po.append_sum(1.0f);
       sum_attr.set_post_ops(po);
-      w.diff_out =
-          dnnl::reorder(dnnl::reorder::primitive_desc(eng, diff_md, eng, w.stage_md, sum_attr));
-    } else if (diff_md != w.stage_md) {
-      w.diff_stage = workspace_for(be, w.stage_md);
-      w.diff_out = dnnl::reorder(dnnl::reorder::primitive_desc(eng, diff_md, eng, w.stage_md));
+      b.prim =
+          dnnl::reorder(dnnl::reorder::primitive_desc(eng, b.block_md, eng, b.param_md, sum_attr));
+    } else {
+      b.prim = dnnl::reorder(dnnl::reorder::primitive_desc(eng, b.param_md, eng, b.block_md));
     }
+    return b;
   }
 
-  // The parameters in ldgoi (both directions, oneDNN gate order).
-  memory source_weights(WeightSlot& w, bool gather) {
+  // The primitive's tensor for `md` (none when the parameters are `md` in place) and its block
+  // reorders from (into_params = false) or into (true) the parameters. oneDNN 2.6's f32
+  // training RNNs only choose plain formats; a blocked one (a later version's brgemm RNNs) would
+  // need a staging reorder, so it stops here with the format named rather than run untested.
+  WeightsLink make_link(const char* kind, const std::string& name, const char* what,
+                        const memory::desc& md, int64_t in, bool into_params, bool may_alias) {
+    const dnnl_memory_desc_t& d = md.data;
+    TBD_LAYER_CHECK(
+        d.format_kind == dnnl_blocked && d.format_desc.blocking.inner_nblks == 0 && d.offset0 == 0,
+        kind, name, "oneDNN chose a blocked or packed format for the ", what, " (format kind ",
+        static_cast<int>(d.format_kind), ", ",
+        d.format_kind == dnnl_blocked ? d.format_desc.blocking.inner_nblks : 0,
+        " inner blocks); this implementation reorders plain (strided) ones only");
+    WeightsLink l;
+    l.md = md;
+    const memory::desc params_md({1, 1, in, ci_.gates, s_.H}, dt::f32, tag::ldgoi);
+    if (may_alias && direct_ && md == params_md) return l;
+    l.buf = workspace_for(cpu_, md);
+    l.blocks = block_reorder(md, in, into_params);
+    return l;
+  }
+
+  void setup_slot(const char* kind, const std::string& name, WeightSlot& w,
+                  const memory::desc& fwd_md, const memory::desc& bwd_md,
+                  const memory::desc& diff_md) {
+    const char* which = w.which == 0 ? "weights_layer" : "weights_iter";
+    w.fwd = make_link(kind, name, which, fwd_md, w.in, /*into_params=*/false, /*may_alias=*/true);
+    w.bwd_is_fwd = bwd_md == fwd_md;
+    if (!w.bwd_is_fwd) w.bwd = make_link(kind, name, which, bwd_md, w.in, false, true);
+    w.diff = make_link(kind, name, which, diff_md, w.in, /*into_params=*/true, false);
+  }
+
+  // Runs the block reorders between the parameters (values, or gradients when into_params) and
+  // the primitive's tensor `t`.
+  void run_blocks(const WeightSlot& w, const BlockReorder& b, float* t, bool into_params) {
     auto& e = cpu_.engine();
-    if (direct_) return memory(w.stage_md, e, param(0, w.which).value.raw());
-    if (gather) {
-      const int64_t G = ci_.gates, block = s_.H * w.in;
-      float* st = w.stage.f32();
-      for (int64_t d = 0; d < s_.D; ++d) {
-        const float* u = param(d, w.which).value.f32();
-        for (int64_t g = 0; g < G; ++g) {
-          std::memcpy(st + (d * G + g) * block, u + ci_.perm[g] * block, block * sizeof(float));
+    const int64_t block = s_.H * w.in;
+    for (int64_t d = 0; d < s_.D; ++d) {
+      Param& p = param(d, w.which);
+      float* base = into_params ? p.grad.f32() : p.value.f32();
+      for (int64_t g = 0; g < ci_.gates; ++g) {
+        memory pm(b.param_md, e, base + ci_.perm[g] * block);
+        memory bm(b.block_md, e, t + d * b.d_stride + g * b.g_stride);
+        if (into_params) {
+          execute(cpu_, b.prim, {{DNNL_ARG_FROM, bm}, {DNNL_ARG_TO, pm}},
+                  "RNN weight-gradient accumulate");
+        } else {
+          execute(cpu_, b.prim, {{DNNL_ARG_FROM, pm}, {DNNL_ARG_TO, bm}}, "RNN weight reorder");
         }
       }
     }
-    return memory(w.stage_md, e, w.stage.raw());
   }
 
-  memory forward_weights(WeightSlot& w) {
-    memory src = source_weights(w, /*gather=*/true);
-    if (!w.fwd_copy.defined()) return src;
-    memory dst(w.fwd_md, cpu_.engine(), w.fwd_copy.raw());
-    execute(cpu_, w.to_fwd, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}}, "RNN weight reorder");
-    return dst;
-  }
-
-  // The forward's staged and reordered copies are still valid (parameters do not change
-  // between a forward and its backward).
-  memory backward_weights(WeightSlot& w) {
+  // The primitive's weights from the parameters.
+  memory fill_weights(const WeightSlot& w, const WeightsLink& l) {
     auto& e = cpu_.engine();
-    if (w.bwd_md == w.fwd_md) {
-      return w.fwd_copy.defined() ? memory(w.fwd_md, e, w.fwd_copy.raw())
-                                  : source_weights(w, /*gather=*/false);
-    }
-    memory src = source_weights(w, /*gather=*/false);
-    if (w.bwd_md == w.stage_md) return src;
-    memory dst(w.bwd_md, e, w.bwd_copy.raw());
-    execute(cpu_, w.to_bwd, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}}, "RNN weight reorder");
-    return dst;
+    if (!l.buf.defined()) return memory(l.md, e, param(0, w.which).value.raw());
+    run_blocks(w, l.blocks, l.buf.f32(), /*into_params=*/false);
+    return memory(l.md, e, l.buf.raw());
+  }
+
+  memory forward_weights(WeightSlot& w) { return fill_weights(w, w.fwd); }
+
+  // Parameters do not change between a forward and its backward: a tensor the backward shares
+  // with the forward is still valid.
+  memory backward_weights(WeightSlot& w) {
+    if (!w.bwd_is_fwd) return fill_weights(w, w.bwd);
+    auto& e = cpu_.engine();
+    return w.fwd.buf.defined() ? memory(w.fwd.md, e, w.fwd.buf.raw())
+                               : memory(w.fwd.md, e, param(0, w.which).value.raw());
   }
 
   void accumulate_weight_grad(WeightSlot& w) {
-    auto& e = cpu_.engine();
-    memory diff(w.diff_md, e, w.diff.raw());
-    if (direct_) {
-      memory user(w.stage_md, e, param(0, w.which).grad.raw());
-      execute(cpu_, w.diff_out, {{DNNL_ARG_FROM, diff}, {DNNL_ARG_TO, user}},
-              "RNN weight-gradient accumulate");
-      return;
-    }
-    const float* st = w.diff.f32();
-    if (w.diff_stage.defined()) {
-      memory plain(w.stage_md, e, w.diff_stage.raw());
-      execute(cpu_, w.diff_out, {{DNNL_ARG_FROM, diff}, {DNNL_ARG_TO, plain}},
-              "RNN weight-gradient reorder");
-      st = w.diff_stage.f32();
-    }
-    const int64_t G = ci_.gates, block = s_.H * w.in;
-    for (int64_t d = 0; d < s_.D; ++d) {
-      float* g_user = param(d, w.which).grad.f32();
-      for (int64_t g = 0; g < G; ++g) {
-        add_into(g_user + ci_.perm[g] * block, st + (d * G + g) * block, block);
-      }
-    }
+    run_blocks(w, w.diff.blocks, w.diff.buf.f32(), /*into_params=*/true);
   }
 
   // bias_stage_ (1, D, 4, H) ldgo from the parameters.
@@ -406,7 +435,7 @@ class RnnLayerPrims {
   const CellInfo& ci_;
   std::vector<Param>& params_;
   std::size_t p0_;
-  bool direct_ = false;  // unidirectional LSTM: the parameters are the ldgoi weights
+  bool direct_ = false;  // unidirectional LSTM: the parameters are ldgoi weights, read in place
   memory::desc src_md_, dst_md_, iter_md_, bias_md_;
   dnnl::rnn_primitive_desc_base fwd_pd_, bwd_pd_;
   dnnl::primitive fwd_, bwd_;
