@@ -1,5 +1,5 @@
-// layers/cpu/rnn_onednn.cpp: LSTM, GRU (linear-before-reset) and LSTMCell on oneDNN's RNN
-// primitives (lstm_forward/backward, lbr_gru_forward/backward).
+// layers/cpu/rnn_onednn.cpp: LSTM and GRU (linear-before-reset) on oneDNN's RNN primitives
+// (lstm_forward/backward, lbr_gru_forward/backward), and LSTMCell on sgemm (at the end).
 //
 // One forward-training and one backward primitive per layer, all directions in it
 // (bidirectional_concat): oneDNN's multi-layer primitives need input width == hidden width,
@@ -62,17 +62,6 @@ const CellInfo& info_of(Cell c) { return c == Cell::kLstm ? kLstmInfo : kGruInfo
 struct RnnShape {
   Cell cell;
   int64_t T, N, I, H, D;  // D: directions
-  bool states;  // LSTMCell: explicit h0, c0 in, c1 out and their gradients; else zero states
-};
-
-// LSTMCell's state tensors (raw pointers, (N, H) row-major each).
-struct CellStates {
-  void* h0 = nullptr;   // src_iter
-  void* c0 = nullptr;   // src_iter_c
-  void* c1 = nullptr;   // dst_iter_c
-  void* dh0 = nullptr;  // diff_src_iter
-  void* dc0 = nullptr;  // diff_src_iter_c
-  void* dc1 = nullptr;  // diff_dst_iter_c
 };
 
 Tensor workspace_for(Backend& be, const memory::desc& md,
@@ -119,10 +108,10 @@ class RnnLayerPrims {
     memory::desc wi_any({1, D, H, G, H}, dt::f32, tag::any);
     const bool lstm = s.cell == Cell::kLstm;
     const memory::desc none;
-    const memory::desc& it = iter_md_;                              // src_iter (+ diff)
-    const memory::desc& it_c = lstm ? iter_md_ : none;              // src_iter_c (+ diff)
-    const memory::desc& ot = s.states ? iter_md_ : none;            // dst_iter (+ diff)
-    const memory::desc& ot_c = s.states && lstm ? iter_md_ : none;  // dst_iter_c (+ diff)
+    const memory::desc& it = iter_md_;                  // src_iter (+ diff)
+    const memory::desc& it_c = lstm ? iter_md_ : none;  // src_iter_c (+ diff)
+    const memory::desc& ot = none;    // no dst_iter (+ diff): the last states are not outputs
+    const memory::desc& ot_c = none;  // nor dst_iter_c
     auto dir = D == 2 ? dnnl::rnn_direction::bidirectional_concat
                       : dnnl::rnn_direction::unidirectional_left2right;
     dnnl::primitive_attr attr;
@@ -172,17 +161,10 @@ class RnnLayerPrims {
                bwd_pd_.diff_weights_iter_desc());
     bias_stage_ = workspace_for(be, bias_md_);
     diff_bias_ = workspace_for(be, bias_md_);
-    if (s.states) {
-      // dst_iter duplicates h' (the cell's output is dst_layer); diff_dst_iter is zero because
-      // the gradient of h' arrives once, through diff_dst_layer.
-      dst_iter_ = workspace_for(be, iter_md_, MemCategory::kFeatureMaps);
-      zeros_ = workspace_for(be, iter_md_);
-    } else {
-      // Zero initial states, and the unused gradients of the initial states.
-      zeros_ = workspace_for(be, iter_md_);
-      diff_iter_ = workspace_for(be, iter_md_);
-      if (lstm) diff_iter_c_ = workspace_for(be, iter_md_);
-    }
+    // Zero initial states, and the unused gradients of the initial states.
+    zeros_ = workspace_for(be, iter_md_);
+    diff_iter_ = workspace_for(be, iter_md_);
+    if (lstm) diff_iter_c_ = workspace_for(be, iter_md_);
     std::memset(zeros_.raw(), 0, zeros_.bytes());
   }
 
@@ -191,7 +173,7 @@ class RnnLayerPrims {
   }
 
   // src: (T, N, I), dst: (T, N, H*D), row-major.
-  void forward(void* src, void* dst, const CellStates* st, const Tensor& scratch) {
+  void forward(void* src, void* dst, const Tensor& scratch) {
     auto& e = cpu_.engine();
     gather_bias();
     std::unordered_map<int, memory> args{
@@ -201,7 +183,7 @@ class RnnLayerPrims {
         {DNNL_ARG_BIAS, memory(bias_md_, e, bias_stage_.raw())},
         {DNNL_ARG_DST_LAYER, memory(dst_md_, e, dst)},
         {DNNL_ARG_WORKSPACE, memory(fwd_pd_.workspace_desc(), e, workspace_.raw())}};
-    add_states(args, st, /*backward=*/false);
+    add_states(args, /*backward=*/false);
     add_scratch(args, fwd_pd_.scratchpad_desc(), scratch);
     execute(cpu_, fwd_, args, s_.cell == Cell::kLstm ? "LSTM forward" : "GRU forward");
   }
@@ -209,8 +191,8 @@ class RnnLayerPrims {
   // The forward's src and dst, diff_dst (T, N, H*D) in, diff_src (T, N, I) out (assigned);
   // parameter gradients accumulate unless `param_grads` is off (oneDNN computes them into its
   // own buffers anyway; they are then not added).
-  void backward(void* src, void* dst, void* diff_dst, void* diff_src, const CellStates* st,
-                const Tensor& scratch, bool param_grads) {
+  void backward(void* src, void* dst, void* diff_dst, void* diff_src, const Tensor& scratch,
+                bool param_grads) {
     auto& e = cpu_.engine();
     std::memset(diff_bias_.raw(), 0, diff_bias_.bytes());
     for (WeightSlot* w : {&wl_, &wi_}) zero(w->diff.buf);
@@ -226,7 +208,7 @@ class RnnLayerPrims {
         {DNNL_ARG_DIFF_WEIGHTS_ITER, memory(wi_.diff.md, e, wi_.diff.buf.raw())},
         {DNNL_ARG_DIFF_BIAS, memory(bias_md_, e, diff_bias_.raw())},
         {DNNL_ARG_DIFF_DST_LAYER, memory(dst_md_, e, diff_dst)}};
-    add_states(args, st, /*backward=*/true);
+    add_states(args, /*backward=*/true);
     add_scratch(args, bwd_pd_.scratchpad_desc(), scratch);
     execute(cpu_, bwd_, args, s_.cell == Cell::kLstm ? "LSTM backward" : "GRU backward");
     if (!param_grads) return;
@@ -401,28 +383,16 @@ class RnnLayerPrims {
     }
   }
 
-  // The state arguments: explicit ones (LSTMCell, st != null) or zero initial states.
-  void add_states(std::unordered_map<int, memory>& args, const CellStates* st, bool backward) {
+  // The state arguments: zero initial states, and the (unused) gradients of them.
+  void add_states(std::unordered_map<int, memory>& args, bool backward) {
     auto& e = cpu_.engine();
     const bool lstm = s_.cell == Cell::kLstm;
     auto bind = [&](int arg, void* p) { args[arg] = memory(iter_md_, e, p); };
-    if (st == nullptr) {
-      bind(DNNL_ARG_SRC_ITER, zeros_.raw());
-      if (lstm) bind(DNNL_ARG_SRC_ITER_C, zeros_.raw());
-      if (!backward) return;
-      bind(DNNL_ARG_DIFF_SRC_ITER, diff_iter_.raw());
-      if (lstm) bind(DNNL_ARG_DIFF_SRC_ITER_C, diff_iter_c_.raw());
-      return;
-    }
-    bind(DNNL_ARG_SRC_ITER, st->h0);
-    bind(DNNL_ARG_SRC_ITER_C, st->c0);
-    bind(DNNL_ARG_DST_ITER, dst_iter_.raw());
-    bind(DNNL_ARG_DST_ITER_C, st->c1);
+    bind(DNNL_ARG_SRC_ITER, zeros_.raw());
+    if (lstm) bind(DNNL_ARG_SRC_ITER_C, zeros_.raw());
     if (!backward) return;
-    bind(DNNL_ARG_DIFF_SRC_ITER, st->dh0);
-    bind(DNNL_ARG_DIFF_SRC_ITER_C, st->dc0);
-    bind(DNNL_ARG_DIFF_DST_ITER, zeros_.raw());
-    bind(DNNL_ARG_DIFF_DST_ITER_C, st->dc1);
+    bind(DNNL_ARG_DIFF_SRC_ITER, diff_iter_.raw());
+    if (lstm) bind(DNNL_ARG_DIFF_SRC_ITER_C, diff_iter_c_.raw());
   }
 
   void add_scratch(std::unordered_map<int, memory>& args, const memory::desc& md,
@@ -441,9 +411,8 @@ class RnnLayerPrims {
   dnnl::primitive fwd_, bwd_;
   WeightSlot wl_, wi_;
   Tensor workspace_, bias_stage_, diff_bias_;
-  Tensor zeros_;                    // (1, D, N, H): initial states, or LSTMCell's diff_dst_iter
+  Tensor zeros_;                    // (1, D, N, H): the initial states
   Tensor diff_iter_, diff_iter_c_;  // gradients of the zero initial states (unused)
-  Tensor dst_iter_;                 // LSTMCell: a copy of h' that oneDNN writes
 };
 
 // The contract checked the dtype; the primitives here take plain time-major data.
@@ -467,7 +436,7 @@ class RnnSequenceOneDnn final : public Layer {
     const std::size_t per_layer = D * info_of(kCell).params_per_dir;
     std::size_t scratch = 0;
     for (int64_t l = 0; l < L; ++l) {
-      RnnShape s{kCell, T, N, l == 0 ? I : H * D, H, D, false};
+      RnnShape s{kCell, T, N, l == 0 ? I : H * D, H, D};
       layers_.push_back(
           std::make_unique<RnnLayerPrims>(cpu_, kind(), name, s, params_, l * per_layer));
       scratch = std::max(scratch, layers_.back()->scratchpad_bytes());
@@ -499,7 +468,7 @@ class RnnSequenceOneDnn final : public Layer {
     for (std::size_t l = 0; l < L; ++l) {
       void* src = l == 0 ? x[0]->raw() : hidden_[l - 1].raw();
       void* dst = l + 1 == L ? y[0]->raw() : hidden_[l].raw();
-      layers_[l]->forward(src, dst, nullptr, scratch_);
+      layers_[l]->forward(src, dst, scratch_);
     }
   }
 
@@ -510,7 +479,7 @@ class RnnSequenceOneDnn final : public Layer {
       void* dst = l + 1 == L ? y[0]->raw() : hidden_[l].raw();
       void* diff_dst = l + 1 == L ? dy[0]->raw() : dh_[(l + 1) % 2].raw();
       void* diff_src = l > 0 ? dh_[l % 2].raw() : dx[0] != nullptr ? dx[0]->raw() : dh_[0].raw();
-      layers_[l]->backward(src, dst, diff_dst, diff_src, nullptr, scratch_, param_grads());
+      layers_[l]->backward(src, dst, diff_dst, diff_src, scratch_, param_grads());
     }
   }
 
