@@ -119,55 +119,40 @@ class Conv2dOneDnn final : public Layer {
     auto is_ref = [](const auto& pd) {
       return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
     };
-    if (is_ref(bwd_data_pd_)) {
+    // Replaces pd by make(x, y descriptors) on the first of nhwc, nchw that has a real kernel.
+    auto retry = [&](auto& pd, const auto& make) {
       for (tag t : {tag::nhwc, tag::nchw}) {
-        memory::desc xd(dnnl_dims(xs), memory::data_type::f32, t);
-        memory::desc yd(dnnl_dims(ys), memory::data_type::f32, t);
+        memory::desc xt(dnnl_dims(xs), memory::data_type::f32, t);
+        memory::desc yt(dnnl_dims(ys), memory::data_type::f32, t);
         try {
-          dnnl::convolution_backward_data::primitive_desc pd(
-              dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, xd, w_any,
-                                                    yd, strides, dil, pad_l, pad_r),
-              attr, eng, fwd_pd_);
-          if (is_ref(pd)) continue;
-          bwd_data_pd_ = pd;
-          if (xd != x_md) {
-            dx_dgrad_ = be.empty(xs, MemCategory::kWorkspace);
-            dx_from_dgrad_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, xd, eng, x_md));
-          }
-          if (yd != y_md) {
-            dy_dgrad_ = be.empty(ys, MemCategory::kWorkspace);
-            dy_to_dgrad_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, y_md, eng, yd));
-          }
-          break;
+          auto p = make(xt, yt);
+          if (is_ref(p)) continue;
+          pd = p;
+          return true;
         } catch (const dnnl::error&) {
           // No implementation for this layout: try the next.
         }
       }
+      return false;
+    };
+    if (is_ref(bwd_data_pd_) &&
+        retry(bwd_data_pd_, [&](const memory::desc& xt, const memory::desc& yt) {
+          return dnnl::convolution_backward_data::primitive_desc(
+              dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, xt, w_any,
+                                                    yt, strides, dil, pad_l, pad_r),
+              attr, eng, fwd_pd_);
+        })) {
+      dx_dgrad_ = relayout(xs, bwd_data_pd_.diff_src_desc(), x_md);
+      dy_dgrad_ = relayout(ys, y_md, bwd_data_pd_.diff_dst_desc());
     }
-    if (is_ref(bwd_w_pd_)) {
-      for (tag t : {tag::nhwc, tag::nchw}) {
-        memory::desc xw(dnnl_dims(xs), memory::data_type::f32, t);
-        memory::desc yw(dnnl_dims(ys), memory::data_type::f32, t);
-        try {
-          dnnl::convolution_backward_weights::primitive_desc pd(
-              dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, xw,
-                                                       w_any, b_md, yw, strides, dil, pad_l, pad_r),
+    if (is_ref(bwd_w_pd_) && retry(bwd_w_pd_, [&](const memory::desc& xt, const memory::desc& yt) {
+          return dnnl::convolution_backward_weights::primitive_desc(
+              dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, xt,
+                                                       w_any, b_md, yt, strides, dil, pad_l, pad_r),
               attr, eng, fwd_pd_);
-          if (is_ref(pd)) continue;
-          bwd_w_pd_ = pd;
-          if (xw != x_md) {
-            x_wgrad_ = be.empty(xs, MemCategory::kWorkspace);
-            x_to_wgrad_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, x_md, eng, xw));
-          }
-          if (yw != y_md) {
-            dy_wgrad_ = be.empty(ys, MemCategory::kWorkspace);
-            dy_to_wgrad_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, y_md, eng, yw));
-          }
-          break;
-        } catch (const dnnl::error&) {
-          // No implementation for this layout: try the next.
-        }
-      }
+        })) {
+      x_wgrad_ = relayout(xs, x_md, bwd_w_pd_.src_desc());
+      dy_wgrad_ = relayout(ys, y_md, bwd_w_pd_.diff_dst_desc());
     }
     fwd_ = dnnl::convolution_forward(fwd_pd_);
     bwd_data_ = dnnl::convolution_backward_data(bwd_data_pd_);
@@ -281,36 +266,19 @@ class Conv2dOneDnn final : public Layer {
         }
         w_mem = w_blk;
       }
-      memory dy_mem = mem_of(cpu_, *dy[0]), dx_mem = mem_of(cpu_, *dx[0]);
-      if (dy_dgrad_.defined()) {
-        memory to(bwd_data_pd_.diff_dst_desc(), e, dy_dgrad_.raw());
-        execute(cpu_, dy_to_dgrad_, {{DNNL_ARG_FROM, dy_mem}, {DNNL_ARG_TO, to}}, "Conv2d reorder");
-        dy_mem = to;
-      }
-      if (dx_dgrad_.defined()) dx_mem = memory(bwd_data_pd_.diff_src_desc(), e, dx_dgrad_.raw());
+      memory dy_mem = dy_dgrad_.into(cpu_, mem_of(cpu_, *dy[0]));
+      memory dx_mem = dx_dgrad_.source(cpu_, mem_of(cpu_, *dx[0]));
       std::unordered_map<int, memory> args{
           {DNNL_ARG_DIFF_DST, dy_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DIFF_SRC, dx_mem}};
       add_scratch(args, bwd_data_pd_.scratchpad_desc());
       execute(cpu_, bwd_data_, args, "Conv2d backward data");
-      if (dx_dgrad_.defined()) {
-        execute(cpu_, dx_from_dgrad_,
-                {{DNNL_ARG_FROM, dx_mem}, {DNNL_ARG_TO, mem_of(cpu_, *dx[0])}}, "Conv2d reorder");
-      }
+      dx_dgrad_.out_of(cpu_, dx_mem, mem_of(cpu_, *dx[0]));
     }
     if (!param_grads()) return;
     // wgrad into scratch, then += into the row-major gradient.
     memory dw_blk(bwd_w_pd_.diff_weights_desc(), e, dw_scratch_.raw());
-    memory x_mem = mem_of(cpu_, *x[0]), dy_mem = mem_of(cpu_, *dy[0]);
-    if (x_wgrad_.defined()) {
-      memory to(bwd_w_pd_.src_desc(), e, x_wgrad_.raw());
-      execute(cpu_, x_to_wgrad_, {{DNNL_ARG_FROM, x_mem}, {DNNL_ARG_TO, to}}, "Conv2d reorder");
-      x_mem = to;
-    }
-    if (dy_wgrad_.defined()) {
-      memory to(bwd_w_pd_.diff_dst_desc(), e, dy_wgrad_.raw());
-      execute(cpu_, dy_to_wgrad_, {{DNNL_ARG_FROM, dy_mem}, {DNNL_ARG_TO, to}}, "Conv2d reorder");
-      dy_mem = to;
-    }
+    memory x_mem = x_wgrad_.into(cpu_, mem_of(cpu_, *x[0]));
+    memory dy_mem = dy_wgrad_.into(cpu_, mem_of(cpu_, *dy[0]));
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, x_mem}, {DNNL_ARG_DIFF_DST, dy_mem}, {DNNL_ARG_DIFF_WEIGHTS, dw_blk}};
     if (cfg_.bias) args[DNNL_ARG_DIFF_BIAS] = mem_of(cpu_, db_scratch_);
@@ -342,6 +310,39 @@ class Conv2dOneDnn final : public Layer {
     return (w_bytes > kWeightsInCache || x[0] % 2 != 0) ? 1 : 2;
   }
 
+  // A tensor reordered from one layout to another around one primitive, through a workspace
+  // copy; a no-op (no copy) where the layouts agree.
+  struct Relayout {
+    Tensor buf;
+    memory::desc from_md, to_md;
+    dnnl::primitive reorder;
+    // An input of the primitive: `from` reordered into the copy (to_md).
+    memory into(CpuBackend& cpu, const memory& from) const {
+      if (!buf.defined()) return from;
+      memory to(to_md, cpu.engine(), buf.raw());
+      execute(cpu, reorder, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}, "Conv2d reorder");
+      return to;
+    }
+    // An output of the primitive: it writes the copy (from_md), which out_of moves to `dst`.
+    memory source(CpuBackend& cpu, const memory& dst) const {
+      return buf.defined() ? memory(from_md, cpu.engine(), buf.raw()) : dst;
+    }
+    void out_of(CpuBackend& cpu, const memory& from, const memory& dst) const {
+      if (buf.defined()) {
+        execute(cpu, reorder, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, dst}}, "Conv2d reorder");
+      }
+    }
+  };
+  Relayout relayout(const Shape& s, const memory::desc& from, const memory::desc& to) {
+    Relayout r;
+    if (from == to) return r;
+    auto& eng = cpu_.engine();
+    r.buf = be_.empty(s, MemCategory::kWorkspace);
+    r.from_md = from, r.to_md = to;
+    r.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(eng, from, eng, to));
+    return r;
+  }
+
   memory user_weights() { return memory(w_user_md_, cpu_.engine(), params_[0].value.raw()); }
 
   Tensor blocked_copy(const memory::desc& prim_md) {
@@ -362,8 +363,7 @@ class Conv2dOneDnn final : public Layer {
   dnnl::primitive fwd_, bwd_data_, bwd_w_, dw_to_user_, w_to_fwd_, w_to_bwd_;
   dnnl::primitive x_to_nhwc_, y_from_nhwc_;  // channels-last forward only
   // dgrad and wgrad on other layouts (where blocked ones have only the reference kernel)
-  dnnl::primitive dy_to_dgrad_, dx_from_dgrad_, x_to_wgrad_, dy_to_wgrad_;
-  Tensor dy_dgrad_, dx_dgrad_, x_wgrad_, dy_wgrad_;
+  Relayout dy_dgrad_, dx_dgrad_, x_wgrad_, dy_wgrad_;
   Tensor w_fwd_, w_bwd_, dw_scratch_, db_scratch_, scratch_;
   Tensor x_nhwc_, y_nhwc_;                        // channels-last forward only: one span of x and y
   memory::desc x_span_md_, y_span_md_;            // nChw16c slices of span_ images
