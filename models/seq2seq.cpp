@@ -101,11 +101,12 @@ std::unique_ptr<Model> build_seq2seq(Backend& be, const Seq2SeqOptions& o) {
   TensorId feed = m->data_input("decoder.feed0", Shape{N, H}, DType::kF32, 0, 0);
 
   // ---- encoder ----
-  TensorId x = g.add1("encoder.reverse", ReverseConfig{}, {src, src_len});
+  // Sockeye's order: embed, then reverse each sample's valid steps (padding stays at the end).
   EmbeddingConfig emb;
   emb.num_embeddings = s.src_vocab;
   emb.dim = E;
-  x = g.add1("encoder.embed", emb, {x});  // (S, N, E)
+  TensorId x = g.add1("encoder.embed", emb, {src});  // (S, N, E)
+  x = g.add1("encoder.reverse", ReverseConfig{}, {x, src_len});
   LstmConfig birnn;
   birnn.hidden = H / 2;
   birnn.bidirectional = true;

@@ -1,20 +1,20 @@
 // models/seq2seq.h: Seq2Seq NMT as TBD ran it with Sockeye 1.5 on IWSLT15 En-Vi: an LSTM
 // encoder-decoder with MLP attention and input feeding.
 //
-// Source (S, N) and target (T, N) token ids, time-major. Encoder: the source is reversed over
-// time (Sockeye's --rnn-encoder-reverse-input; per sample over its valid length), embedded
-// (512), run through a bidirectional LSTM (256 per direction, concatenated to 512) and an
-// LSTM 512. The decoder's four initial states (h and c of its two layers) are each
-// tanh(FC 512) of the encoder's output at the last valid source step; the keys W_e2h enc_s are
-// computed once. Decoder, step by step (the previous attentional hidden state is concatenated
-// to the next input, so it cannot be one fused sequence call): x_t = [emb(y_t); h~_{t-1}]
-// (h~_0 = 0), a 2-layer LSTM 512 (two LSTMCell layers) gives o_t, MLP attention (hidden 512,
-// length mask, layers/mlp_attention.h) over the encoder states with query W_q2h o_t gives
-// ctx_t, and h~_t = tanh(W_h [o_t; ctx_t] + b). The classifier (512 -> V_tgt, with bias) runs
-// over all T steps at once; cross-entropy ignores padding (id 0) and averages over the other
-// tokens. Adam lr 3e-4, gradients clipped element-wise to [-1, 1] (MXNet's clip_gradient).
-// Every step's layers are nodes of their own (each keeps its saved state for backward) whose
-// parameters are tied to step 0's: primitives are built once, at graph build, never per step.
+// Source (S, N) and target (T, N) token ids, time-major. Encoder: the source is embedded (512)
+// and reversed over time (Sockeye's --rnn-encoder-reverse-input, in its order; per sample over
+// its valid length), run through a bidirectional LSTM (256 per direction, concatenated to 512) and
+// an LSTM 512. The decoder's four initial states (h and c of its two layers) are each tanh(FC 512)
+// of the encoder's output at the last valid source step; the keys W_e2h enc_s are computed once.
+// Decoder, step by step (the previous attentional hidden state is concatenated to the next input,
+// so it cannot be one fused sequence call): x_t = [emb(y_t); h~_{t-1}] (h~_0 = 0), a 2-layer LSTM
+// 512 (two LSTMCell layers) gives o_t, MLP attention (hidden 512, length mask,
+// layers/mlp_attention.h) over the encoder states with query W_q2h o_t gives ctx_t, and h~_t =
+// tanh(W_h [o_t; ctx_t] + b). The classifier (512 -> V_tgt, with bias) runs over all T steps at
+// once; cross-entropy ignores padding (id 0) and averages over the other tokens. Adam lr 3e-4,
+// gradients clipped element-wise to [-1, 1] (MXNet's clip_gradient). Every step's layers are nodes
+// of their own (each keeps its saved state for backward) whose parameters are tied to step 0's:
+// primitives are built once, at graph build, never per step.
 //
 // Parameter count (Vs, Vt vocabularies, E embedding, H hidden, A attention hidden; LSTM
 // gates 4, one bias vector per gate):
