@@ -40,10 +40,10 @@ int64_t deepspeech2_param_count(const DeepSpeech2Spec& s) {
 
 std::unique_ptr<Model> build_deepspeech2(Backend& be, const DeepSpeech2Options& o) {
   const DeepSpeech2Spec& s = o.spec;
-  const int64_t N = o.batch, T2 = deepspeech2_frames_out(s), F2 = freq_out(s);
+  const int64_t N = o.batch, T2 = deepspeech2_frames_out(s), bins2 = freq_out(s);
   const int64_t L = deepspeech2_label_len(s), H = s.hidden;
-  TBD_CHECK(T2 >= 1 && F2 >= 1, "DeepSpeech2: a spectrogram of ", s.frames, " frames x ", s.freq,
-            " bins is too small for the convolutions (", T2, " x ", F2, " left)");
+  TBD_CHECK(T2 >= 1 && bins2 >= 1, "DeepSpeech2: a spectrogram of ", s.frames, " frames x ", s.freq,
+            " bins is too small for the convolutions (", T2, " x ", bins2, " left)");
   TBD_CHECK(L <= T2, "DeepSpeech2: ", L, " labels per sample cannot be aligned to ", T2,
             " frames (CTC needs at least one frame per label)");
   auto m = std::make_unique<Model>(be, "DeepSpeech2", o.seed);
@@ -71,9 +71,9 @@ std::unique_ptr<Model> build_deepspeech2(Backend& be, const DeepSpeech2Options& 
     x = g.add1(n + ".relu", ActivationConfig{ActKind::kRelu}, {x});
     x = g.add1(n + ".bn", bn, {x});
   }
-  // (N, C, T2, F2) -> (T2, N, C*F2): time-major frames of features.
+  // (N, C, T2, bins2) -> (T2, N, C*bins2): time-major frames of features.
   x = g.add1("features", TransposeConfig{{2, 0, 1, 3}}, {x});
-  x = g.add1("features.rows", ReshapeConfig{{T2, -1, s.channels * F2}}, {x});
+  x = g.add1("features.rows", ReshapeConfig{{T2, -1, s.channels * bins2}}, {x});
 
   // ---- two GRU stacks, one over the reversed sequence, joined after the last layer ----
   // One node per layer, so the breakdown and the layer benchmarks show each (rnn.l0 reads the

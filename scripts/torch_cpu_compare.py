@@ -225,7 +225,7 @@ class DeepSpeech2(nn.Module):
     def forward(self, x):
         """x: (N, 1, T, F); returns logits (T2, N, classes)."""
         y = self.bn1(F.relu(self.conv1(x)))
-        y = self.bn2(F.relu(self.conv2(y)))  # (N, C, T2, F2)
+        y = self.bn2(F.relu(self.conv2(y)))  # (N, C, T2, bins2)
         n, c, t2, f2 = y.shape
         y = y.permute(2, 0, 1, 3).reshape(t2, n, c * f2)
         fwd, _ = self.gru_fwd(y)
