@@ -1,6 +1,8 @@
 // layers/loss.cpp: shape checks, FLOP and byte counts of the losses (shared by all backends).
 #include "layers/loss.h"
 
+#include <cmath>
+
 namespace tbd {
 
 Shape softmax_cross_entropy_output_shape(const std::string& name,
@@ -22,6 +24,8 @@ Shape softmax_cross_entropy_output_shape(const std::string& name,
                   "), got ", labels.shape.to_string());
   TBD_LAYER_CHECK(cfg.label_smoothing >= 0 && cfg.label_smoothing <= 1, k, name,
                   "invalid config: label_smoothing=", cfg.label_smoothing, " must be in [0, 1]");
+  TBD_LAYER_CHECK(std::isfinite(cfg.weight), k, name, "invalid config: weight=", cfg.weight,
+                  " must be finite");
   return Shape{1};
 }
 

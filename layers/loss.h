@@ -2,8 +2,9 @@
 //
 // SoftmaxCrossEntropy: logits: (..., V) row-major f32, labels: (...) i32  y: (1)
 //   (M = product of the leading dims; (M, V) logits with (M) labels is the common case.)
-//   loss = mean over rows with label != ignore_index of
+//   loss = weight * mean over rows with label != ignore_index of
 //          -(1-ls)*log p[label] - ls/V * sum_v log p[v]   (ls = label_smoothing)
+//   (weight: the loss's share of a summed loss, e.g. Inception-v3's auxiliary classifier 0.4)
 //   Rows whose label == ignore_index contribute nothing (and are not in the mean); when every
 //   row is ignored the loss and the gradient are 0. A label outside [0, V) (other than
 //   ignore_index) makes forward throw (one compare per row, next to the row's V exps).
@@ -36,6 +37,7 @@ struct SoftmaxCrossEntropyConfig {
   static constexpr const char* kKind = "SoftmaxCrossEntropy";
   double label_smoothing = 0.0;
   int64_t ignore_index = -100;
+  double weight = 1.0;
 };
 
 struct MseLossConfig {

@@ -7,6 +7,17 @@
 
 namespace tbd {
 
+void finish_image_classifier(Model& m, int64_t batch, double lr, bool build_only) {
+  m.set_samples_per_step(batch);
+  if (build_only) return;
+  SgdConfig sgd;
+  sgd.lr = lr;
+  sgd.momentum = 0.9;
+  sgd.weight_decay = 1e-4;
+  Backend& be = m.backend();
+  m.finalize([&](std::vector<Param*> ps) { return make_optimizer(be, sgd, std::move(ps)); });
+}
+
 TensorId Model::data_input(const std::string& name, Shape shape, DType dtype, double lo,
                            double hi) {
   return data_input(graph_, name, std::move(shape), dtype, lo, hi);

@@ -115,4 +115,8 @@ class Model {
   std::map<std::string, double> extra_items_;
 };
 
+// The image classifiers' ending (ResNet-50, Inception-v3): samples per step = batch; unless
+// build_only, finalize with the ImageNet recipe, SGD momentum 0.9, weight decay 1e-4.
+void finish_image_classifier(Model& m, int64_t batch, double lr, bool build_only);
+
 }  // namespace tbd

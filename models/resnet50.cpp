@@ -119,14 +119,7 @@ std::unique_ptr<Model> build_resnet50(Backend& be, const ResNetOptions& o) {
   TensorId logits = g.add1("fc", fc, {h});
   TensorId loss = g.add1("loss", SoftmaxCrossEntropyConfig{}, {logits, labels});
   g.set_loss(loss);
-
-  m->set_samples_per_step(o.batch);
-  if (o.build_only) return m;
-  SgdConfig sgd;
-  sgd.lr = o.lr;
-  sgd.momentum = 0.9;
-  sgd.weight_decay = 1e-4;
-  m->finalize([&](std::vector<Param*> ps) { return make_optimizer(be, sgd, std::move(ps)); });
+  finish_image_classifier(*m, o.batch, o.lr, o.build_only);
   return m;
 }
 

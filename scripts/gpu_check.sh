@@ -15,13 +15,13 @@
 #        Transformer its FFN Linear and self-attention; from ResNet-50 a 3x3 Conv2d and a
 #        BatchNorm2d; from Seq2Seq the encoder LSTM, the decoder's layer-0 LSTMCell and its
 #        MlpAttention; from DeepSpeech2 (1000 frames) GRU layers 0 and 1 and the CtcLoss
-#        (cuDNN); every phase (fwd, bwd, fwdbwd); and the ResNet50, Transformer and Seq2Seq
-#        training steps
+#        (cuDNN); from Inception-v3 a 1x7 Conv2d (Mixed_6e); every phase (fwd, bwd, fwdbwd);
+#        and the ResNet50, InceptionV3, Transformer and Seq2Seq training steps
 #      - in a second run at batches 2 and 8 (DS2_FILTER, DS2_BATCHES): the DeepSpeech2
 #        training step at 1000 frames (about 0.7 TFLOP per utterance and 3 GB of weights,
 #        gradients and momentum: the larger batches would cost more time than they tell)
-#   4. scripts/torch_side_by_side.py: PyTorch timings of the same layers and of the Seq2Seq
-#      and DeepSpeech2 training steps (the models of scripts/torch_cpu_compare.py; CUDA
+#   4. scripts/torch_side_by_side.py: PyTorch timings of the same layers and of the
+#      Inception-v3, Seq2Seq and DeepSpeech2 training steps (the models of scripts/torch_cpu_compare.py; CUDA
 #      events, warm-up) in fp32-strict and tf32, joined with the tbd JSON; its table of times
 #      and ratios is printed LAST
 # Everything goes under $OUT if set, else results/gpu/<UTC date-time>/ (logs, JSON, XML,
@@ -42,7 +42,7 @@ set -uo pipefail
 # <Model>/train/batch:<N>; list them with `tbd_bench --benchmark_list_tests`; adjust when the
 # fixtures change, together with TBD_ROWS in scripts/torch_side_by_side.py, which step 0 checks
 # against these filters and batches) ----
-BENCH_FILTER=${BENCH_FILTER:-'^Gemm/square1024/|^Linear/transformer\.encoder\.0\.ffn\.fc1/|^Conv2d/resnet50\.layer2\.0\.conv2/|^MultiHeadAttention/transformer\.encoder\.0\.self_attn/|^BatchNorm2d/resnet50\.layer1\.0\.bn3/|^LSTM/seq2seq\.encoder\.rnn/|^LSTMCell/seq2seq\.decoder\.step0\.l0/|^MlpAttention/seq2seq\.decoder\.step0\.attention/|^GRU/deepspeech2\.rnn\.l[01]/|^CtcLoss/deepspeech2\.ctc/|^(ResNet50|Transformer|Seq2Seq)/train/'}
+BENCH_FILTER=${BENCH_FILTER:-'^Gemm/square1024/|^Linear/transformer\.encoder\.0\.ffn\.fc1/|^Conv2d/resnet50\.layer2\.0\.conv2/|^MultiHeadAttention/transformer\.encoder\.0\.self_attn/|^BatchNorm2d/resnet50\.layer1\.0\.bn3/|^LSTM/seq2seq\.encoder\.rnn/|^LSTMCell/seq2seq\.decoder\.step0\.l0/|^MlpAttention/seq2seq\.decoder\.step0\.attention/|^GRU/deepspeech2\.rnn\.l[01]/|^CtcLoss/deepspeech2\.ctc/|^Conv2d/inceptionv3\.Mixed_6e\.branch7x7_2\.conv/|^(ResNet50|InceptionV3|Transformer|Seq2Seq)/train/'}
 # Batches of the benchmarks above (the PyTorch side uses 32, 16 for attention, 1 for the GEMM).
 BENCH_BATCHES=${BENCH_BATCHES:-1,16,32}
 # DeepSpeech2's training step, in a run of its own at its own batches (PyTorch's side: 8).

@@ -32,11 +32,15 @@ scripts/torch_side_by_side.py builds Seq2Seq and DeepSpeech2 with seq2seq_setup(
 ds2_setup() on CUDA (weights and data drawn on the CPU with the same seeds, then moved). On the
 CPU their arithmetic is exactly what this script always ran.
 
+Inception-v3 is torchvision's (aux classifier on, weight 0.4, as models/inception_v3.cpp).
+
 Usage: python3 scripts/torch_cpu_compare.py --threads 2 --resnet-batch 4 \
            --transformer-batch 8 --seq-len 32 --steps 5
        (each under LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp, see above)
        python3 scripts/torch_cpu_compare.py --resnet-batch 0 --transformer-batch 0 \
            --seq2seq-batch 16 --seq2seq-len 30             # Seq2Seq alone
+       python3 scripts/torch_cpu_compare.py --resnet-batch 0 --transformer-batch 0 \
+           --inception-batch 4                             # Inception-v3 alone
        python3 scripts/torch_cpu_compare.py --resnet-batch 0 --transformer-batch 0 \
            --ds2-batch 2 --ds2-frames 1000 --warmup 1 --steps 3   # DeepSpeech2 alone (slow)
        python3 scripts/torch_cpu_compare.py --resnet-batch 0 --transformer-batch 0 --tiny \
@@ -317,6 +321,7 @@ def main():
     ap.add_argument("--resnet-batch", type=int, default=4, help="0 skips ResNet-50")
     ap.add_argument("--transformer-batch", type=int, default=8, help="0 skips the Transformer")
     ap.add_argument("--seq-len", type=int, default=32, help="the Transformer's source and target")
+    ap.add_argument("--inception-batch", type=int, default=0, help="0 skips Inception-v3")
     ap.add_argument("--seq2seq-batch", type=int, default=0, help="0 skips Seq2Seq")
     ap.add_argument("--seq2seq-len", type=int, default=None,
                     help="Seq2Seq's source and target length (default 30, tiny 8)")
@@ -362,6 +367,8 @@ def main():
         run_resnet(a, out, common)
     if a.transformer_batch > 0:
         run_transformer(a, out, common)
+    if a.inception_batch > 0:
+        run_inception(a, out, common)
     if a.seq2seq_batch > 0:
         run_seq2seq(a, out, common)
     if a.ds2_batch > 0:
@@ -411,6 +418,37 @@ def run_transformer(a, out, common):
                                {"sentences": a.transformer_batch,
                                 "tokens": a.transformer_batch * a.seq_len},
                                common, seq_len=a.seq_len)
+
+
+def inception_setup(n, device="cpu"):
+    """torchvision's Inception-v3 with its aux classifier trained as models/inception_v3.cpp
+    does: loss = CE(logits) + 0.4 CE(aux), SGD momentum 0.9, weight decay 1e-4, 299x299 inputs
+    in [-1, 1). Returns the net and its step."""
+    import torchvision
+    torch.manual_seed(0)
+    net = torchvision.models.inception_v3(weights=None, aux_logits=True, init_weights=False)
+    net.to(device).train()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    x = (torch.rand(n, 3, 299, 299) * 2 - 1).to(device)
+    y = torch.randint(0, 1000, (n,)).to(device)
+
+    def inception_step():
+        opt.zero_grad(set_to_none=False)
+        logits, aux = net(x)
+        loss = F.cross_entropy(logits, y) + 0.4 * F.cross_entropy(aux, y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return net, inception_step
+
+
+def run_inception(a, out, common):
+    net, step = inception_setup(a.inception_batch)
+    times, losses = time_steps(step, a.warmup, a.steps)
+    out["inception_v3"] = entry(net, times, losses, a.inception_batch,
+                                {"images": a.inception_batch}, common,
+                                definition="torchvision", aux_weight=0.4)
 
 
 # tbd's defaults (models/seq2seq.h, models/deepspeech2.h): source and target length, input

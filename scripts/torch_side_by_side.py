@@ -22,7 +22,9 @@ The cases:
     frames) and its CTC loss (29 classes, 150 labels; handed to cuDNN, which PyTorch does only
     for targets in the form torch_cpu_compare.ctc_args makes; the table's notes say whether
     it did), at the shapes of the DeepSpeech2 model of scripts/torch_cpu_compare.py;
-  - Seq2Seq's (batch 32) and DeepSpeech2's (batch 8, 1000 frames) whole training steps, the
+  - Inception-v3's 1x7 convolution of Mixed_6e (192 -> 192 at 17x17, padding (0, 3));
+  - Inception-v3's (batch 32, torchvision's, aux classifier trained; --tiny: batch 2),
+    Seq2Seq's (batch 32) and DeepSpeech2's (batch 8, 1000 frames) whole training steps, the
     models, data and steps of scripts/torch_cpu_compare.py (seq2seq_setup, ds2_setup) on CUDA.
 TBD_ROWS is the one table that pairs each case (its builder case_<case> below) with the
 tbd_bench rows it is compared against and the batch both run at: tbd_bench's names look like
@@ -98,6 +100,9 @@ TBD_ROWS = {
     "gru_deepspeech2.rnn.l1_b32": layer_rows("GRU/deepspeech2.rnn.l1", 32, "ds2_gru_l1",
                                              DS2_SUFFIX),
     "ctc_deepspeech2_b32": layer_rows("CtcLoss/deepspeech2.ctc", 32, "ds2_ctc", DS2_SUFFIX),
+    "conv_inceptionv3.Mixed_6e.branch7x7_2_b32": layer_rows(
+        "Conv2d/inceptionv3.Mixed_6e.branch7x7_2.conv", 32, "inception_conv_1x7"),
+    "InceptionV3_train_b32": model_rows("InceptionV3", 32, "inception_train"),
     "Seq2Seq_train_b32": model_rows("Seq2Seq", 32, "seq2seq_train"),
     "DeepSpeech2_train_b8": model_rows("DeepSpeech2", 8, "ds2_train", DS2_SUFFIX),
 }
@@ -229,6 +234,16 @@ def ctc_kind(loss):
     return "an unknown CTC implementation"
 
 
+def case_inception_conv_1x7(torch, dev, n, models):
+    conv = torch.nn.Conv2d(192, 192, (1, 7), padding=(0, 3), bias=False).to(dev)
+    x = torch.randn(n, 192, 17, 17, device=dev, requires_grad=True)
+    return {"fwd": lambda: conv(x), "leaves": [x]}
+
+
+def case_inception_train(torch, dev, n, models):
+    return {"step": models.inception(n)[1], "note": "aux classifier trained (0.4)"}
+
+
 def case_seq2seq_train(torch, dev, n, models):
     return {"step": models.seq2seq(n)["step"]}
 
@@ -254,6 +269,13 @@ class Models:
         if ("seq2seq", n) not in self.built:
             self.built[("seq2seq", n)] = self.tcc.seq2seq_setup(n, tiny=self.tiny, device=self.dev)
         return self.built[("seq2seq", n)]
+
+    def inception(self, n=None):
+        # --tiny: a batch of 2 (the network has no smaller configuration in PyTorch).
+        n = 2 if self.tiny else n or self.model_batch("inception_train")
+        if ("inception", n) not in self.built:
+            self.built[("inception", n)] = self.tcc.inception_setup(n, device=self.dev)
+        return self.built[("inception", n)]
 
     def ds2(self, n=None):
         n = n or self.model_batch("ds2_train")

@@ -72,7 +72,8 @@ class SoftmaxCrossEntropyCpu final : public Layer {
 
   const char* kind() const override { return SoftmaxCrossEntropyConfig::kKind; }
   std::string describe() const override {
-    return detail::concat("logits ", inputs_[0].shape.to_string(), " ls=", cfg_.label_smoothing);
+    return detail::concat("logits ", inputs_[0].shape.to_string(), " ls=", cfg_.label_smoothing,
+                          cfg_.weight != 1 ? detail::concat(" weight=", cfg_.weight) : "");
   }
 
   // y: (1)  x[0] = logits: (..., V)  x[1] = labels: (...) i32
@@ -128,7 +129,8 @@ class SoftmaxCrossEntropyCpu final : public Layer {
       count += labels[m] != ignore;
     }
     lse[M] = static_cast<float>(count);
-    y[0]->f32()[0] = count ? static_cast<float>(total / static_cast<double>(count)) : 0.f;
+    y[0]->f32()[0] =
+        count ? static_cast<float>(cfg_.weight * total / static_cast<double>(count)) : 0.f;
   }
 
   // dx[0]: (..., V) (dx[1], for labels, is ignored)  dy[0]: (1)
@@ -140,7 +142,7 @@ class SoftmaxCrossEntropyCpu final : public Layer {
     float* dz = dx[0]->f32();
     const int64_t M = M_, V = V_, ignore = cfg_.ignore_index;
     const float count = lse[M];
-    const float g = count > 0 ? dy[0]->f32()[0] / count : 0.f;
+    const float g = count > 0 ? static_cast<float>(cfg_.weight * dy[0]->f32()[0] / count) : 0.f;
     const float ls = static_cast<float>(cfg_.label_smoothing);
     const float smooth = ls / static_cast<float>(V);
 #pragma omp parallel for schedule(static) if (parallel : M * V > kParallelMin)

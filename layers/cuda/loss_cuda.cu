@@ -59,10 +59,10 @@ __global__ void xent_fwd_rows_kernel(const float* __restrict__ logits,
   }
 }
 
-// One block: y = sum(row_loss) / count, count = rows not ignored (0 when none: loss 0).
+// One block: y = weight * sum(row_loss) / count, count = rows not ignored (0 when none: loss 0).
 __global__ void xent_fwd_final_kernel(const double* __restrict__ row_loss,
                                       const int32_t* __restrict__ labels, int64_t M,
-                                      int64_t ignore_index, float* __restrict__ y,
+                                      int64_t ignore_index, double weight, float* __restrict__ y,
                                       float* __restrict__ count_out) {
   __shared__ double shared[32];
   double s = 0, c = 0;
@@ -73,19 +73,19 @@ __global__ void xent_fwd_final_kernel(const double* __restrict__ row_loss,
   s = block_sum(s, shared);
   c = block_sum(c, shared);
   if (threadIdx.x == 0) {
-    y[0] = c > 0 ? static_cast<float>(s / c) : 0.f;
+    y[0] = c > 0 ? static_cast<float>(weight * s / c) : 0.f;
     count_out[0] = static_cast<float>(c);
   }
 }
 
-// dlogits[m, j] = dy / count * (p[m, j] - (1-ls) [j == t] - ls/V), 0 on ignored rows.
+// dlogits[m, j] = weight * dy / count * (p[m, j] - (1-ls) [j == t] - ls/V), 0 on ignored rows.
 __global__ void xent_bwd_kernel(const float* __restrict__ logits,
                                 const int32_t* __restrict__ labels, const float* __restrict__ lse,
                                 const float* __restrict__ count, const float* __restrict__ dy,
                                 float* __restrict__ dlogits, int64_t total, int64_t V,
-                                int64_t ignore_index, float smoothing) {
+                                int64_t ignore_index, float smoothing, double weight) {
   const float c = count[0];
-  const float scale = c > 0 ? dy[0] / c : 0.f;
+  const float scale = c > 0 ? static_cast<float>(weight * dy[0] / c) : 0.f;
   TBD_GRID_STRIDE(i, total) {
     const int64_t m = i / V, j = i % V;
     const int64_t t = labels[m];
@@ -118,7 +118,8 @@ class SoftmaxCrossEntropyCuda final : public Layer {
   const char* kind() const override { return SoftmaxCrossEntropyConfig::kKind; }
   std::string describe() const override {
     return detail::concat("logits ", inputs_[0].shape.to_string(),
-                          " smoothing=", cfg_.label_smoothing);
+                          " smoothing=", cfg_.label_smoothing,
+                          cfg_.weight != 1 ? detail::concat(" weight=", cfg_.weight) : "");
   }
 
   // y: (1)  logits: (M, V)  labels: (M) i32
@@ -130,7 +131,7 @@ class SoftmaxCrossEntropyCuda final : public Layer {
         static_cast<float>(cfg_.label_smoothing));
     TBD_CUDA_CHECK_LAST();
     xent_fwd_final_kernel<<<1, 1024, 0, cu_.stream()>>>(
-        rows, x[1]->data<int32_t>(), M_, cfg_.ignore_index, y[0]->f32(), count_.f32());
+        rows, x[1]->data<int32_t>(), M_, cfg_.ignore_index, cfg_.weight, y[0]->f32(), count_.f32());
     TBD_CUDA_CHECK_LAST();
   }
 
@@ -140,7 +141,7 @@ class SoftmaxCrossEntropyCuda final : public Layer {
     const int64_t total = M_ * V_;
     xent_bwd_kernel<<<grid_for(total), kBlock, 0, cu_.stream()>>>(
         x[0]->f32(), x[1]->data<int32_t>(), lse_.f32(), count_.f32(), dy[0]->f32(), dx[0]->f32(),
-        total, V_, cfg_.ignore_index, static_cast<float>(cfg_.label_smoothing));
+        total, V_, cfg_.ignore_index, static_cast<float>(cfg_.label_smoothing), cfg_.weight);
     TBD_CUDA_CHECK_LAST();
   }
 

@@ -26,14 +26,16 @@ struct XentCase {
   double logit_range = 3.0;
   int64_t label_hi = -1;  // -1: V
   Vec labels = {};        // fixed labels instead (rows with ignore_index among them)
+  double weight = 1.0;
 };
 
 struct RefXent {
   int64_t M, V;
   double ls;
   int64_t ignore;
-  RefXent(const Shape& z, double s, int64_t ig)
-      : M(z.numel() / z[-1]), V(z[-1]), ls(s), ignore(ig) {}
+  double weight;
+  RefXent(const Shape& z, double s, int64_t ig, double w = 1.0)
+      : M(z.numel() / z[-1]), V(z[-1]), ls(s), ignore(ig), weight(w) {}
   double lse(const Vec& z, int64_t m) const {
     double mx = *std::max_element(z.begin() + m * V, z.begin() + (m + 1) * V);
     double s = 0;
@@ -54,7 +56,7 @@ struct RefXent {
       total += -(1 - ls) * (x[0][m * V + label] - l) - ls / V * sum_logp;
     }
     int64_t n = count(x[1]);
-    return {Vec{n ? total / n : 0.0}};
+    return {Vec{n ? weight * total / n : 0.0}};
   }
   RefGrads backward(const std::vector<Vec>& x, const std::vector<Vec>&,
                     const std::vector<Vec>& dy) const {
@@ -62,7 +64,7 @@ struct RefXent {
     g.dx = {Vec(M * V, 0.0), Vec()};
     int64_t n = count(x[1]);
     if (n == 0) return g;
-    double up = dy[0][0] / n;
+    double up = weight * dy[0][0] / n;
     for (int64_t m = 0; m < M; ++m) {
       int64_t label = static_cast<int64_t>(x[1][m]);
       if (label == ignore) continue;
@@ -87,10 +89,11 @@ TEST_P(XentTest, MatchesFloat64Reference) {
   SoftmaxCrossEntropyConfig cfg;
   cfg.label_smoothing = tc.smoothing;
   cfg.ignore_index = tc.ignore_index;
+  cfg.weight = tc.weight;
   auto layer =
       make("xent", cfg, {TensorDesc{tc.logits}, TensorDesc{leading(tc.logits), DType::kI32}});
   EXPECT_EQ(layer->output_descs()[0].shape, (Shape{1}));
-  RefXent ref(tc.logits, tc.smoothing, tc.ignore_index);
+  RefXent ref(tc.logits, tc.smoothing, tc.ignore_index, tc.weight);
   LayerCheckOptions opt;
   opt.op_class = OpClass::kReduction;
   opt.int_lo = tc.label_lo;
@@ -119,7 +122,8 @@ INSTANTIATE_TEST_SUITE_P(
                  Vec{3, 0, 10, -100, 7, 7, 1, -100, 5}},
         XentCase{"all_default_ignored", Shape{4, 11}, 0.1, -100, 0, 3.0, -1, Vec(4, -100.0)},
         XentCase{"3d_logits_smoothing", Shape{2, 3, 11}, 0.1},
-        XentCase{"vocab_1000", Shape{4, 1000}})),
+        XentCase{"vocab_1000", Shape{4, 1000}},
+        XentCase{"weight", Shape{5, 9}, 0.1, -100, 0, 3.0, -1, {}, 0.4})),
     CaseOnTarget());
 
 // Runs forward once on host data; returns the loss.
@@ -231,6 +235,13 @@ TEST(XentErrors, MismatchedShapesTypesAndConfigAreRejected) {
         make_layer(*be, "l", cfg, {TensorDesc{Shape{4, 10}}, TensorDesc{Shape{4}, DType::kI32}});
       },
       {"SoftmaxCrossEntropy 'l'", "label_smoothing"});
+  cfg.label_smoothing = 0;
+  cfg.weight = std::nan("");
+  expect_error(
+      [&] {
+        make_layer(*be, "l", cfg, {TensorDesc{Shape{4, 10}}, TensorDesc{Shape{4}, DType::kI32}});
+      },
+      {"SoftmaxCrossEntropy 'l'", "weight"});
   EXPECT_THROW(make_layer(*be, "l", SoftmaxCrossEntropyConfig{}, {TensorDesc{Shape{4, 10}}}),
                Error);  // labels missing
 }
