@@ -26,14 +26,16 @@ void check_batchnorm_config(const char* kind, const std::string& name, double ep
                   " (must be in [0, 1])");
 }
 
-Flops batchnorm2d_flops(const Shape& x) {
-  double e = static_cast<double>(x.numel());
-  return Flops{8 * e, 10 * e, 4 * e};
+Flops batchnorm2d_flops(const Shape& x, bool relu) {
+  const double e = static_cast<double>(x.numel()), r = relu ? e : 0;
+  return Flops{8 * e + r, 10 * e + r, 4 * e};
 }
 
-Bytes batchnorm2d_bytes(const Shape& x) {
+Bytes batchnorm2d_bytes(const Shape& x, bool relu) {
   const double e = static_cast<double>(x.numel()), c = static_cast<double>(x[1]);
-  return Bytes{bytes_of(2 * e + 8 * c), bytes_of(3 * e + 3 * c), bytes_of(2 * e + 6 * c)};
+  const double mask = relu ? e : 0;  // one byte per element
+  return Bytes{bytes_of(2 * e + 8 * c) + mask, bytes_of(3 * e + 3 * c) + mask,
+               bytes_of(2 * e + 6 * c)};
 }
 
 BatchNormLayer::BatchNormLayer(Backend& be, std::string name, std::vector<TensorDesc> inputs,
@@ -46,27 +48,27 @@ BatchNormLayer::BatchNormLayer(Backend& be, std::string name, std::vector<Tensor
   be.fill(running_var_, 1.f);
 }
 
-Contract batchnorm_contract(const TensorDesc& x, const Shape& nchw) {
+Contract batchnorm_contract(const TensorDesc& x, const Shape& nchw, bool relu) {
   const int64_t C = nchw[1];
   return Contract{{x},
                   {{"weight", Shape{C}, Init::kOnes, C, C, false},
                    {"bias", Shape{C}, Init::kZeros, C, C, false}},
-                  batchnorm2d_flops(nchw),
-                  batchnorm2d_bytes(nchw)};
+                  batchnorm2d_flops(nchw, relu),
+                  batchnorm2d_bytes(nchw, relu)};
 }
 
 BatchNormSpec batchnorm_spec(const std::string& name, const BatchNorm2dConfig& cfg,
                              const std::vector<TensorDesc>& in) {
   check_input_count(BatchNorm2dConfig::kKind, name, in, 1);
   return BatchNormSpec{BatchNorm2dConfig::kKind, cfg.eps, cfg.momentum,
-                       batchnorm2d_output_shape(name, cfg, in[0])};
+                       batchnorm2d_output_shape(name, cfg, in[0]), cfg.relu};
 }
 
 template <>
 Contract contract(const std::string& name, const BatchNorm2dConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   const BatchNormSpec spec = batchnorm_spec(name, cfg, in);  // checks in first
-  return batchnorm_contract(in[0], spec.nchw);
+  return batchnorm_contract(in[0], spec.nchw, spec.relu);
 }
 
 }  // namespace tbd

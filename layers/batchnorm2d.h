@@ -4,13 +4,17 @@
 // Training: batch statistics (biased variance for normalisation); running_mean/var updated
 // with `momentum` (unbiased variance, PyTorch convention). Eval: running statistics.
 // Running statistics are buffers, not parameters: category dynamic, not weights.
+// With `relu`, y = max(0, bn(x)) in one pass (a ReLU fused into the normalisation, as
+// Inception's BasicConv2d and ResNet's conv-bn-relu need): no separate ReLU layer reads and
+// writes the feature map again, and backward masks dy where y is 0.
 // FLOPs: fprop 8*N*C*H*W (mean, var, normalise, scale+shift), dgrad 10*N*C*H*W,
-//        wgrad 4*N*C*H*W (dgamma, dbeta reductions).
+//        wgrad 4*N*C*H*W (dgamma, dbeta reductions); relu adds E to fprop and to dgrad.
 // Bytes (FP32, training mode; a lower bound, layers/layer.h), E = N*C*H*W:
 //   fprop         = 4*(2E + 8C)  read x, gamma, beta, running mean and var; write y, the saved
 //                              batch mean and variance, running mean and var
 //   dgrad    = 4*(3E + 3C)  read dy, x, saved mean and variance, gamma; write dx
 //   wgrad = 4*(2E + 6C)  read dy, x, saved mean and variance; read and write dgamma, dbeta
+//   relu: + E to fprop and to dgrad (a one-byte mask per element written, then read)
 // x is read once per phase; a streaming forward reads it twice (statistics, then normalise),
 // so 2E bounds a real kernel's 3E from below. The libraries compute dx, dgamma and dbeta in one
 // backward; its usual two passes (reductions, then dx) move the 5E that dgrad + wgrad
@@ -25,14 +29,15 @@ struct BatchNorm2dConfig {
   static constexpr const char* kKind = "BatchNorm2d";
   double eps = 1e-5;
   double momentum = 0.1;
+  bool relu = false;  // y = max(0, bn(x)), fused
 };
 
 // Checks x (rank 4 f32, positive dims) and cfg (eps > 0, momentum in [0, 1]); returns y's
 // shape (x's). Throws naming the layer, the argument and the dims.
 Shape batchnorm2d_output_shape(const std::string& name, const BatchNorm2dConfig& cfg,
                                const TensorDesc& x);
-Flops batchnorm2d_flops(const Shape& x);
-Bytes batchnorm2d_bytes(const Shape& x);
+Flops batchnorm2d_flops(const Shape& x, bool relu = false);
+Bytes batchnorm2d_bytes(const Shape& x, bool relu = false);
 
 // A batch normalization as every implementation runs it, whatever its kind (BatchNorm2d,
 // SequenceBatchNorm): x normalised per channel C over N x H x W, seen as the row-major
@@ -43,15 +48,16 @@ struct BatchNormSpec {
   const char* kind = nullptr;
   double eps = 0, momentum = 0;
   Shape nchw;
+  bool relu = false;  // a fused ReLU after the normalisation
 };
 BatchNormSpec batchnorm_spec(const std::string& name, const BatchNorm2dConfig& cfg,
                              const std::vector<TensorDesc>& in);
 
 // What the kinds share: the config check (eps > 0, momentum in [0, 1]; throws naming the
 // layer) and the contract of x normalised as `nchw`: y like x, weight (C) ones and bias (C)
-// zeros without decay, BatchNorm2d's FLOPs and bytes over nchw.
+// zeros without decay, BatchNorm2d's FLOPs and bytes over nchw (with a fused ReLU's).
 void check_batchnorm_config(const char* kind, const std::string& name, double eps, double momentum);
-Contract batchnorm_contract(const TensorDesc& x, const Shape& nchw);
+Contract batchnorm_contract(const TensorDesc& x, const Shape& nchw, bool relu = false);
 
 // Contract: one input x; y like x; weight (C) ones and bias (C) zeros, no decay.
 template <>

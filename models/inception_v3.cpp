@@ -32,7 +32,7 @@ class Net {
   int64_t params() const { return params_; }
   int64_t ch(int64_t c) const { return std::max<int64_t>(1, c / div_); }
 
-  // torchvision's BasicConv2d: conv (no bias), BatchNorm (eps 1e-3, affine), ReLU.
+  // torchvision's BasicConv2d: conv (no bias), BatchNorm (eps 1e-3, affine) with the ReLU fused.
   Fm conv(const std::string& name, const Fm& x, int64_t out, int64_t kh, int64_t kw,
           int64_t stride = 1, int64_t ph = 0, int64_t pw = 0) {
     Conv2dConfig c;
@@ -45,9 +45,9 @@ class Net {
     if (g_ != nullptr) {
       BatchNorm2dConfig bn;
       bn.eps = 1e-3;
+      bn.relu = true;  // fused: one pass over the feature map instead of two
       TensorId h = g_->add1(name + ".conv", c, {x.id});
-      h = g_->add1(name + ".bn", bn, {h});
-      y.id = g_->add1(name + ".relu", ActivationConfig{ActKind::kRelu}, {h});
+      y.id = g_->add1(name + ".bn", bn, {h});
     }
     return y;
   }

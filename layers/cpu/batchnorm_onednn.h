@@ -11,6 +11,10 @@
 // Eval: forward_inference with use_global_stats on the running statistics. Backward uses the
 // saved batch statistics (or, in eval mode, the running ones as constants). oneDNN assigns
 // diff_scale/diff_shift, so they go to workspace scratch and are added onto the gradients (+=).
+// A fused ReLU (spec.relu) is oneDNN's fuse_norm_relu: training forward writes its mask into a
+// workspace kept for backward (feature_maps), which masks dy with it. The paths oneDNN has no
+// call for (no input gradient; eval-mode backward with the ReLU, which has no mask) run our own
+// per-channel loop, masking dy where y is 0.
 #pragma once
 
 #include <cmath>
@@ -51,8 +55,9 @@ class BatchNormOneDnn : public BatchNormLayer {
 
     const dnnl::memory::desc& x_md = x_md_;
     const float feps = static_cast<float>(spec.eps);
-    const nf flags = nf::use_scale | nf::use_shift;
-    const nf global = flags | nf::use_global_stats;
+    const nf plain = nf::use_scale | nf::use_shift;
+    const nf flags = spec.relu ? plain | nf::fuse_norm_relu : plain;
+    const nf global = plain | nf::use_global_stats;  // eval backward with the ReLU: own loop
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     auto& eng = cpu_.engine();
@@ -61,8 +66,10 @@ class BatchNormOneDnn : public BatchNormLayer {
     try {
       fwd_train_pd_ = fwd::primitive_desc(
           fwd::desc(dnnl::prop_kind::forward_training, x_md, feps, flags), attr, eng);
-      fwd_eval_pd_ = fwd::primitive_desc(
-          fwd::desc(dnnl::prop_kind::forward_inference, x_md, feps, global), attr, eng);
+      fwd_eval_pd_ =
+          fwd::primitive_desc(fwd::desc(dnnl::prop_kind::forward_inference, x_md, feps,
+                                        spec.relu ? global | nf::fuse_norm_relu : global),
+                              attr, eng);
       bwd_train_pd_ = bwd::primitive_desc(
           bwd::desc(dnnl::prop_kind::backward, x_md, x_md, feps, flags), attr, eng, fwd_train_pd_);
       // The hint must have the same flags, so it is a training-kind twin of the eval forward.
@@ -74,6 +81,10 @@ class BatchNormOneDnn : public BatchNormLayer {
       throw_layer_error(spec.kind, name,
                         std::string("oneDNN has no batch normalization for x ") +
                             in[0].to_string() + ": " + e.what());
+    }
+    if (spec.relu) {
+      const std::size_t ws = fwd_train_pd_.workspace_desc().get_size();
+      ws_ = be.empty(Shape{static_cast<int64_t>((ws + 3) / 4)}, MemCategory::kFeatureMaps);
     }
     fwd_train_ = fwd(fwd_train_pd_);
     fwd_eval_ = fwd(fwd_eval_pd_);
@@ -89,7 +100,8 @@ class BatchNormOneDnn : public BatchNormLayer {
 
   const char* kind() const override { return spec_.kind; }
   std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " ", to_string(inputs_[0].layout));
+    return detail::concat("x ", inputs_[0].shape.to_string(), " ", to_string(inputs_[0].layout),
+                          spec_.relu ? " +relu" : "");
   }
 
   void forward(MutTensorRefs y, TensorRefs x) override {
@@ -107,18 +119,24 @@ class BatchNormOneDnn : public BatchNormLayer {
     }
     args[DNNL_ARG_MEAN] = mem_of(cpu_, mean_);
     args[DNNL_ARG_VARIANCE] = mem_of(cpu_, var_);
+    if (spec_.relu) args[DNNL_ARG_WORKSPACE] = ws_mem();
     add_scratch(args, fwd_train_pd_.scratchpad_desc());
     execute(cpu_, fwd_train_, args, who_fwd_.c_str());
     update_running_stats();
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
     const Tensor& mean = training_ ? mean_ : running_mean_;
     const Tensor& var = training_ ? var_ : running_var_;
+    const Tensor* relu_y = spec_.relu ? y[0] : nullptr;
     if (dx[0] == nullptr) {
       // No input gradient wanted (x is data): oneDNN would need a full-size diff_src buffer,
       // so the two per-channel reductions are done here instead.
-      if (param_grads()) param_grads_only(*dy[0], *x[0], mean, var);
+      if (param_grads()) own_backward(*dy[0], *x[0], relu_y, mean, var, nullptr);
+      return;
+    }
+    if (!training_ && spec_.relu) {  // constant statistics: dx is dy * gamma * rstd
+      own_backward(*dy[0], *x[0], relu_y, mean, var, dx[0]);
       return;
     }
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, x_mem(*x[0])},
@@ -131,6 +149,7 @@ class BatchNormOneDnn : public BatchNormLayer {
                                                {DNNL_ARG_DIFF_SRC, x_mem(*dx[0])},
                                                {DNNL_ARG_DIFF_SCALE, mem_of(cpu_, dscale_)},
                                                {DNNL_ARG_DIFF_SHIFT, mem_of(cpu_, dshift_)}};
+    if (training_ && spec_.relu) args[DNNL_ARG_WORKSPACE] = ws_mem();
     const auto& pd = training_ ? bwd_train_pd_ : bwd_eval_pd_;
     add_scratch(args, pd.scratchpad_desc());
     execute(cpu_, training_ ? bwd_train_ : bwd_eval_, args, who_bwd_.c_str());
@@ -142,6 +161,9 @@ class BatchNormOneDnn : public BatchNormLayer {
  private:
   // An x-shaped tensor (x, y, dy, dx) as oneDNN sees x.
   dnnl::memory x_mem(const Tensor& t) { return mem_of(cpu_, x_md_, t.raw()); }
+  dnnl::memory ws_mem() {
+    return dnnl::memory(fwd_train_pd_.workspace_desc(), cpu_.engine(), ws_.raw());
+  }
   void add_scratch(std::unordered_map<int, dnnl::memory>& args, const dnnl::memory::desc& md) {
     if (md.get_size()) args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(md, cpu_.engine(), scratch_.raw());
   }
@@ -163,36 +185,47 @@ class BatchNormOneDnn : public BatchNormLayer {
     }
   }
 
-  // dgamma += sum dy * (x - mean) / sqrt(var + eps), dbeta += sum dy, per channel; plain and
-  // nChw16c element offsets.
-  void param_grads_only(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& var) {
+  // With g = dy (0 where relu_y, when given, is 0): dgamma += sum g * (x - mean) / sqrt(var +
+  // eps), dbeta += sum g, per channel, when the parameter gradients are on; with dx (eval mode:
+  // constant statistics) also dx = g * gamma / sqrt(var + eps). Plain and nChw16c offsets.
+  void own_backward(const Tensor& dy, const Tensor& x, const Tensor* relu_y, const Tensor& mean,
+                    const Tensor& var, Tensor* dx) {
     const int64_t N = N_, C = C_, HW = HW_;
     const bool blocked = blocked_;
     const float* xp = x.f32();
     const float* dyp = dy.f32();
+    const float* yp = relu_y ? relu_y->f32() : nullptr;
     const float* mp = mean.f32();
     const float* vp = var.f32();
-    float* dg = params_[0].grad.f32();
-    float* db = params_[1].grad.f32();
+    const float* gamma = params_[0].value.f32();
+    float* dxp = dx ? dx->f32() : nullptr;
+    float* dg = param_grads() ? params_[0].grad.f32() : nullptr;
+    float* db = param_grads() ? params_[1].grad.f32() : nullptr;
     const double eps = spec_.eps;
 #pragma omp parallel for schedule(static)
     for (int64_t c = 0; c < C; ++c) {
       double sg = 0, sb = 0;
       const double mu = mp[c], rstd = 1.0 / std::sqrt(static_cast<double>(vp[c]) + eps);
+      const float scale = static_cast<float>(gamma[c] * rstd);
       for (int64_t n = 0; n < N; ++n) {
         for (int64_t i = 0; i < HW; ++i) {
           int64_t off =
               blocked ? ((n * (C / 16) + c / 16) * HW + i) * 16 + c % 16 : (n * C + c) * HW + i;
-          sg += dyp[off] * (xp[off] - mu) * rstd;
-          sb += dyp[off];
+          const float g = yp && yp[off] <= 0 ? 0.f : dyp[off];
+          sg += g * (xp[off] - mu) * rstd;
+          sb += g;
+          if (dxp) dxp[off] = g * scale;
         }
       }
-      dg[c] += static_cast<float>(sg);
-      db[c] += static_cast<float>(sb);
+      if (dg) {
+        dg[c] += static_cast<float>(sg);
+        db[c] += static_cast<float>(sb);
+      }
     }
   }
 
   BatchNormSpec spec_;
+  Tensor ws_;           // the fused ReLU's mask (oneDNN's workspace), forward to backward
   int64_t N_, C_, HW_;  // x as (N, C, HW) per channel c
   bool blocked_;        // x in nChw16c (else plain)
   dnnl::memory::desc x_md_;

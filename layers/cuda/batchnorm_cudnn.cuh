@@ -8,7 +8,9 @@
 // the exponential average factor, unbiased variance, as PyTorch). dgamma/dbeta accumulate
 // through cuDNN's beta for parameter gradients. Two paths cuDNN has no call for use our own
 // kernel: backward in eval mode (running statistics are constants) and backward without dx (a
-// first layer fed by data).
+// first layer fed by data). A fused ReLU (spec.relu) is our own pass over y after cuDNN's
+// forward, and in backward dy masked where y is 0 into a workspace (cuDNN's fused
+// normalisation-activation calls want NHWC half precision), which every path then reads.
 #pragma once
 
 #include <string>
@@ -52,6 +54,16 @@ __global__ inline void bn_backward_own_kernel(
 
 // Running statistics when each channel has a single value (N*H*W == 1): cuDNN would scale the
 // batch variance by M/(M-1) = 1/0; like the CPU backend, use the biased variance (0) instead.
+// y = max(0, y) in place; g = dy where y > 0, else 0.
+__global__ inline void bn_relu_kernel(float* __restrict__ y, int64_t n) {
+  TBD_GRID_STRIDE(i, n) { y[i] = fmaxf(y[i], 0.f); }
+}
+__global__ inline void bn_relu_mask_kernel(const float* __restrict__ dy,
+                                           const float* __restrict__ y, float* __restrict__ g,
+                                           int64_t n) {
+  TBD_GRID_STRIDE(i, n) { g[i] = y[i] > 0.f ? dy[i] : 0.f; }
+}
+
 __global__ inline void bn_running_single_kernel(const float* __restrict__ batch_mean,
                                                 float* __restrict__ rm, float* __restrict__ rv,
                                                 int64_t C, float momentum) {
@@ -70,6 +82,7 @@ class BatchNormCudnn : public BatchNormLayer {
         kind_(spec.kind),
         eps_(spec.eps),
         momentum_(spec.momentum),
+        relu_(spec.relu),
         cu_(as_cuda(be)) {
     check_row_major(kind_, name, "x", in[0]);
     TBD_LAYER_CHECK(eps_ >= CUDNN_BN_MIN_EPSILON, kind_, name, "eps=", eps_,
@@ -80,12 +93,13 @@ class BatchNormCudnn : public BatchNormLayer {
     save_invstd_ = be.empty(Shape{C_}, MemCategory::kFeatureMaps);
     x_desc_ = make_tensor_desc(nchw[0], nchw[1], nchw[2], nchw[3]);
     bn_desc_ = make_tensor_desc(1, C_, 1, 1);
+    if (relu_) dy_masked_ = be.empty(nchw, MemCategory::kWorkspace);
   }
 
   const char* kind() const override { return kind_; }
   std::string describe() const override {
     return detail::concat("x ", inputs_[0].shape.to_string(), " eps=", eps_,
-                          " momentum=", momentum_, " | cudnn spatial");
+                          " momentum=", momentum_, relu_ ? " +relu" : "", " | cudnn spatial");
   }
 
   // y, x: (N, C, H, W) as cuDNN sees them
@@ -111,11 +125,25 @@ class BatchNormCudnn : public BatchNormLayer {
           bn_desc_, params_[0].value.raw(), params_[1].value.raw(), running_mean_.raw(),
           running_var_.raw(), eps_));
     }
+    if (relu_) {
+      const int64_t n = N_ * C_ * HW_;
+      bn_relu_kernel<<<grid_for(n), kBlock, 0, cu_.stream()>>>(y[0]->f32(), n);
+      TBD_CUDA_CHECK_LAST();
+    }
   }
 
   // dx, dy, x: (N, C, H, W) as cuDNN sees them
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void backward(MutTensorRefs dx, TensorRefs dy_in, TensorRefs x, TensorRefs y) override {
     const bool pg = param_grads();
+    const Tensor* g = dy_in[0];
+    if (relu_) {
+      const int64_t n = N_ * C_ * HW_;
+      bn_relu_mask_kernel<<<grid_for(n), kBlock, 0, cu_.stream()>>>(dy_in[0]->f32(), y[0]->f32(),
+                                                                    dy_masked_.f32(), n);
+      TBD_CUDA_CHECK_LAST();
+      g = &dy_masked_;
+    }
+    const Tensor* dy[] = {g};
     if (training_ && dx[0] != nullptr) {
       // Parameter gradients: alpha 1, beta 1 (accumulate); alpha 0 leaves them as they are.
       TBD_CUDNN_CHECK(cudnnBatchNormalizationBackward(
@@ -138,9 +166,10 @@ class BatchNormCudnn : public BatchNormLayer {
  private:
   const char* kind_;
   double eps_, momentum_;
+  bool relu_;
   CudaBackend& cu_;
   int64_t N_ = 0, C_ = 0, HW_ = 0;
-  Tensor save_mean_, save_invstd_;
+  Tensor save_mean_, save_invstd_, dy_masked_;
   CudnnTensorDesc x_desc_, bn_desc_;
 };
 

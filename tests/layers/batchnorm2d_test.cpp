@@ -11,17 +11,21 @@ namespace tbd::test {
 namespace {
 
 // The reference of x (N, C, H, W).
-RefBn ref_of(const Shape& x, double eps) { return RefBn(x[0], x[1], x[2] * x[3], eps); }
+RefBn ref_of(const Shape& x, double eps, bool relu) {
+  return RefBn(x[0], x[1], x[2] * x[3], eps, relu);
+}
 
 struct BnCase {
   std::string name;
   Shape x;
   Layout layout = Layout::kRowMajor;
+  bool relu = false;  // fused ReLU
 };
 
 class BatchNorm2dTest : public LayerTest<BnCase> {
  protected:
   std::unique_ptr<Layer> make_bn(BatchNorm2dConfig cfg = {}) const {
+    cfg.relu = tcase().relu;
     return make("bn", cfg, {TensorDesc{tcase().x, DType::kF32, tcase().layout}});
   }
 };
@@ -31,13 +35,13 @@ TEST_P(BatchNorm2dTest, TrainingMatchesFloat64Reference) {
   auto layer = make_bn();
   EXPECT_EQ(layer->output_descs()[0].shape, tc.x);
   EXPECT_EQ(layer->output_descs()[0].layout, layer->input_descs()[0].layout);
-  check_bn_training(be(), *layer, ref_of(tc.x, 1e-5), /*x_needs_grad=*/true);
+  check_bn_training(be(), *layer, ref_of(tc.x, 1e-5, tc.relu), /*x_needs_grad=*/true);
 }
 
 // x is data (no input gradient): gamma and beta gradients come from the layer's own reduction.
 TEST_P(BatchNorm2dTest, ParamGradientsWithoutInputGradient) {
   auto layer = make_bn();
-  check_bn_training(be(), *layer, ref_of(tcase().x, 1e-5), /*x_needs_grad=*/false);
+  check_bn_training(be(), *layer, ref_of(tcase().x, 1e-5, tcase().relu), /*x_needs_grad=*/false);
 }
 
 // Two training steps update the running statistics (momentum, unbiased variance); eval mode
@@ -46,7 +50,8 @@ TEST_P(BatchNorm2dTest, RunningStatisticsAndEvalMode) {
   BatchNorm2dConfig cfg;
   cfg.momentum = 0.3;
   auto layer = make_bn(cfg);
-  check_running_stats_and_eval(be(), target(), *layer, ref_of(tcase().x, cfg.eps), cfg.momentum);
+  check_running_stats_and_eval(be(), target(), *layer, ref_of(tcase().x, cfg.eps, tcase().relu),
+                               cfg.momentum);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -58,7 +63,9 @@ INSTANTIATE_TEST_SUITE_P(
         // biased one (the unbiased one is undefined).
         BnCase{"one_value_per_channel", Shape{1, 3, 1, 1}},
         BnCase{"blocked", Shape{2, 16, 5, 3}, Layout::kNChw16c},
-        BnCase{"blocked_32c_batch1", Shape{1, 32, 3, 3}, Layout::kNChw16c})),
+        BnCase{"blocked_32c_batch1", Shape{1, 32, 3, 3}, Layout::kNChw16c},
+        BnCase{"relu_plain", Shape{3, 5, 4, 3}, Layout::kRowMajor, true},
+        BnCase{"relu_blocked", Shape{2, 32, 5, 3}, Layout::kNChw16c, true})),
     CaseOnTarget());
 
 TEST(BatchNorm2dParams, GammaOnesBetaZerosNoDecay) {
@@ -111,16 +118,23 @@ TEST(BatchNorm2dFlops, MatchesFormula) {
   auto be = make_cpu_backend();
   auto layer = make_layer(*be, "bn", BatchNorm2dConfig{}, {TensorDesc{Shape{2, 3, 4, 5}}});
   EXPECT_DOUBLE_EQ(layer->flops().fprop, 8.0 * 2 * 3 * 4 * 5);
+  Flops r = batchnorm2d_flops(Shape{32, 64, 56, 56}, /*relu=*/true);
+  EXPECT_DOUBLE_EQ(r.fprop, 9 * e);
+  EXPECT_DOUBLE_EQ(r.dgrad, 11 * e);
+  EXPECT_DOUBLE_EQ(r.wgrad, 4 * e);
 }
 
 TEST(BatchNorm2dSteps, AllocateNothing) {
   auto be = make_cpu_backend();
-  for (Layout l : {Layout::kRowMajor, Layout::kNChw16c}) {
-    auto layer = make_layer(*be, "bn", BatchNorm2dConfig{},
-                            {TensorDesc{Shape{2, 16, 3, 3}, DType::kF32, l}});
-    EXPECT_EQ(allocations_in_step(*be, *layer), 0u) << to_string(l);
-    layer->set_training(false);
-    EXPECT_EQ(allocations_in_step(*be, *layer), 0u) << to_string(l) << " eval";
+  for (bool relu : {false, true}) {
+    for (Layout l : {Layout::kRowMajor, Layout::kNChw16c}) {
+      BatchNorm2dConfig cfg;
+      cfg.relu = relu;
+      auto layer = make_layer(*be, "bn", cfg, {TensorDesc{Shape{2, 16, 3, 3}, DType::kF32, l}});
+      EXPECT_EQ(allocations_in_step(*be, *layer), 0u) << to_string(l) << " relu " << relu;
+      layer->set_training(false);
+      EXPECT_EQ(allocations_in_step(*be, *layer), 0u) << to_string(l) << " eval relu " << relu;
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 // suites (a SequenceBatchNorm of (..., C) is a BatchNorm2d of (M, C, 1, 1)).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -15,7 +16,21 @@ namespace tbd::test {
 struct RefBn {
   int64_t N, C, HW;
   double eps;
-  RefBn(int64_t n, int64_t c, int64_t hw, double e) : N(n), C(c), HW(hw), eps(e) {}
+  bool relu;  // a fused ReLU after the normalisation
+  RefBn(int64_t n, int64_t c, int64_t hw, double e, bool r = false)
+      : N(n), C(c), HW(hw), eps(e), relu(r) {}
+  // y from the normalised values; dy masked where the ReLU cut them off.
+  Vec out(Vec pre) const {
+    if (relu)
+      for (double& v : pre) v = std::max(v, 0.0);
+    return pre;
+  }
+  Vec masked(const Vec& dy, const Vec& pre) const {
+    Vec g = dy;
+    if (relu)
+      for (std::size_t k = 0; k < g.size(); ++k) g[k] = pre[k] > 0 ? g[k] : 0.0;
+    return g;
+  }
 
   int64_t at(int64_t n, int64_t c, int64_t i) const { return (n * C + c) * HW + i; }
   double count() const { return static_cast<double>(N * HW); }
@@ -47,13 +62,14 @@ struct RefBn {
   std::vector<Vec> forward_train(const std::vector<Vec>& x, const std::vector<Vec>& p) const {
     Vec mean, var;
     stats(x[0], mean, var);
-    return {normalize(x[0], p[0], p[1], mean, var)};
+    return {out(normalize(x[0], p[0], p[1], mean, var))};
   }
   // dx = g*rstd/M * (M*dy - sum(dy) - xhat*sum(dy*xhat)); dgamma = sum dy*xhat; dbeta = sum dy.
   RefGrads backward_train(const std::vector<Vec>& x, const std::vector<Vec>& p,
-                          const std::vector<Vec>& dy) const {
+                          const std::vector<Vec>& dy_in) const {
     Vec mean, var;
     stats(x[0], mean, var);
+    const std::vector<Vec> dy{masked(dy_in[0], normalize(x[0], p[0], p[1], mean, var))};
     RefGrads r;
     r.dx = {Vec(x[0].size())};
     r.dparams = {Vec(C, 0.0), Vec(C, 0.0)};
@@ -79,7 +95,8 @@ struct RefBn {
   }
   // Eval: fixed statistics, so y is affine in x.
   RefGrads backward_eval(const std::vector<Vec>& x, const std::vector<Vec>& p,
-                         const std::vector<Vec>& dy, const Vec& mean, const Vec& var) const {
+                         const std::vector<Vec>& dy_in, const Vec& mean, const Vec& var) const {
+    const std::vector<Vec> dy{masked(dy_in[0], normalize(x[0], p[0], p[1], mean, var))};
     RefGrads r;
     r.dx = {Vec(x[0].size())};
     r.dparams = {Vec(C, 0.0), Vec(C, 0.0)};
@@ -157,7 +174,7 @@ inline void check_running_stats_and_eval(Backend& be, Target target, Layer& laye
   check_layer(
       be, layer,
       [&](auto& xs, auto& p) {
-        return std::vector<Vec>{ref.normalize(xs[0], p[0], p[1], rm_f, rv_f)};
+        return std::vector<Vec>{ref.out(ref.normalize(xs[0], p[0], p[1], rm_f, rv_f))};
       },
       [&](auto& xs, auto& p, auto& dy) { return ref.backward_eval(xs, p, dy, rm_f, rv_f); }, opt);
   // Eval mode leaves the running statistics alone.

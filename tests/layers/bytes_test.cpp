@@ -98,6 +98,12 @@ TEST(Bytes, BatchNorm2d) {
   auto be = make_cpu_backend();
   expect_same(make_layer(*be, "bn", BatchNorm2dConfig{}, {TensorDesc{x}})->bytes(),
               batchnorm2d_bytes(x));
+  // A fused ReLU writes a one-byte mask per element forward and reads it backward.
+  BatchNorm2dConfig relu;
+  relu.relu = true;
+  expect_bytes(batchnorm2d_bytes(x, true), 4 * (120 + 4 * 3 + 120 + 4 * 3) + 120,
+               4 * (120 + 120 + 3 * 3 + 120) + 120, 4 * (120 + 120 + 2 * 3 + 2 * 2 * 3));
+  expect_same(make_layer(*be, "bn", relu, {TensorDesc{x}})->bytes(), batchnorm2d_bytes(x, true));
 }
 
 TEST(Bytes, SequenceBatchNorm) {
