@@ -286,19 +286,22 @@ TBD_REGISTER_LAYER(Pool2dDgradConfig, DeviceKind::kCpu, Pool2dDgradCpu);
 // ---- LayerNormDgrad ----
 
 // Row statistics in double; per row: mean and r from x, then the formulas of
-// layers/input_grad.h. d(gamma) is a column sum, done after the rows from saved row scalars.
+// layers/input_grad.h. d(gamma) is a sum per gamma entry, done after the rows from saved row
+// scalars. A row's values go as P runs of G (kLastDim: D runs of 1; kChw: C channels of H*W),
+// run p using gamma[p].
 class LayerNormDgradCpu final : public Layer {
  public:
   LayerNormDgradCpu(Backend& be, const std::string& name, const LayerNormDgradConfig& cfg,
                     const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
-    D_ = in[0].shape[-1];
-    M_ = in[0].shape.numel() / D_;
-    rows_ = be.empty(Shape{2 * 4 * M_}, MemCategory::kWorkspace);  // 4 doubles per row
+    rows_ = layer_norm_rows(cfg.ln, in[1].shape);
+    D_ = rows_.D;
+    M_ = rows_.M;
+    rows_buf_ = be.empty(Shape{2 * 4 * M_}, MemCategory::kWorkspace);  // 4 doubles per row
   }
   const char* kind() const override { return LayerNormDgradConfig::kKind; }
   std::string describe() const override {
-    return detail::concat("x ", inputs_[1].shape.to_string());
+    return detail::concat("x ", inputs_[1].shape.to_string(), " over ", to_string(cfg_.ln.over));
   }
 
   void forward(MutTensorRefs y, TensorRefs x) override {
@@ -307,7 +310,7 @@ class LayerNormDgradCpu final : public Layer {
     const float* xv = x[1]->f32();
     const float* gamma = params_[0].value.f32();
     float* out = y[0]->f32();
-    const int64_t D = D_;
+    const int64_t D = D_, P = rows_.P, G = rows_.G;
 #pragma omp parallel for schedule(static) if (parallel : M_ * D > kParallelMin)
     for (int64_t m = 0; m < M_; ++m) {
       const float* xr = xv + m * D;
@@ -315,17 +318,24 @@ class LayerNormDgradCpu final : public Layer {
       double mu, r;
       stats(xr, &mu, &r);
       double mg = 0, mgx = 0;
-      for (int64_t i = 0; i < D; ++i) {
-        const double g = static_cast<double>(dr[i]) * gamma[i];
-        mg += g;
-        mgx += g * (xr[i] - mu) * r;
+      for (int64_t p = 0; p < P; ++p) {
+        const double gm = gamma[p];
+        double s = 0, sx = 0;
+        for (int64_t i = p * G; i < (p + 1) * G; ++i) {
+          s += dr[i];
+          sx += dr[i] * (xr[i] - mu);
+        }
+        mg += gm * s;
+        mgx += gm * sx * r;
       }
       mg /= static_cast<double>(D);
       mgx /= static_cast<double>(D);
-      for (int64_t i = 0; i < D; ++i) {
-        const double xh = (xr[i] - mu) * r;
-        out[m * D + i] =
-            static_cast<float>(r * (static_cast<double>(dr[i]) * gamma[i] - mg - xh * mgx));
+      for (int64_t p = 0; p < P; ++p) {
+        const double gm = gamma[p];
+        for (int64_t i = p * G; i < (p + 1) * G; ++i) {
+          const double xh = (xr[i] - mu) * r;
+          out[m * D + i] = static_cast<float>(r * (dr[i] * gm - mg - xh * mgx));
+        }
       }
     }
   }
@@ -337,8 +347,8 @@ class LayerNormDgradCpu final : public Layer {
     const float* gamma = params_[0].value.f32();
     float* ddy = dx[0] ? dx[0]->f32() : nullptr;
     float* dxx = dx[1] ? dx[1]->f32() : nullptr;
-    double* row = rows_.data<double>();  // per row: mu, r, mean(v), mean(v xh)
-    const int64_t D = D_;
+    double* row = rows_buf_.data<double>();  // per row: mu, r, mean(v), mean(v xh)
+    const int64_t D = D_, P = rows_.P, G = rows_.G;
     const double inv_d = 1.0 / static_cast<double>(D);
 #pragma omp parallel for schedule(static) if (parallel : M_ * D > kParallelMin)
     for (int64_t m = 0; m < M_; ++m) {
@@ -348,40 +358,50 @@ class LayerNormDgradCpu final : public Layer {
       double mu, r;
       stats(xr, &mu, &r);
       double mg = 0, mgx = 0, mv = 0, mvx = 0, mvg = 0;
-      for (int64_t i = 0; i < D; ++i) {
-        const double xh = (xr[i] - mu) * r, g = static_cast<double>(dr[i]) * gamma[i];
-        mg += g;
-        mgx += g * xh;
-        mv += vr[i];
-        mvx += vr[i] * xh;
-        mvg += vr[i] * g;
+      for (int64_t p = 0; p < P; ++p) {
+        const double gm = gamma[p];
+        double sg = 0, sgx = 0, sv = 0, svx = 0, svg = 0;
+        for (int64_t i = p * G; i < (p + 1) * G; ++i) {
+          const double xh = (xr[i] - mu) * r;
+          sg += dr[i];
+          sgx += dr[i] * xh;
+          sv += vr[i];
+          svx += vr[i] * xh;
+          svg += static_cast<double>(vr[i]) * dr[i];
+        }
+        mg += gm * sg, mgx += gm * sgx, mv += sv, mvx += svx, mvg += gm * svg;
       }
       mg *= inv_d, mgx *= inv_d, mv *= inv_d, mvx *= inv_d, mvg *= inv_d;
       row[4 * m + 0] = mu, row[4 * m + 1] = r, row[4 * m + 2] = mv, row[4 * m + 3] = mvx;
       const double c_xh = mgx * mvx - mvg + mg * mv;
-      for (int64_t i = 0; i < D; ++i) {
-        const double xh = (xr[i] - mu) * r, g = static_cast<double>(dr[i]) * gamma[i];
-        const double pv = vr[i] - mv - xh * mvx;
-        if (ddy) ddy[m * D + i] = static_cast<float>(r * pv * gamma[i]);
-        if (dxx) {
-          const double pg = g - mg - xh * mgx;
-          dxx[m * D + i] = static_cast<float>(r * r * (xh * c_xh - pg * mvx - pv * mgx));
+      for (int64_t p = 0; p < P; ++p) {
+        const double gm = gamma[p];
+        for (int64_t i = p * G; i < (p + 1) * G; ++i) {
+          const double xh = (xr[i] - mu) * r, g = dr[i] * gm;
+          const double pv = vr[i] - mv - xh * mvx;
+          if (ddy) ddy[m * D + i] = static_cast<float>(r * pv * gm);
+          if (dxx) {
+            const double pg = g - mg - xh * mgx;
+            dxx[m * D + i] = static_cast<float>(r * r * (xh * c_xh - pg * mvx - pv * mgx));
+          }
         }
       }
     }
     if (!param_grads()) return;
-    // d(gamma)[i] += sum over rows of r P(v)[i] dy[i]
+    // d(gamma)[p] += sum over rows and the run's values of r P(v) dy
     float* dgamma = params_[0].grad.f32();
 #pragma omp parallel for schedule(static) if (parallel : M_ * D > kParallelMin)
-    for (int64_t i = 0; i < D; ++i) {
+    for (int64_t p = 0; p < P; ++p) {
       double s = 0;
       for (int64_t m = 0; m < M_; ++m) {
         const double mu = row[4 * m], r = row[4 * m + 1];
-        const double xh = (xv[m * D + i] - mu) * r;
-        const double pv = v[m * D + i] - row[4 * m + 2] - xh * row[4 * m + 3];
-        s += r * pv * dy[m * D + i];
+        for (int64_t i = m * D + p * G; i < m * D + (p + 1) * G; ++i) {
+          const double xh = (xv[i] - mu) * r;
+          const double pv = v[i] - row[4 * m + 2] - xh * row[4 * m + 3];
+          s += r * pv * dy[i];
+        }
       }
-      dgamma[i] += static_cast<float>(s);
+      dgamma[p] += static_cast<float>(s);
     }
   }
 
@@ -396,8 +416,9 @@ class LayerNormDgradCpu final : public Layer {
   }
 
   LayerNormDgradConfig cfg_;
+  LayerNormRows rows_;
   int64_t M_ = 0, D_ = 0;
-  Tensor rows_;
+  Tensor rows_buf_;
 };
 
 TBD_REGISTER_LAYER(LayerNormDgradConfig, DeviceKind::kCpu, LayerNormDgradCpu);
