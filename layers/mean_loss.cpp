@@ -26,8 +26,8 @@ Contract contract(const std::string& name, const MeanLossConfig& cfg,
   check_positive(k, name, "x", in[0].shape);
   TBD_LAYER_CHECK(std::isfinite(cfg.weight), k, name, "invalid config: weight=", cfg.weight,
                   " must be finite");
-  return Contract{{TensorDesc{Shape{1}}}, {}, mean_loss_flops(in[0].shape),
-                  mean_loss_bytes(in[0].shape)};
+  return Contract{
+      {TensorDesc{Shape{1}}}, {}, mean_loss_flops(in[0].shape), mean_loss_bytes(in[0].shape)};
 }
 
 }  // namespace tbd

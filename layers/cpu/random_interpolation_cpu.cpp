@@ -11,8 +11,8 @@ constexpr int64_t kParallelMin = 16384;
 
 class RandomInterpolationCpu final : public Layer {
  public:
-  RandomInterpolationCpu(Backend& be, const std::string& name,
-                         const RandomInterpolationConfig& cfg, const std::vector<TensorDesc>& in)
+  RandomInterpolationCpu(Backend& be, const std::string& name, const RandomInterpolationConfig& cfg,
+                         const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
     N_ = in[0].shape[0];
     S_ = in[0].shape.numel() / N_;

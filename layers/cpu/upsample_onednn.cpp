@@ -31,8 +31,8 @@ class Upsample2dOneDnn final : public Layer {
           dnnl::resampling_backward::desc(alg, x_md_, y_md_), attr, eng, fwd_pd_);
     } catch (const dnnl::error& e) {
       throw_layer_error(kind(), name,
-                        std::string("oneDNN has no nearest resampling for x ") +
-                            in[0].to_string() + ": " + e.what());
+                        std::string("oneDNN has no nearest resampling for x ") + in[0].to_string() +
+                            ": " + e.what());
     }
     fwd_ = dnnl::resampling_forward(fwd_pd_);
     bwd_ = dnnl::resampling_backward(bwd_pd_);

@@ -10,8 +10,8 @@
 namespace tbd::cuda {
 namespace {
 
-__global__ void mean_loss_fwd_kernel(const float* __restrict__ x, float* __restrict__ y,
-                                     int64_t E, double weight) {
+__global__ void mean_loss_fwd_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t E,
+                                     double weight) {
   __shared__ double red[32];
   double s = 0;
   for (int64_t i = threadIdx.x; i < E; i += blockDim.x) s += x[i];
@@ -40,14 +40,13 @@ class MeanLossCuda final : public Layer {
 
   void forward(MutTensorRefs y, TensorRefs x) override {
     check_arity(x.size(), 1, "forward inputs");
-    mean_loss_fwd_kernel<<<1, kBlock, 0, cu_.stream()>>>(x[0]->f32(), y[0]->f32(), E_,
-                                                          cfg_.weight);
+    mean_loss_fwd_kernel<<<1, kBlock, 0, cu_.stream()>>>(x[0]->f32(), y[0]->f32(), E_, cfg_.weight);
     TBD_CUDA_CHECK_LAST();
   }
   void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (dx[0] == nullptr) return;
-    mean_loss_bwd_kernel<<<grid_for(E_), kBlock, 0, cu_.stream()>>>(dy[0]->f32(), dx[0]->f32(),
-                                                                     E_, cfg_.weight);
+    mean_loss_bwd_kernel<<<grid_for(E_), kBlock, 0, cu_.stream()>>>(dy[0]->f32(), dx[0]->f32(), E_,
+                                                                    cfg_.weight);
     TBD_CUDA_CHECK_LAST();
   }
 

@@ -59,7 +59,7 @@ class RandomInterpolationCuda final : public Layer {
     advance_step_kernel<<<1, 1, 0, cu_.stream()>>>(counter_.data<int32_t>());
     TBD_CUDA_CHECK_LAST();
     draw_alpha_kernel<<<grid_for(N_), kBlock, 0, cu_.stream()>>>(alpha_.f32(), N_, key_,
-                                                                  counter_.data<int32_t>());
+                                                                 counter_.data<int32_t>());
     TBD_CUDA_CHECK_LAST();
     interp_fwd_kernel<<<grid_for(E_), kBlock, 0, cu_.stream()>>>(
         x[0]->f32(), x[1]->f32(), alpha_.f32(), y[0]->f32(), E_, E_ / N_);
@@ -70,8 +70,8 @@ class RandomInterpolationCuda final : public Layer {
     float* d0 = dx[0] ? dx[0]->f32() : nullptr;
     float* d1 = dx[1] ? dx[1]->f32() : nullptr;
     if (!d0 && !d1) return;
-    interp_bwd_kernel<<<grid_for(E_), kBlock, 0, cu_.stream()>>>(dy[0]->f32(), alpha_.f32(), d0,
-                                                                  d1, E_, E_ / N_);
+    interp_bwd_kernel<<<grid_for(E_), kBlock, 0, cu_.stream()>>>(dy[0]->f32(), alpha_.f32(), d0, d1,
+                                                                 E_, E_ / N_);
     TBD_CUDA_CHECK_LAST();
   }
 

@@ -49,15 +49,15 @@ class Upsample2dCuda final : public Layer {
   void forward(MutTensorRefs y, TensorRefs x) override {
     check_arity(x.size(), 1, "forward inputs");
     const int64_t n = outputs_[0].shape.numel();
-    upsample_fwd_kernel<<<grid_for(n), kBlock, 0, cu_.stream()>>>(x[0]->f32(), y[0]->f32(),
-                                                                   planes_, H_, W_, cfg_.scale);
+    upsample_fwd_kernel<<<grid_for(n), kBlock, 0, cu_.stream()>>>(x[0]->f32(), y[0]->f32(), planes_,
+                                                                  H_, W_, cfg_.scale);
     TBD_CUDA_CHECK_LAST();
   }
   void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (dx[0] == nullptr) return;
     const int64_t n = inputs_[0].shape.numel();
     upsample_bwd_kernel<<<grid_for(n), kBlock, 0, cu_.stream()>>>(dy[0]->f32(), dx[0]->f32(),
-                                                                   planes_, H_, W_, cfg_.scale);
+                                                                  planes_, H_, W_, cfg_.scale);
     TBD_CUDA_CHECK_LAST();
   }
 

@@ -53,8 +53,7 @@ TEST_P(RandomInterpolationTest, MatchesFloat64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RandomInterpolationTest,
                          on_all_targets(::testing::Values(InterpCase{"batch1", Shape{1, 7}},
-                                                          InterpCase{"images",
-                                                                     Shape{3, 2, 5, 4}},
+                                                          InterpCase{"images", Shape{3, 2, 5, 4}},
                                                           InterpCase{"many", Shape{300, 3}})),
                          CaseOnTarget());
 

@@ -67,12 +67,18 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(UpsampleErrors, NameTheLayerArgumentAndDims) {
   auto be = make_cpu_backend();
-  expect_error([&] { make_layer(*be, "g.res1.up", Upsample2dConfig{}, {TensorDesc{Shape{2, 8}}}); },
-               {"Upsample2d 'g.res1.up'", "x", "rank 4", "(2, 8)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "g.res1.up", Upsample2dConfig{}, {TensorDesc{Shape{2, 8}}});
+      },
+      {"Upsample2d 'g.res1.up'", "x", "rank 4", "(2, 8)"});
   Upsample2dConfig bad;
   bad.scale = 0;
-  expect_error([&] { make_layer(*be, "up", bad, {TensorDesc{Shape{1, 1, 2, 2}}}); },
-               {"Upsample2d 'up'", "scale=0"});
+  expect_error(
+      [&] {
+        make_layer(*be, "up", bad, {TensorDesc{Shape{1, 1, 2, 2}}});
+      },
+      {"Upsample2d 'up'", "scale=0"});
 }
 
 TEST(UpsampleFlops, MatchesFormula) {
