@@ -225,10 +225,9 @@ class Wgan final : public Model {
   double step_bytes() const override {
     const double gen = gen_g_->executed_bytes().total() + gen_g_->zero_grad_bytes() +
                        gen_opt_->bytes() + 2.0 * gen_g_->tensor(gen_z_).bytes();
-    const double critic = critic_g_->executed_bytes().total() + critic_g_->zero_grad_bytes() +
-                          critic_opt_->bytes() +
-                          2.0 * (critic_g_->tensor(real_).bytes() +
-                                 critic_g_->tensor(critic_z_).bytes());
+    const double critic =
+        critic_g_->executed_bytes().total() + critic_g_->zero_grad_bytes() + critic_opt_->bytes() +
+        2.0 * (critic_g_->tensor(real_).bytes() + critic_g_->tensor(critic_z_).bytes());
     return gen + o_.critic_iters * critic;
   }
 

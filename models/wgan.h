@@ -47,8 +47,8 @@ namespace tbd {
 
 struct WganOptions {
   int64_t batch = 64;
-  int64_t dim = 64;    // DIM: the critic's first width and the generator's last
-  int blocks = 4;      // residual blocks per player (4: 4x4 -> 64x64); fewer for tiny tests
+  int64_t dim = 64;  // DIM: the critic's first width and the generator's last
+  int blocks = 4;    // residual blocks per player (4: 4x4 -> 64x64); fewer for tiny tests
   int64_t z_dim = 128;
   int critic_iters = 5;
   double lambda = 10;  // gradient penalty weight

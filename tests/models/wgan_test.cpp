@@ -46,7 +46,9 @@ struct Img {  // (n, c, h, w) in a flat Vec
   Vec v;
   Img() : Img(0, 0, 0) {}
   Img(int64_t cc, int64_t hh, int64_t ww) : c(cc), h(hh), w(ww), v(N * cc * hh * ww, 0.0) {}
-  double& at(int64_t n, int64_t k, int64_t y, int64_t x) { return v[((n * c + k) * h + y) * w + x]; }
+  double& at(int64_t n, int64_t k, int64_t y, int64_t x) {
+    return v[((n * c + k) * h + y) * w + x];
+  }
   double at(int64_t n, int64_t k, int64_t y, int64_t x) const {
     return v[((n * c + k) * h + y) * w + x];
   }
@@ -200,10 +202,10 @@ TEST(Wgan, GradientPenaltyThroughTheCriticMatchesFloat64FiniteDifferences) {
   std::vector<Param*> ps = g.params();
   ASSERT_EQ(ps.size(), static_cast<std::size_t>(kNumParams));
   const std::vector<std::string> names{
-      "critic.input.weight",      "critic.input.bias",     "critic.res1.shortcut.weight",
-      "critic.res1.shortcut.bias", "critic.res1.ln1.gamma", "critic.res1.ln1.beta",
-      "critic.res1.conv1.weight", "critic.res1.ln2.gamma", "critic.res1.ln2.beta",
-      "critic.res1.conv2.weight", "critic.res1.conv2.bias", "critic.output.weight",
+      "critic.input.weight",       "critic.input.bias",      "critic.res1.shortcut.weight",
+      "critic.res1.shortcut.bias", "critic.res1.ln1.gamma",  "critic.res1.ln1.beta",
+      "critic.res1.conv1.weight",  "critic.res1.ln2.gamma",  "critic.res1.ln2.beta",
+      "critic.res1.conv2.weight",  "critic.res1.conv2.bias", "critic.output.weight",
       "critic.output.bias"};
   std::vector<Vec> pv;
   for (std::size_t k = 0; k < ps.size(); ++k) {
