@@ -114,7 +114,10 @@ TEST_P(InputGradTest, Conv2dDgradMatchesFloat64Reference) {
   };
   for (const Case& tc :
        {Case{Shape{2, 3, 7, 7}, 4, 3, 1, 1, 1}, Case{Shape{2, 4, 8, 8}, 6, 3, 2, 1, 2},
-        Case{Shape{1, 5, 6, 5}, 3, 1, 1, 0, 1}, Case{Shape{2, 2, 9, 9}, 4, 4, 2, 1, 1}}) {
+        Case{Shape{1, 5, 6, 5}, 3, 1, 1, 0, 1}, Case{Shape{2, 2, 9, 9}, 4, 4, 2, 1, 1},
+        // Channels in 16s: the CPU's blocked path (nChw16c copies at the edges).
+        Case{Shape{2, 16, 6, 6}, 32, 3, 1, 1, 1}, Case{Shape{1, 32, 4, 4}, 16, 1, 1, 0, 1},
+        Case{Shape{2, 16, 7, 7}, 16, 3, 2, 1, 1}}) {
     SCOPED_TRACE(tc.x.to_string());
     RefConv ref(tc.x, tc.k, tc.r, tc.stride, tc.pad, tc.groups);
     Conv2dDgradConfig c;
