@@ -121,11 +121,12 @@ Contract contract(const std::string& name, const Pool2dDgradConfig& cfg,
   return Contract{{TensorDesc{xs}}, {}, Flops{f.dgrad, f.fprop, 0}, Bytes{b.dgrad, b.fprop, 0}};
 }
 
-// LayerNormDgrad, E = M*D: FLOPs fprop 10E (g, xh, two row means, dx), dgrad 30E (P(v), the
-// row means of v*g, v*xh, and the five-term d(x)), wgrad 2E (dg * dy summed over rows).
-// Bytes fprop 4*(3E + D) (read dy, x, gamma; write dx), dgrad 4*(5E + D) (read v, dy, x,
-// gamma; write d(dy) and d(x)), wgrad 4*(3E + 2D) (read v, dy, x; read and write
-// d(gamma)). The row statistics are recomputed from x (2 more passes over E floats in cache).
+// LayerNormDgrad, E = M*D, P gamma entries (D, or C over (C, H, W)): FLOPs fprop 10E (g, xh,
+// two row means, dx), dgrad 30E (P(v), the row means of v*g, v*xh, and the five-term d(x)),
+// wgrad 2E (dg * dy summed per gamma entry). Bytes fprop 4*(3E + P) (read dy, x, gamma; write
+// dx), dgrad 4*(5E + P) (read v, dy, x, gamma; write d(dy) and d(x)), wgrad 4*(3E + 2P) (read
+// v, dy, x; read and write d(gamma)). The row statistics are recomputed from x (2 more passes
+// over E floats in cache).
 template <>
 Contract contract(const std::string& name, const LayerNormDgradConfig& cfg,
                   const std::vector<TensorDesc>& in) {
@@ -136,12 +137,12 @@ Contract contract(const std::string& name, const LayerNormDgradConfig& cfg,
   TBD_LAYER_CHECK(in[0].shape == in[1].shape, k, name, "dy ", in[0].shape.to_string(), " and x ",
                   in[1].shape.to_string(), " must have the same shape");
   const Shape xs = layer_norm_output_shape(name, cfg.ln, in[1].shape);
-  const int64_t D = xs[-1];
-  const double e = static_cast<double>(xs.numel()), d = static_cast<double>(D);
+  const int64_t P = layer_norm_rows(cfg.ln, xs).P;
+  const double e = static_cast<double>(xs.numel()), p = static_cast<double>(P);
   return Contract{{TensorDesc{xs}},
-                  {{"gamma", Shape{D}, Init::kOnes, D, D, false}},
+                  {{"gamma", Shape{P}, Init::kOnes, P, P, false}},
                   Flops{10 * e, 30 * e, 2 * e},
-                  Bytes{bytes_of(3 * e + d), bytes_of(5 * e + d), bytes_of(3 * e + 2 * d)}};
+                  Bytes{bytes_of(3 * e + p), bytes_of(5 * e + p), bytes_of(3 * e + 2 * p)}};
 }
 
 }  // namespace tbd

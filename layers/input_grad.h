@@ -19,10 +19,13 @@
 //   and are refused with a message.
 // Pool2dDgrad:     dy (N, C, P, Q)  y = dx (N, C, H, W), average pooling only (max pooling's
 //   dgrad routes through argmax: not supported). backward: d(dy) = avgpool(v).
-// LayerNormDgrad:  dy, x (..., D)  gamma (D), tied  y = dx. With xh = (x - mean) r,
+// LayerNormDgrad:  dy, x (..., D)  gamma (D), tied  y = dx; or, over (C, H, W), dy, x
+//   (N, C, H, W) row-major, gamma (C), a row being a sample and gamma[c] applying to channel c
+//   (layers/layer_norm.h; below, gamma means the entry of each value). With xh = (x - mean) r,
 //   r = 1/sqrt(var + eps), g = dy * gamma, P(u) = u - mean(u) - xh mean(u xh) (per row):
 //   dx = r P(g). backward (per row, means over D):
-//     dg = r P(v);  d(dy) = dg * gamma;  d(gamma) += sum over rows of dg * dy;
+//     dg = r P(v);  d(dy) = dg * gamma;  d(gamma) += sum over rows (and over the channel's
+//     positions) of dg * dy;
 //     d(x) = r^2 [xh (mean(g xh) mean(v xh) - mean(v g) + mean(g) mean(v))
 //                 - P(g) mean(v xh) - P(v) mean(g xh)].
 //

@@ -15,27 +15,34 @@ double now_s() {
 }  // namespace
 
 StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
-  Graph& g = m.graph();
   Backend& be = m.backend();
-  auto& nodes = g.nodes();
+  const std::vector<Model::StepPart> parts = m.step_parts();
+  // One row per node of every part, in part order (a part's rows count its `times` runs).
   StepBreakdown b;
-  b.layers.resize(nodes.size());
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    Layer& l = *nodes[i].layer;
-    LayerTiming& t = b.layers[i];
-    t.name = l.name();
-    t.kind = l.kind();
-    t.problem = l.describe();
-    t.flops = l.flops();
-    t.bytes = l.bytes();
-    for (const Param& p : l.params()) {
-      if (!p.tied) t.param_bytes += p.value.bytes() + p.grad.bytes();
+  for (const Model::StepPart& part : parts) {
+    Graph& g = m.graph(part.graph);
+    const double times = part.times;
+    for (std::size_t i = 0; i < g.nodes().size(); ++i) {
+      Layer& l = *g.nodes()[i].layer;
+      LayerTiming t;
+      t.name = part.label.empty() ? l.name() : part.label + ":" + l.name();
+      t.kind = l.kind();
+      t.problem = l.describe();
+      // The phases that run (Graph::executed_flops), per step.
+      const Flops f = g.executed_flops(i);
+      const Bytes by = g.executed_bytes(i);
+      t.flops = Flops{f.fprop * times, f.dgrad * times, f.wgrad * times};
+      t.bytes = Bytes{by.fprop * times, by.dgrad * times, by.wgrad * times};
+      for (const Param& p : l.params()) {
+        if (!p.tied) t.param_bytes += p.value.bytes() + p.grad.bytes();
+      }
+      for (const TensorDesc& d : l.output_descs()) t.output_bytes += d.bytes();
+      b.layers.push_back(std::move(t));
     }
-    for (const TensorDesc& d : l.output_descs()) t.output_bytes += d.bytes();
+    b.optimizer_flops += times * m.optimizer(part.optimizer).flops();
+    b.optimizer_bytes += times * m.optimizer(part.optimizer).bytes();
+    b.zero_grad_bytes += times * g.zero_grad_bytes();
   }
-  b.optimizer_flops = m.optimizer().flops();
-  b.optimizer_bytes = m.optimizer().bytes();
-  b.zero_grad_bytes = g.zero_grad_bytes();
   m.train_step();  // warm-up
   be.synchronize();
 
@@ -52,16 +59,25 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
     be.synchronize();
     return now_s() - a;
   };
+  // Each part as the step runs it, `times` in a row; rows accumulate per step.
   for (int s = 0; s < steps; ++s) {
-    b.zero_grad_s += timed([&] { g.zero_grad(); });
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      b.layers[i].fwd_s += timed([&] { g.forward_node(i); });
+    std::size_t row0 = 0;
+    for (const Model::StepPart& part : parts) {
+      Graph& g = m.graph(part.graph);
+      const std::size_t n = g.nodes().size();
+      for (int k = 0; k < part.times; ++k) {
+        b.zero_grad_s += timed([&] { g.zero_grad(); });
+        for (std::size_t i = 0; i < n; ++i) {
+          b.layers[row0 + i].fwd_s += timed([&] { g.forward_node(i); });
+        }
+        be.fill(g.grad(g.loss()), 1.f);
+        for (std::size_t i = n; i-- > 0;) {
+          b.layers[row0 + i].bwd_s += timed([&] { g.backward_node(i); });
+        }
+        b.optimizer_s += timed([&] { m.optimizer(part.optimizer).step(); });
+      }
+      row0 += n;
     }
-    be.fill(g.grad(g.loss()), 1.f);
-    for (std::size_t i = nodes.size(); i-- > 0;) {
-      b.layers[i].bwd_s += timed([&] { g.backward_node(i); });
-    }
-    b.optimizer_s += timed([&] { m.optimizer().step(); });
   }
   b.zero_grad_s /= steps;
   b.optimizer_s /= steps;
@@ -72,37 +88,46 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
     b.sum_s += t.fwd_s + t.bwd_s;
   }
 
-  // On CUDA, replace host timings by CUPTI kernel time per layer where available.
+  // On CUDA, replace host timings by CUPTI kernel time per layer where available (tags: 2r for
+  // row r's forward, 2r + 1 for its backward, -1 zero_grad, -2 the optimizer).
   if (counters != nullptr) {
     DeviceCounters dc = counters->measure_timeline([&] {
-      counters->push_tag(-1);
-      g.zero_grad();
-      counters->pop_tag();
-      for (std::size_t i = 0; i < nodes.size(); ++i) {
-        counters->push_tag(static_cast<int>(2 * i));
-        g.forward_node(i);
-        counters->pop_tag();
+      std::size_t row0 = 0;
+      for (const Model::StepPart& part : parts) {
+        Graph& g = m.graph(part.graph);
+        const std::size_t n = g.nodes().size();
+        for (int k = 0; k < part.times; ++k) {
+          counters->push_tag(-1);
+          g.zero_grad();
+          counters->pop_tag();
+          for (std::size_t i = 0; i < n; ++i) {
+            counters->push_tag(static_cast<int>(2 * (row0 + i)));
+            g.forward_node(i);
+            counters->pop_tag();
+          }
+          be.fill(g.grad(g.loss()), 1.f);
+          for (std::size_t i = n; i-- > 0;) {
+            counters->push_tag(static_cast<int>(2 * (row0 + i) + 1));
+            g.backward_node(i);
+            counters->pop_tag();
+          }
+          counters->push_tag(-2);
+          m.optimizer(part.optimizer).step();
+          counters->pop_tag();
+        }
+        row0 += n;
       }
-      be.fill(g.grad(g.loss()), 1.f);
-      for (std::size_t i = nodes.size(); i-- > 0;) {
-        counters->push_tag(static_cast<int>(2 * i + 1));
-        g.backward_node(i);
-        counters->pop_tag();
-      }
-      counters->push_tag(-2);
-      m.optimizer().step();
-      counters->pop_tag();
       be.synchronize();
     });
     if (!dc.kernel_s_by_tag.empty()) {
       b.from_device_counters = true;
       b.sum_s = 0;
-      for (std::size_t i = 0; i < nodes.size(); ++i) {
-        auto f = dc.kernel_s_by_tag.find(static_cast<int>(2 * i));
-        auto k = dc.kernel_s_by_tag.find(static_cast<int>(2 * i + 1));
-        b.layers[i].fwd_s = f == dc.kernel_s_by_tag.end() ? 0 : f->second;
-        b.layers[i].bwd_s = k == dc.kernel_s_by_tag.end() ? 0 : k->second;
-        b.sum_s += b.layers[i].fwd_s + b.layers[i].bwd_s;
+      for (std::size_t r = 0; r < b.layers.size(); ++r) {
+        auto f = dc.kernel_s_by_tag.find(static_cast<int>(2 * r));
+        auto k = dc.kernel_s_by_tag.find(static_cast<int>(2 * r + 1));
+        b.layers[r].fwd_s = f == dc.kernel_s_by_tag.end() ? 0 : f->second;
+        b.layers[r].bwd_s = k == dc.kernel_s_by_tag.end() ? 0 : k->second;
+        b.sum_s += b.layers[r].fwd_s + b.layers[r].bwd_s;
       }
       auto z = dc.kernel_s_by_tag.find(-1), o = dc.kernel_s_by_tag.find(-2);
       b.zero_grad_s = z == dc.kernel_s_by_tag.end() ? 0 : z->second;

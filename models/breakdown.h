@@ -3,8 +3,12 @@
 // Runs the model's step node by node and times each layer's forward and backward (host clock
 // around each call after a device synchronize on CPU; on CUDA the kernel time attributed to
 // the layer through CUPTI external correlation when a CounterSession is given), plus the
-// gradient zeroing and the optimizer update. The rows add up to the instrumented step; the
-// un-instrumented step time is measured alongside so the gap is visible (`coverage`).
+// gradient zeroing and the optimizer update. A model whose step has several parts
+// (Model::step_parts: WGAN-GP's generator step and its 5 critic steps) gets rows for every
+// part's nodes, labelled "<part>:<node>", each counting the part's runs per step; zero_grad and
+// optimizer are summed over the parts. A row's FLOPs and bytes are the phases the node runs
+// (Graph::executed_flops). The rows add up to the instrumented step; the un-instrumented step
+// time is measured alongside so the gap is visible (`coverage`).
 #pragma once
 
 #include <optional>
@@ -23,7 +27,7 @@ struct LayerTiming {
   std::string problem;  // Layer::describe()
   double fwd_s = 0;     // mean seconds per step
   double bwd_s = 0;
-  Flops flops;
+  Flops flops;                   // of the phases that run, per step
   Bytes bytes;                   // analytic bytes moved (a lower bound, layers/layer.h)
   std::size_t param_bytes = 0;   // weights + weight gradients
   std::size_t output_bytes = 0;  // activations this layer produces (feature maps)

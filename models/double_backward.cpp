@@ -128,6 +128,11 @@ InputGradient append_input_gradient(Graph& g, TensorId x, TensorId out, const st
     NodeView n;
     {  // the node by reference only here: rules add nodes, which may move it
       const Graph::Node& node = g.nodes()[i];
+      // Only nodes on a path from x: x's own producer (x may be a node's output, WGAN-GP's
+      // interpolation) and nodes fed only by what does not depend on x end the walk.
+      bool from_x = false;
+      for (TensorId t : node.inputs) from_x = from_x || dep.count(t);
+      if (!from_x) continue;
       for (TensorId o : node.outputs) {
         if (!grads.count(o)) continue;
         TBD_CHECK(node.outputs.size() == 1, "append_input_gradient: '", node.layer->name(), "' (",

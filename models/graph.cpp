@@ -131,10 +131,16 @@ void Graph::set_loss(TensorId id) {
   loss_ = id;
 }
 
+void Graph::bind_arena() {
+  TBD_CHECK(!bound_ && !finalized_, "Graph::bind_arena: the parameters are already bound");
+  arena_ = bind_params(be_, params());
+  bound_ = true;
+}
+
 void Graph::finalize() {
   TBD_CHECK(!finalized_, "Graph::finalize called twice");
   TBD_CHECK(loss_ >= 0, "Graph::finalize: no loss set (call set_loss)");
-  arena_ = bind_params(be_, params());
+  if (!bound_) bind_arena();
   // Ties and shared values point at parameters of this graph (bound just now) or of a graph
   // finalized before this one (a model's other graph: the critic a generator step runs).
   for (auto& n : nodes_) {
@@ -297,6 +303,45 @@ Flops Graph::flops() const {
 Bytes Graph::bytes() const {
   Bytes b;
   for (const auto& n : nodes_) b += n.layer->bytes();
+  return b;
+}
+
+namespace {
+
+// The phases node i runs: fprop always, dgrad and wgrad as backward_node() decides.
+template <class Work>
+Work executed(const Work& w, bool run_backward, bool any_dx, const Layer& l) {
+  Work out;
+  out.fprop = w.fprop;
+  if (!run_backward) return out;
+  if (any_dx) out.dgrad = w.dgrad;
+  if (!l.params().empty() && l.param_grads()) out.wgrad = w.wgrad;
+  return out;
+}
+
+}  // namespace
+
+Flops Graph::executed_flops(std::size_t i) const {
+  TBD_CHECK(finalized_, "Graph::executed_flops before finalize()");
+  const Layer& l = *nodes_.at(i).layer;
+  return executed(l.flops(), plans_[i].run_backward, plans_[i].any_dx, l);
+}
+
+Bytes Graph::executed_bytes(std::size_t i) const {
+  TBD_CHECK(finalized_, "Graph::executed_bytes before finalize()");
+  const Layer& l = *nodes_.at(i).layer;
+  return executed(l.bytes(), plans_[i].run_backward, plans_[i].any_dx, l);
+}
+
+Flops Graph::executed_flops() const {
+  Flops f;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) f += executed_flops(i);
+  return f;
+}
+
+Bytes Graph::executed_bytes() const {
+  Bytes b;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) b += executed_bytes(i);
   return b;
 }
 

@@ -104,6 +104,11 @@ class Graph {
 
   // The scalar the backward pass starts from (dloss = 1).
   void set_loss(TensorId id);
+  // Binds the graph's own parameters into its arena (values and gradients get storage), ahead
+  // of finalize(), which otherwise does it. Two graphs that tie to each other's parameters (a
+  // GAN: the critic's step runs the generator, the generator's step runs the critic) bind
+  // both, then finalize both. Call at most once, before finalize().
+  void bind_arena();
   // Binds every parameter into the graph's arena (one buffer of values, one of gradients),
   // allocates activations, gradients and scratch, initialises parameters. Call once.
   void finalize();
@@ -131,6 +136,14 @@ class Graph {
   int64_t num_params();
   Flops flops() const;  // sum over nodes
   Bytes bytes() const;  // sum over nodes
+  // The work node i does in one forward and backward as finalize() planned them: fprop always,
+  // dgrad when its backward computes some input gradient, wgrad when it computes parameter
+  // gradients (not with set_param_grads off, nor where nothing downstream needs a gradient).
+  // flops()/bytes() count every phase of every node; these count what runs.
+  Flops executed_flops(std::size_t i) const;
+  Bytes executed_bytes(std::size_t i) const;
+  Flops executed_flops() const;  // sums over nodes
+  Bytes executed_bytes() const;
   // Bytes zero_grad() writes: every unique parameter gradient once.
   double zero_grad_bytes() const;
 
@@ -173,6 +186,7 @@ class Graph {
   // Gradient scratch for tensors with several consumers, by desc (deque: stable addresses).
   std::map<std::string, std::deque<Tensor>> grad_scratch_;
   TensorId loss_ = -1;
+  bool bound_ = false;
   bool finalized_ = false;
   ParamArena arena_;
 };

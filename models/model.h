@@ -72,6 +72,7 @@ class Model {
   void fill_data();
 
   void set_h2d_per_step(bool on) { h2d_per_step_ = on; }
+  bool h2d_per_step() const { return h2d_per_step_; }
   // One training step (see the top); copies the inputs from the host first with h2d_per_step.
   virtual void train_step();
   float loss() { return graph_.loss_value(); }
@@ -81,6 +82,19 @@ class Model {
   void set_samples_per_step(int64_t n) { samples_per_step_ = n; }
   const std::map<std::string, double>& extra_items_per_step() const { return extra_items_; }
   void set_extra_items(const std::string& what, double per_step) { extra_items_[what] = per_step; }
+
+  // The parts of one training step, for the per-layer breakdown (models/breakdown.h): each part
+  // zeroes graph `graph`'s gradients, runs its forward and backward and steps optimizer
+  // `optimizer`, `times` per step; `label` prefixes its rows ("critic" in "critic:res1.conv1").
+  // The default step is one unlabelled part; a model with its own step lists its parts (what
+  // else its step does, such as copying data, is what the breakdown's coverage leaves out).
+  struct StepPart {
+    std::size_t graph = 0;
+    std::size_t optimizer = 0;
+    int times = 1;
+    std::string label;
+  };
+  virtual std::vector<StepPart> step_parts() const { return {StepPart{}}; }
 
   // Analytic FLOPs of one training step (layers + optimizer), for the default step; a model
   // with its own step counts its own.

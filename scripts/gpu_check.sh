@@ -20,8 +20,12 @@
 #      - in a second run at batches 2 and 8 (DS2_FILTER, DS2_BATCHES): the DeepSpeech2
 #        training step at 1000 frames (about 0.7 TFLOP per utterance and 3 GB of weights,
 #        gradients and momentum: the larger batches would cost more time than they tell)
+#      - in a third run at batch 16 (GAN_FILTER, GAN_BATCHES): the WGAN-GP iteration (one
+#        generator step and 5 critic steps with the double-backward penalty, about 0.24 TFLOP
+#        per image)
 #   4. scripts/torch_side_by_side.py: PyTorch timings of the same layers and of the
-#      Inception-v3, Seq2Seq and DeepSpeech2 training steps (the models of scripts/torch_cpu_compare.py; CUDA
+#      Inception-v3, Seq2Seq, DeepSpeech2 and WGAN-GP training steps (the models of
+#      scripts/torch_cpu_compare.py; CUDA
 #      events, warm-up) in fp32-strict and tf32, joined with the tbd JSON; its table of times
 #      and ratios is printed LAST
 # Everything goes under $OUT if set, else results/gpu/<UTC date-time>/ (logs, JSON, XML,
@@ -48,12 +52,16 @@ BENCH_BATCHES=${BENCH_BATCHES:-1,16,32}
 # DeepSpeech2's training step, in a run of its own at its own batches (PyTorch's side: 8).
 DS2_FILTER=${DS2_FILTER:-'^DeepSpeech2/train/'}
 DS2_BATCHES=${DS2_BATCHES:-2,8}
+# WGAN-GP's iteration, in a run of its own (PyTorch's side: 16, the issue's batch).
+GAN_FILTER=${GAN_FILTER:-'^WGAN/train/'}
+GAN_BATCHES=${GAN_BATCHES:-16}
 BENCH_MATHS=${BENCH_MATHS:-"fp32 tf32"}
 BENCH_ARGS=${BENCH_ARGS:-"--benchmark_min_time=0.05"}  # plus the flags below
 BENCH_COUNTER_ARGS=${BENCH_COUNTER_ARGS:-""}           # e.g. "--tbd_counters=all" if the fixtures want one
 TEST_TIMEOUT_S=${TEST_TIMEOUT_S:-150}    # per test binary
 BENCH_TIMEOUT_S=${BENCH_TIMEOUT_S:-120}  # per math mode, the BENCH_FILTER run
 DS2_TIMEOUT_S=${DS2_TIMEOUT_S:-60}       # per math mode, the DS2_FILTER run
+GAN_TIMEOUT_S=${GAN_TIMEOUT_S:-40}       # per math mode, the GAN_FILTER run
 TORCH_TIMEOUT_S=${TORCH_TIMEOUT_S:-120}
 TOTAL_BUDGET_S=${TOTAL_BUDGET_S:-470}    # the whole check; every limit above is cut to what is left
 TORCH_RESERVE_S=${TORCH_RESERVE_S:-75}   # of it, keeping this much for the PyTorch step (its table)
@@ -137,6 +145,8 @@ if ((have_bundle)) && [[ -x "$BUNDLE/bin/tbd_bench" ]]; then
       --tbd_batches="$BENCH_BATCHES" --benchmark_filter="$BENCH_FILTER"
     run_tbd timeout 60 "$BUNDLE/bin/tbd_bench" --tbd_backend=cpu --benchmark_list_tests \
       --tbd_batches="$DS2_BATCHES" --benchmark_filter="$DS2_FILTER"
+    run_tbd timeout 60 "$BUNDLE/bin/tbd_bench" --tbd_backend=cpu --benchmark_list_tests \
+      --tbd_batches="$GAN_BATCHES" --benchmark_filter="$GAN_FILTER"
   } > "$names" 2> "$OUT/bench_names.log"
   if python3 "$ROOT/scripts/torch_side_by_side.py" --check-names "$names" > "$OUT/check_names.txt" 2>&1; then
     say "$(tail -1 "$OUT/check_names.txt")"
@@ -229,6 +239,7 @@ if [[ -x "$BUNDLE/bin/tbd_bench" ]]; then
   for m in $BENCH_MATHS; do
     run_bench "$m" "" "$BENCH_FILTER" "$BENCH_BATCHES" "$BENCH_TIMEOUT_S"
     run_bench "$m" _ds2 "$DS2_FILTER" "$DS2_BATCHES" "$DS2_TIMEOUT_S"
+    run_bench "$m" _gan "$GAN_FILTER" "$GAN_BATCHES" "$GAN_TIMEOUT_S"
   done
 fi
 say "benchmarks done after $(elapsed) s"

@@ -9,7 +9,8 @@
 # oneDNN, no apt and no network. So the bundle carries:
 #   bin/    tbd_bench (if built), the CUDA test binaries (tests/*cuda*_test) and the layer suites
 #           (the tests/layers/*_test.cpp that run their cases on every target, CUDA included,
-#           against float64); ALL_TESTS=1 packs every test binary, which may not fit
+#           against float64); ALL_TESTS=1 packs every test binary, which may not fit. The
+#           copies here and of libtbd_*.so are stripped (strip --strip-unneeded) where binutils is
 #   lib/    libtbd_*.so and every library they load that is neither glibc nor a CUDA library:
 #           libbenchmark.so.1debian, libdnnl.so.2, libgomp.so.1, libOpenCL.so.1, libstdc++.so.6,
 #           libgcc_s.so.1, ... (found with ldd here)
@@ -54,6 +55,11 @@ fi
 
 for b in "${binaries[@]}"; do cp -p "$b" "$BUNDLE_DIR/bin/"; done
 cp -p "${engine_libs[@]}" "$BUNDLE_DIR/lib/"
+# The copies lose their static symbol tables (about 30 % of a test binary; the dynamic symbols
+# that loading needs stay), so that the bundle fits the carry limit as suites are added.
+if command -v strip >/dev/null 2>&1; then
+  strip --strip-unneeded "$BUNDLE_DIR"/bin/* "$BUNDLE_DIR"/lib/libtbd_*.so
+fi
 
 # Libraries the GPU machine provides itself (glibc and the dynamic loader) or through PyTorch's
 # pip wheels (CUDA): never packed.

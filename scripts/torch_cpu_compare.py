@@ -6,6 +6,10 @@ Builds ResNet-50 v1.5 (torchvision's definition when available, else an equivale
 and the same pre-norm Transformer-base as models/transformer.cpp (tied embeddings, sinusoidal
 positions, dropout 0.1, label smoothing 0.1, Adam), times full training steps (forward, loss,
 backward, optimizer) after warm-up with the same thread count, and prints one JSON object.
+WGAN-GP (models/wgan.h, gan_64x64.py's ResNet generator and critic; LayerNorm over (C, H, W)
+with per-channel affine is nn.GroupNorm(1, C)) times TBD's iteration: one generator step (the
+critic's parameters with requires_grad off) and 5 critic steps, each on the next real and noise
+batch of a pool drawn once, the penalty through autograd.grad(create_graph=True).
 
 Every model's entry has the same fields: batch, step_s (the median of the timed steps),
 step_times_s (each timed step), the model's items per second at the median step, params,
@@ -43,6 +47,8 @@ Usage: python3 scripts/torch_cpu_compare.py --threads 2 --resnet-batch 4 \
            --inception-batch 4                             # Inception-v3 alone
        python3 scripts/torch_cpu_compare.py --resnet-batch 0 --transformer-batch 0 \
            --ds2-batch 2 --ds2-frames 1000 --warmup 1 --steps 3   # DeepSpeech2 alone (slow)
+       python3 scripts/torch_cpu_compare.py --resnet-batch 0 --transformer-batch 0 \
+           --wgan-batch 16 --warmup 1 --steps 3   # WGAN-GP alone (one step = 1 G + 5 D steps)
        python3 scripts/torch_cpu_compare.py --resnet-batch 0 --transformer-batch 0 --tiny \
            --seq2seq-batch 4 --ds2-batch 4 --warmup 0 --steps 30  # functional: losses fall
 """
@@ -332,8 +338,9 @@ def main():
                     help="DeepSpeech2's input frames T (10 ms each; default 1000, tiny 40)")
     ap.add_argument("--ds2-label-len", type=int, default=None,
                     help="DeepSpeech2's label length, every sample (default 150, tiny 5)")
+    ap.add_argument("--wgan-batch", type=int, default=0, help="0 skips WGAN-GP")
     ap.add_argument("--tiny", action="store_true",
-                    help="functional check: Seq2Seq and DeepSpeech2 at toy sizes")
+                    help="functional check: Seq2Seq, DeepSpeech2 and WGAN-GP at toy sizes")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--denormals", choices=("flush", "keep"), default="flush",
@@ -373,6 +380,8 @@ def main():
         run_seq2seq(a, out, common)
     if a.ds2_batch > 0:
         run_ds2(a, out, common, ap)
+    if a.wgan_batch > 0:
+        run_wgan(a, out, common)
     print(json.dumps(out, indent=2))
 
 
@@ -577,6 +586,131 @@ def run_ds2(a, out, common, ap):
                                {"utterances": n, "frames": n * s["frames"]}, common,
                                frames=s["frames"], ctc_steps=s["ctc_steps"],
                                label_len=s["label_len"], tiny=a.tiny, **dims)
+
+
+class WganUp(nn.Module):
+    """Up-sampling residual block (gan_64x64.py ResidualBlock, resample='up'): shortcut =
+    upsample, conv 1x1 (+b); main = BN, ReLU, upsample, conv 3x3 (no bias), BN, ReLU, conv 3x3
+    (+b). Upsampling nearest 2x (tflib's tile-and-depth_to_space)."""
+
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.shortcut = nn.Conv2d(cin, cout, 1)
+        self.bn1 = nn.BatchNorm2d(cin)
+        self.conv1 = nn.Conv2d(cin, cout, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1)
+
+    def forward(self, x):
+        def up(t):
+            return F.interpolate(t, scale_factor=2, mode="nearest")
+        h = self.conv1(up(F.relu(self.bn1(x))))
+        return self.shortcut(up(x)) + self.conv2(F.relu(self.bn2(h)))
+
+
+class WganDown(nn.Module):
+    """Down-sampling residual block (resample='down'): shortcut = 2x2 mean pool, conv 1x1 (+b);
+    main = LN, ReLU, conv 3x3 in->in (no bias), LN, ReLU, conv 3x3 in->out (+b), mean pool. LN
+    over (C, H, W) with per-channel affine = GroupNorm(1, C), eps 1e-5."""
+
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.shortcut = nn.Conv2d(cin, cout, 1)
+        self.ln1 = nn.GroupNorm(1, cin)
+        self.conv1 = nn.Conv2d(cin, cin, 3, padding=1, bias=False)
+        self.ln2 = nn.GroupNorm(1, cin)
+        self.conv2 = nn.Conv2d(cin, cout, 3, padding=1)
+
+    def forward(self, x):
+        h = self.conv1(F.relu(self.ln1(x)))
+        h = F.avg_pool2d(self.conv2(F.relu(self.ln2(h))), 2)
+        return self.shortcut(F.avg_pool2d(x, 2)) + h
+
+
+class WganGenerator(nn.Module):
+    def __init__(self, dim=64, blocks=4, z=128):
+        super().__init__()
+        w = [c * dim for c in [8, 8, 4, 2, 1][-(blocks + 1):]]
+        self.c0 = w[0]
+        self.input = nn.Linear(z, w[0] * 16)
+        self.blocks = nn.Sequential(*[WganUp(w[i], w[i + 1]) for i in range(blocks)])
+        self.out_bn = nn.BatchNorm2d(w[-1])
+        self.output = nn.Conv2d(w[-1], 3, 3, padding=1)
+
+    def forward(self, z):
+        h = self.blocks(self.input(z).view(-1, self.c0, 4, 4))
+        return torch.tanh(self.output(F.relu(self.out_bn(h))))
+
+
+class WganCritic(nn.Module):
+    def __init__(self, dim=64, blocks=4):
+        super().__init__()
+        w = [c * dim for c in [1, 2, 4, 8, 8][:blocks + 1]]
+        self.input = nn.Conv2d(3, w[0], 3, padding=1)
+        self.blocks = nn.Sequential(*[WganDown(w[i], w[i + 1]) for i in range(blocks)])
+        self.output = nn.Linear(w[-1] * 16, 1)
+
+    def forward(self, x):
+        return self.output(self.blocks(self.input(x)).flatten(1))
+
+
+WGAN_CRITIC_ITERS = 5
+
+
+def wgan_setup(n, tiny=False, device="cpu"):
+    """WGAN-GP at batch n: generator, critic, Adam(1e-4, betas (0, 0.9)) each, a pool of 5 real
+    batches (uniform in [-1, 1)) and 6 noise batches (standard normal) drawn on the CPU (seed 0)
+    and moved to `device`, and one iteration as TBD ran it (the step returns the last critic
+    loss). Returns a dict: gen, critic, step, dims."""
+    torch.manual_seed(0)
+    dims = dict(dim=4, blocks=1) if tiny else dict(dim=64, blocks=4)
+    gen = WganGenerator(**dims).to(device)
+    critic = WganCritic(**dims).to(device)
+    gen.train()
+    critic.train()
+    opt_g = torch.optim.Adam(gen.parameters(), lr=1e-4, betas=(0.0, 0.9))
+    opt_d = torch.optim.Adam(critic.parameters(), lr=1e-4, betas=(0.0, 0.9))
+    side = 4 << dims["blocks"]
+    reals = [(torch.rand(n, 3, side, side) * 2 - 1).to(device) for _ in range(WGAN_CRITIC_ITERS)]
+    noise = [torch.randn(n, 128).to(device) for _ in range(WGAN_CRITIC_ITERS + 1)]
+    d_params = list(critic.parameters())
+
+    def wgan_step():
+        # The generator step: no critic weight gradients.
+        for p in d_params:
+            p.requires_grad_(False)
+        opt_g.zero_grad(set_to_none=False)
+        g_loss = -critic(gen(noise[-1])).mean()
+        g_loss.backward()
+        opt_g.step()
+        for p in d_params:
+            p.requires_grad_(True)
+        for i in range(WGAN_CRITIC_ITERS):
+            opt_d.zero_grad(set_to_none=False)
+            real = reals[i]
+            with torch.no_grad():
+                fake = gen(noise[i])
+            alpha = torch.rand(n, 1, 1, 1, device=device)
+            x_hat = (real + alpha * (fake - real)).requires_grad_(True)
+            grad = torch.autograd.grad(critic(x_hat).sum(), x_hat, create_graph=True)[0]
+            gp = ((grad.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+            loss = critic(fake).mean() - critic(real).mean() + 10 * gp
+            loss.backward()
+            opt_d.step()
+        return loss.item()
+
+    return {"gen": gen, "critic": critic, "step": wgan_step, "dims": dims}
+
+
+def run_wgan(a, out, common):
+    n = a.wgan_batch
+    s = wgan_setup(n, a.tiny)
+    times, losses = time_steps(s["step"], a.warmup, a.steps)
+    e = entry(s["gen"], times, losses, n,
+              {"images": n, "critic_steps": WGAN_CRITIC_ITERS}, common, tiny=a.tiny, **s["dims"])
+    e["params"] = {"generator": e["params"],
+                   "critic": sum(p.numel() for p in s["critic"].parameters())}
+    out["wgan"] = e
 
 
 if __name__ == "__main__":

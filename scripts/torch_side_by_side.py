@@ -9,8 +9,9 @@ tbd's <Model>/train). It reads tbd_bench's Google Benchmark JSON for the same ma
 files per mode are merged) and prints a short table of times and tbd/torch ratios LAST.
 
   python3 scripts/torch_side_by_side.py --tbd-json fp32=OUT/bench_fp32.json \
-      --tbd-json fp32=OUT/bench_fp32_ds2.json --tbd-json tf32=OUT/bench_tf32.json \
-      --tbd-json tf32=OUT/bench_tf32_ds2.json --out OUT/torch.json
+      --tbd-json fp32=OUT/bench_fp32_ds2.json --tbd-json fp32=OUT/bench_fp32_gan.json \
+      --tbd-json tf32=OUT/bench_tf32.json --tbd-json tf32=OUT/bench_tf32_ds2.json \
+      --tbd-json tf32=OUT/bench_tf32_gan.json --out OUT/torch.json
 
 The cases:
   - a 1024^3 GEMM, the Transformer's FFN GEMM, a ResNet-50 3x3 convolution, the Transformer's
@@ -24,8 +25,10 @@ The cases:
     it did), at the shapes of the DeepSpeech2 model of scripts/torch_cpu_compare.py;
   - Inception-v3's 1x7 convolution of Mixed_6e (192 -> 192 at 17x17, padding (0, 3));
   - Inception-v3's (batch 32, torchvision's, aux classifier trained; --tiny: batch 2),
-    Seq2Seq's (batch 32) and DeepSpeech2's (batch 8, 1000 frames) whole training steps, the
-    models, data and steps of scripts/torch_cpu_compare.py (seq2seq_setup, ds2_setup) on CUDA.
+    Seq2Seq's (batch 32) and DeepSpeech2's (batch 8, 1000 frames) whole training steps and
+    WGAN-GP's iteration (batch 16: one generator and 5 critic steps), the models, data and
+    steps of scripts/torch_cpu_compare.py (inception_setup, seq2seq_setup, ds2_setup,
+    wgan_setup) on CUDA.
 TBD_ROWS is the one table that pairs each case (its builder case_<case> below) with the
 tbd_bench rows it is compared against and the batch both run at: tbd_bench's names look like
 `Conv2d/resnet50.layer2.0.conv2/fwd/batch:32` and `DeepSpeech2/train/batch:8`; adjust the table
@@ -105,6 +108,7 @@ TBD_ROWS = {
     "InceptionV3_train_b32": model_rows("InceptionV3", 32, "inception_train"),
     "Seq2Seq_train_b32": model_rows("Seq2Seq", 32, "seq2seq_train"),
     "DeepSpeech2_train_b8": model_rows("DeepSpeech2", 8, "ds2_train", DS2_SUFFIX),
+    "WGAN_train_b16": model_rows("WGAN", 16, "wgan_train"),
 }
 
 PHASES = ("fwd", "train")
@@ -252,6 +256,10 @@ def case_ds2_train(torch, dev, n, models):
     return {"step": models.ds2(n)["step"], "note": "CTC as in the ctc row"}
 
 
+def case_wgan_train(torch, dev, n, models):
+    return {"step": models.wgan(n)["step"], "note": "1 G + 5 D steps"}
+
+
 class Models:
     """The models of scripts/torch_cpu_compare.py on the device, built once per batch. Layer
     cases take their modules and shapes from the model at its model case's batch."""
@@ -282,6 +290,12 @@ class Models:
         if ("ds2", n) not in self.built:
             self.built[("ds2", n)] = self.tcc.ds2_setup(n, tiny=self.tiny, device=self.dev)
         return self.built[("ds2", n)]
+
+    def wgan(self, n=None):
+        n = n or self.model_batch("wgan_train")
+        if ("wgan", n) not in self.built:
+            self.built[("wgan", n)] = self.tcc.wgan_setup(n, tiny=self.tiny, device=self.dev)
+        return self.built[("wgan", n)]
 
 
 def builder(rows):

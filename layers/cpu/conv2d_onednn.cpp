@@ -15,7 +15,9 @@
 // the reorders are inside the layer's forward time, and the path is taken only when oneDNN actually
 // offers brgconv. Backward stays nChw16c (oneDNN 2.6's nhwc wgrad is slower), except a wgrad
 // that oneDNN has only its reference kernel for on nChw16c: it runs on x and dy reordered to
-// nhwc, else nchw, whichever has a real kernel. describe() names the implementations in use.
+// nhwc, else nchw, whichever has a real kernel; so do a dgrad and a forward in that case (a
+// forward from nChw16c to a plain y of K % 16 != 0 channels). describe() names the
+// implementations in use.
 #include "backends/cpu/onednn.h"
 #include "layers/conv2d.h"
 
@@ -135,6 +137,19 @@ class Conv2dOneDnn final : public Layer {
       }
       return false;
     };
+    // The forward too (x nChw16c, y plain: a conv to 3 channels, WGAN-GP's generator output,
+    // 230 ms per image on ref:any): x and y reordered around a channels-last kernel.
+    if (!channels_last_fwd() && is_ref(fwd_pd_) &&
+        retry(fwd_pd_, [&](const memory::desc& xt, const memory::desc& yt) {
+          return dnnl::convolution_forward::primitive_desc(
+              dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                              dnnl::algorithm::convolution_direct, xt, w_any, b_md,
+                                              yt, strides, dil, pad_l, pad_r),
+              attr, eng);
+        })) {
+      x_fwd_ = relayout(xs, x_md, fwd_pd_.src_desc());
+      y_fwd_ = relayout(ys, fwd_pd_.dst_desc(), y_md);
+    }
     if (is_ref(bwd_data_pd_) &&
         retry(bwd_data_pd_, [&](const memory::desc& xt, const memory::desc& yt) {
           return dnnl::convolution_backward_data::primitive_desc(
@@ -221,9 +236,11 @@ class Conv2dOneDnn final : public Layer {
     if (cfg_.bias) args[DNNL_ARG_BIAS] = mem_of(cpu_, params_[1].value);
     add_scratch(args, fwd_pd_.scratchpad_desc());
     if (!channels_last_fwd()) {
-      args[DNNL_ARG_SRC] = mem_of(cpu_, *x[0]);
-      args[DNNL_ARG_DST] = mem_of(cpu_, *y[0]);
+      args[DNNL_ARG_SRC] = x_fwd_.into(cpu_, mem_of(cpu_, *x[0]));
+      const memory y_mem = y_fwd_.source(cpu_, mem_of(cpu_, *y[0]));
+      args[DNNL_ARG_DST] = y_mem;
       execute(cpu_, fwd_, args, "Conv2d forward");
+      y_fwd_.out_of(cpu_, y_mem, mem_of(cpu_, *y[0]));
       return;
     }
     // Span by span: nChw16c -> nhwc (one reorder call), brgconv chunk by chunk, nhwc ->
@@ -362,8 +379,8 @@ class Conv2dOneDnn final : public Layer {
   dnnl::convolution_backward_weights::primitive_desc bwd_w_pd_;
   dnnl::primitive fwd_, bwd_data_, bwd_w_, dw_to_user_, w_to_fwd_, w_to_bwd_;
   dnnl::primitive x_to_nhwc_, y_from_nhwc_;  // channels-last forward only
-  // dgrad and wgrad on other layouts (where blocked ones have only the reference kernel)
-  Relayout dy_dgrad_, dx_dgrad_, x_wgrad_, dy_wgrad_;
+  // fprop, dgrad and wgrad on other layouts (where blocked ones have only the reference kernel)
+  Relayout x_fwd_, y_fwd_, dy_dgrad_, dx_dgrad_, x_wgrad_, dy_wgrad_;
   Tensor w_fwd_, w_bwd_, dw_scratch_, db_scratch_, scratch_;
   Tensor x_nhwc_, y_nhwc_;                        // channels-last forward only: one span of x and y
   memory::desc x_span_md_, y_span_md_;            // nChw16c slices of span_ images

@@ -168,14 +168,14 @@ __device__ void ln_row_stats(const float* __restrict__ x, int64_t D, double eps,
 // dx = r (g - mean(g) - xh mean(g xh)), g = dy * gamma; a block per row.
 __global__ void ln_dgrad_fwd_kernel(const float* __restrict__ dy, const float* __restrict__ x,
                                     const float* __restrict__ gamma, float* __restrict__ out,
-                                    int64_t D, double eps) {
+                                    int64_t D, int64_t G, double eps) {
   __shared__ double shared[32];
   const int64_t off = blockIdx.x * D;
   double mu, r;
   ln_row_stats(x + off, D, eps, shared, &mu, &r);
   double sg = 0, sgx = 0;
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
-    const double g = static_cast<double>(dy[off + i]) * gamma[i];
+    const double g = static_cast<double>(dy[off + i]) * gamma[i / G];
     sg += g;
     sgx += g * (x[off + i] - mu) * r;
   }
@@ -184,7 +184,7 @@ __global__ void ln_dgrad_fwd_kernel(const float* __restrict__ dy, const float* _
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
     const double xh = (x[off + i] - mu) * r;
     out[off + i] =
-        static_cast<float>(r * (static_cast<double>(dy[off + i]) * gamma[i] - mg - xh * mgx));
+        static_cast<float>(r * (static_cast<double>(dy[off + i]) * gamma[i / G] - mg - xh * mgx));
   }
 }
 
@@ -193,14 +193,14 @@ __global__ void ln_dgrad_fwd_kernel(const float* __restrict__ dy, const float* _
 __global__ void ln_dgrad_bwd_kernel(const float* __restrict__ v, const float* __restrict__ dy,
                                     const float* __restrict__ x, const float* __restrict__ gamma,
                                     float* __restrict__ ddy, float* __restrict__ dxx,
-                                    double* __restrict__ rows, int64_t D, double eps) {
+                                    double* __restrict__ rows, int64_t D, int64_t G, double eps) {
   __shared__ double shared[32];
   const int64_t off = blockIdx.x * D;
   double mu, r;
   ln_row_stats(x + off, D, eps, shared, &mu, &r);
   double s[5] = {0, 0, 0, 0, 0};  // g, g xh, v, v xh, v g
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
-    const double xh = (x[off + i] - mu) * r, g = static_cast<double>(dy[off + i]) * gamma[i];
+    const double xh = (x[off + i] - mu) * r, g = static_cast<double>(dy[off + i]) * gamma[i / G];
     const double vi = v[off + i];
     s[0] += g, s[1] += g * xh, s[2] += vi, s[3] += vi * xh, s[4] += vi * g;
   }
@@ -212,26 +212,30 @@ __global__ void ln_dgrad_bwd_kernel(const float* __restrict__ v, const float* __
   }
   const double c_xh = mgx * mvx - mvg + mg * mv;
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
-    const double xh = (x[off + i] - mu) * r, g = static_cast<double>(dy[off + i]) * gamma[i];
+    const double xh = (x[off + i] - mu) * r, g = static_cast<double>(dy[off + i]) * gamma[i / G];
     const double pv = v[off + i] - mv - xh * mvx;
-    if (ddy) ddy[off + i] = static_cast<float>(r * pv * gamma[i]);
+    if (ddy) ddy[off + i] = static_cast<float>(r * pv * gamma[i / G]);
     if (dxx)
       dxx[off + i] = static_cast<float>(r * r * (xh * c_xh - (g - mg - xh * mgx) * mvx - pv * mgx));
   }
 }
 
-// d(gamma)[i] += sum over rows of r P(v)[i] dy[i], rows in order.
+// d(gamma)[p] += sum over rows, and over the p-th run of G values, of r P(v) dy, rows in
+// order; a thread per gamma entry.
 __global__ void ln_dgrad_gamma_kernel(const float* __restrict__ v, const float* __restrict__ dy,
                                       const float* __restrict__ x, const double* __restrict__ rows,
-                                      float* __restrict__ dgamma, int64_t M, int64_t D) {
-  TBD_GRID_STRIDE(i, D) {
+                                      float* __restrict__ dgamma, int64_t M, int64_t D, int64_t P,
+                                      int64_t G) {
+  TBD_GRID_STRIDE(p, P) {
     double s = 0;
     for (int64_t m = 0; m < M; ++m) {
       const double mu = rows[4 * m], r = rows[4 * m + 1];
-      const double xh = (x[m * D + i] - mu) * r;
-      s += r * (v[m * D + i] - rows[4 * m + 2] - xh * rows[4 * m + 3]) * dy[m * D + i];
+      for (int64_t i = m * D + p * G; i < m * D + (p + 1) * G; ++i) {
+        const double xh = (x[i] - mu) * r;
+        s += r * (v[i] - rows[4 * m + 2] - xh * rows[4 * m + 3]) * dy[i];
+      }
     }
-    dgamma[i] += static_cast<float>(s);
+    dgamma[p] += static_cast<float>(s);
   }
 }
 
@@ -240,8 +244,9 @@ class LayerNormDgradCuda final : public Layer {
   LayerNormDgradCuda(Backend& be, const std::string& name, const LayerNormDgradConfig& cfg,
                      const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
-    D_ = in[0].shape[-1];
-    M_ = in[0].shape.numel() / D_;
+    lr_ = layer_norm_rows(cfg.ln, in[1].shape);
+    D_ = lr_.D;
+    M_ = lr_.M;
     rows_ = be.empty(Shape{2 * 4 * M_}, MemCategory::kWorkspace);  // 4 doubles per row
   }
   const char* kind() const override { return LayerNormDgradConfig::kKind; }
@@ -249,24 +254,26 @@ class LayerNormDgradCuda final : public Layer {
   void forward(MutTensorRefs y, TensorRefs x) override {
     check_arity(x.size(), 2, "forward inputs");
     ln_dgrad_fwd_kernel<<<static_cast<unsigned>(M_), kBlock, 0, cu_.stream()>>>(
-        x[0]->f32(), x[1]->f32(), params_[0].value.f32(), y[0]->f32(), D_, cfg_.ln.eps);
+        x[0]->f32(), x[1]->f32(), params_[0].value.f32(), y[0]->f32(), D_, lr_.G, cfg_.ln.eps);
     TBD_CUDA_CHECK_LAST();
   }
   void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     auto* rows = static_cast<double*>(rows_.raw());
     ln_dgrad_bwd_kernel<<<static_cast<unsigned>(M_), kBlock, 0, cu_.stream()>>>(
         dy[0]->f32(), x[0]->f32(), x[1]->f32(), params_[0].value.f32(),
-        dx[0] ? dx[0]->f32() : nullptr, dx[1] ? dx[1]->f32() : nullptr, rows, D_, cfg_.ln.eps);
+        dx[0] ? dx[0]->f32() : nullptr, dx[1] ? dx[1]->f32() : nullptr, rows, D_, lr_.G,
+        cfg_.ln.eps);
     TBD_CUDA_CHECK_LAST();
     if (!param_grads()) return;
-    ln_dgrad_gamma_kernel<<<grid_for(D_), kBlock, 0, cu_.stream()>>>(
-        dy[0]->f32(), x[0]->f32(), x[1]->f32(), rows, params_[0].grad.f32(), M_, D_);
+    ln_dgrad_gamma_kernel<<<grid_for(lr_.P), kBlock, 0, cu_.stream()>>>(
+        dy[0]->f32(), x[0]->f32(), x[1]->f32(), rows, params_[0].grad.f32(), M_, D_, lr_.P, lr_.G);
     TBD_CUDA_CHECK_LAST();
   }
 
  private:
   LayerNormDgradConfig cfg_;
   CudaBackend& cu_;
+  LayerNormRows lr_;
   int64_t M_ = 0, D_ = 0;
   Tensor rows_;
 };

@@ -533,7 +533,8 @@ TEST(TbdBench, FiltersSelectWhatTheySay) {
 
   std::vector<std::string> neg = list("--benchmark_filter=-batch: --tbd_batches=1");
   std::vector<std::string> optimizers;
-  for (const char* model : {"deepspeech2", "inceptionv3", "resnet50", "seq2seq", "transformer"}) {
+  for (const char* model :
+       {"deepspeech2", "inceptionv3", "resnet50", "seq2seq", "transformer", "wgan"}) {
     for (const char* opt : {"SGD", "Adam", "RMSprop"}) {
       optimizers.push_back(std::string(opt) + "/" + model + "/step");
     }
@@ -586,7 +587,9 @@ TEST(TbdBench, BatchesAndQuickShapeTheAxis) {
   std::set<std::string> kinds;
   for (const std::string& s : quick) kinds.insert(parse_bench_name(s)->kind);
   EXPECT_GE(kinds.size(), 20u);
-  EXPECT_LT(quick.size(), 120u);
+  // One layer per kind (three phases each), every model and the optimizers: it grows with the
+  // kinds and models, but stays far from every distinct layer (thousands).
+  EXPECT_LT(quick.size(), 200u);
   EXPECT_TRUE(std::count(quick.begin(), quick.end(), "ResNet50/train/batch:1") == 1);
 }
 

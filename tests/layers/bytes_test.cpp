@@ -13,17 +13,21 @@
 #include "layers/conv2d.h"
 #include "layers/dropout.h"
 #include "layers/embedding.h"
+#include "layers/input_grad.h"
 #include "layers/layer_norm.h"
 #include "layers/linear.h"
 #include "layers/loss.h"
+#include "layers/mean_loss.h"
 #include "layers/mlp_attention.h"
 #include "layers/optimizer.h"
 #include "layers/pool2d.h"
 #include "layers/positional_encoding.h"
+#include "layers/random_interpolation.h"
 #include "layers/rnn.h"
 #include "layers/sequence_batchnorm.h"
 #include "layers/sequence_last.h"
 #include "layers/tensor_ops.h"
+#include "layers/upsample.h"
 #include "models/graph.h"
 #include "tests/support/check.h"
 
@@ -189,11 +193,47 @@ TEST(Bytes, EmbeddingAndLosses) {
 TEST(Bytes, LayerNorm) {
   // x (2, 3, 8): E = 48, D = 8, M = 6 rows (saved mean and variance: 6 each).
   Shape x{2, 3, 8};
-  expect_bytes(layer_norm_bytes(x), 4 * (48 + 2 * 8 + 48 + 2 * 6), 4 * (48 + 48 + 2 * 6 + 8 + 48),
-               4 * (48 + 48 + 2 * 6 + 2 * 2 * 8));
+  expect_bytes(layer_norm_bytes(LayerNormConfig{}, x), 4 * (48 + 2 * 8 + 48 + 2 * 6),
+               4 * (48 + 48 + 2 * 6 + 8 + 48), 4 * (48 + 48 + 2 * 6 + 2 * 2 * 8));
   auto be = make_cpu_backend();
   expect_same(make_layer(*be, "ln", LayerNormConfig{}, {TensorDesc{x}})->bytes(),
-              layer_norm_bytes(x));
+              layer_norm_bytes(LayerNormConfig{}, x));
+  // Over (C, H, W): x (2, 3, 2, 2), E = 24, M = 2 samples, P = 3 channels of gamma and beta.
+  LayerNormConfig chw;
+  chw.over = LayerNormOver::kChw;
+  const Shape xc{2, 3, 2, 2};
+  const Bytes b = layer_norm_bytes(chw, xc);
+  expect_bytes(b, 4 * (24 + 2 * 3 + 24 + 2 * 2), 4 * (24 + 24 + 2 * 2 + 3 + 24),
+               4 * (24 + 24 + 2 * 2 + 2 * 2 * 3));
+  expect_same(make_layer(*be, "ln", chw, {TensorDesc{xc}})->bytes(), b);
+  const Shape xb{2, 16, 2, 2};  // nChw16c: the same formula
+  expect_same(make_layer(*be, "ln", chw, {TensorDesc{xb, DType::kF32, Layout::kNChw16c}})->bytes(),
+              layer_norm_bytes(chw, xb));
+  // Its input gradient as a layer (layers/input_grad.h): read dy, x, gamma; write dx, and so on.
+  LayerNormDgradConfig dg;
+  dg.ln = chw;
+  expect_bytes(make_layer(*be, "ln.dgrad", dg, {TensorDesc{xc}, TensorDesc{xc}})->bytes(),
+               4 * (3 * 24 + 3), 4 * (5 * 24 + 3), 4 * (3 * 24 + 2 * 3));
+}
+
+TEST(Bytes, WganKinds) {
+  auto be = make_cpu_backend();
+  // Upsample2d x (2, 3, 2, 2) by 2: X = 24, Y = 96.
+  const Shape x{2, 3, 2, 2};
+  const Bytes up = upsample2d_bytes(Upsample2dConfig{}, x);
+  expect_bytes(up, 4 * (24 + 96), 4 * (96 + 24), 0);
+  expect_same(make_layer(*be, "up", Upsample2dConfig{}, {TensorDesc{x}})->bytes(), up);
+  // RandomInterpolation of two (2, 3, 4): E = 24, N = 2 (alpha).
+  const Shape r{2, 3, 4};
+  const Bytes ri = random_interpolation_bytes(r);
+  expect_bytes(ri, 4 * (24 + 24 + 24 + 2), 4 * (24 + 2 + 24 + 24), 0);
+  expect_same(
+      make_layer(*be, "mix", RandomInterpolationConfig{}, {TensorDesc{r}, TensorDesc{r}})->bytes(),
+      ri);
+  // MeanLoss of (5, 1): read 5, write 1; read dy, write 5.
+  const Bytes ml = mean_loss_bytes(Shape{5, 1});
+  expect_bytes(ml, 4 * (5 + 1), 4 * (1 + 5), 0);
+  expect_same(make_layer(*be, "m", MeanLossConfig{}, {TensorDesc{Shape{5, 1}}})->bytes(), ml);
 }
 
 TEST(Bytes, Attention) {

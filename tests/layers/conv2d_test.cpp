@@ -139,6 +139,10 @@ INSTANTIATE_TEST_SUITE_P(
                 // Deep Speech 2's second conv, smaller: a long rectangular kernel with a stride
                 // along W only, whose backward oneDNN runs on reordered layouts (Conv2dImpl
                 // below).
+                // WGAN-GP's generator output: blocked x to a plain 3-channel y, whose forward
+                // runs on reordered layouts (Conv2dImpl below).
+                ConvCase{"blocked_to_3_channels_bias", Shape{2, 16, 6, 5}, cfg(3, 3, 1, 1, true),
+                         Layout::kNChw16c},
                 ConvCase{"speech_11x21_stride_1x2", Shape{2, 32, 13, 25},
                          [] {
                            Conv2dConfig c = cfg(32, 1, 1, 0);
@@ -180,6 +184,17 @@ TEST(Conv2dImpl, SpeechConvBackwardHasNoReferenceKernel) {
   c.kernel_w = 41, c.stride_h = 2;
   auto conv1 = make_layer(*be, "conv1", c, {TensorDesc{Shape{2, 1, 100, 161}}});
   EXPECT_EQ(conv1->describe().find("ref"), std::string::npos) << conv1->describe();
+}
+
+// A blocked x into 3 output channels (y plain): oneDNN 2.6 has only its reference forward for
+// nChw16c -> nchw (230 ms for one 64x64 image of WGAN-GP's generator); the forward runs on x
+// and y reordered instead.
+TEST(Conv2dImpl, BlockedToFewChannelsForwardHasNoReferenceKernel) {
+  auto be = make_cpu_backend();
+  auto out = make_layer(*be, "generator.output", Conv2dConfig::square(3, 3, 1, 1, true),
+                        {TensorDesc{Shape{2, 64, 16, 16}, DType::kF32, Layout::kNChw16c}});
+  EXPECT_EQ(out->output_descs()[0].layout, Layout::kRowMajor);
+  EXPECT_EQ(out->describe().find("ref"), std::string::npos) << out->describe();
 }
 
 // A batch too large for one channels-last reorder (x + y > 16 MiB) goes span by span; the

@@ -114,7 +114,10 @@ TEST_P(InputGradTest, Conv2dDgradMatchesFloat64Reference) {
   };
   for (const Case& tc :
        {Case{Shape{2, 3, 7, 7}, 4, 3, 1, 1, 1}, Case{Shape{2, 4, 8, 8}, 6, 3, 2, 1, 2},
-        Case{Shape{1, 5, 6, 5}, 3, 1, 1, 0, 1}, Case{Shape{2, 2, 9, 9}, 4, 4, 2, 1, 1}}) {
+        Case{Shape{1, 5, 6, 5}, 3, 1, 1, 0, 1}, Case{Shape{2, 2, 9, 9}, 4, 4, 2, 1, 1},
+        // Channels in 16s: the CPU's blocked path (nChw16c copies at the edges).
+        Case{Shape{2, 16, 6, 6}, 32, 3, 1, 1, 1}, Case{Shape{1, 32, 4, 4}, 16, 1, 1, 0, 1},
+        Case{Shape{2, 16, 7, 7}, 16, 3, 2, 1, 1}}) {
     SCOPED_TRACE(tc.x.to_string());
     RefConv ref(tc.x, tc.k, tc.r, tc.stride, tc.pad, tc.groups);
     Conv2dDgradConfig c;
@@ -233,16 +236,18 @@ TEST_P(InputGradTest, Pool2dDgradMatchesFloat64Reference) {
 
 // ---- LayerNormDgrad ----
 
+// gamma is indexed i / G: G = 1 over the last dim, H*W over (C, H, W) (a row is a sample).
 struct RefLnDgrad {
   int64_t M, D;
   double eps;
+  int64_t G = 1;
   // dx = r P(g), g = dy * gamma, per row.
   std::vector<Vec> forward(const std::vector<Vec>& x, const std::vector<Vec>& p) const {
     Vec dx(M * D);
     for (int64_t m = 0; m < M; ++m) {
       Vec xh, g;
       double r = row(x[1], m, &xh);
-      for (int64_t i = 0; i < D; ++i) g.push_back(x[0][m * D + i] * p[0][i]);
+      for (int64_t i = 0; i < D; ++i) g.push_back(x[0][m * D + i] * p[0][i / G]);
       Vec pg = proj(g, xh);
       for (int64_t i = 0; i < D; ++i) dx[m * D + i] = r * pg[i];
     }
@@ -253,12 +258,12 @@ struct RefLnDgrad {
                     const std::vector<Vec>& vv) const {
     RefGrads out;
     out.dx = {Vec(M * D), Vec(M * D)};
-    out.dparams = {Vec(D, 0.0)};
+    out.dparams = {Vec(D / G, 0.0)};
     for (int64_t m = 0; m < M; ++m) {
       Vec xh, g, v;
       double r = row(x[1], m, &xh);
       for (int64_t i = 0; i < D; ++i) {
-        g.push_back(x[0][m * D + i] * p[0][i]);
+        g.push_back(x[0][m * D + i] * p[0][i / G]);
         v.push_back(vv[0][m * D + i]);
       }
       Vec pg = proj(g, xh), pv = proj(v, xh);
@@ -268,8 +273,8 @@ struct RefLnDgrad {
         mvg += v[i] * g[i] / D;
       }
       for (int64_t i = 0; i < D; ++i) {
-        out.dx[0][m * D + i] = r * pv[i] * p[0][i];
-        out.dparams[0][i] += r * pv[i] * x[0][m * D + i];
+        out.dx[0][m * D + i] = r * pv[i] * p[0][i / G];
+        out.dparams[0][i / G] += r * pv[i] * x[0][m * D + i];
         out.dx[1][m * D + i] =
             r * r * (xh[i] * (mgx * mvx - mvg + mg * mv) - pg[i] * mvx - pv[i] * mgx);
       }
@@ -302,6 +307,20 @@ TEST_P(InputGradTest, LayerNormDgradMatchesFloat64Reference) {
     LayerNormDgradConfig c;
     auto layer = make_layer(*be, "ln.dgrad", c, {TensorDesc{s}, TensorDesc{s}});
     RefLnDgrad ref{s.numel() / s[-1], s[-1], c.ln.eps};
+    LayerCheckOptions o;
+    o.op_class = OpClass::kReduction;
+    check_layer(
+        *be, *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+        [&](auto& x, auto& p, auto& v) { return ref.backward(x, p, v); }, o);
+  }
+  // Over (C, H, W): a sample per row, gamma per channel.
+  for (const Shape& s : {Shape{2, 3, 2, 4}, Shape{1, 5, 3, 3}}) {
+    SCOPED_TRACE(s.to_string());
+    LayerNormDgradConfig c;
+    c.ln.over = LayerNormOver::kChw;
+    auto layer = make_layer(*be, "ln.dgrad", c, {TensorDesc{s}, TensorDesc{s}});
+    EXPECT_EQ(layer->params()[0].value.shape(), (Shape{s[1]}));
+    RefLnDgrad ref{s[0], s.numel() / s[0], c.ln.eps, s[2] * s[3]};
     LayerCheckOptions o;
     o.op_class = OpClass::kReduction;
     check_layer(

@@ -1,5 +1,6 @@
 // tests/layers/layer_norm_test.cpp: LayerNorm forward, dx, dgamma and dbeta against a float64
-// reference, on every target.
+// reference, on every target: over the last dim, and over (C, H, W) with per-channel gamma and
+// beta (row-major, and nChw16c on the CPU).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,15 +13,23 @@ namespace {
 
 struct LayerNormCase {
   std::string name;
-  Shape x;  // (..., D)
+  Shape x;  // (..., D), or (N, C, H, W) over (C, H, W)
   double eps = 1e-5;
+  LayerNormOver over = LayerNormOver::kLastDim;
+  Layout layout = Layout::kRowMajor;  // nChw16c: the CPU's blocked path (elsewhere row-major)
 };
 
-// Per row: xhat = (x - mean) / sqrt(var + eps) (biased var), y = xhat * gamma + beta.
+// Per row: xhat = (x - mean) / sqrt(var + eps) (biased var), y = xhat * gamma + beta, with
+// gamma and beta indexed d / G (over the last dim G = 1; over (C, H, W) a row is a sample and
+// G = H*W, so the index is the channel).
 struct RefLayerNorm {
-  int64_t M, D;
+  int64_t M, D, G;
   double eps;
-  RefLayerNorm(const Shape& x, double e) : M(x.numel() / x[-1]), D(x[-1]), eps(e) {}
+  RefLayerNorm(const Shape& x, double e, LayerNormOver over = LayerNormOver::kLastDim)
+      : M(over == LayerNormOver::kChw ? x[0] : x.numel() / x[-1]),
+        D(over == LayerNormOver::kChw ? x.numel() / x[0] : x[-1]),
+        G(over == LayerNormOver::kChw ? x[2] * x[3] : 1),
+        eps(e) {}
   // xhat and 1/sqrt(var + eps) of row m.
   void normalize(const Vec& x, int64_t m, Vec& xhat, double& inv) const {
     double mean = 0, var = 0;
@@ -37,7 +46,7 @@ struct RefLayerNorm {
     double inv;
     for (int64_t m = 0; m < M; ++m) {
       normalize(x[0], m, xhat, inv);
-      for (int64_t d = 0; d < D; ++d) y[m * D + d] = xhat[d] * p[0][d] + p[1][d];
+      for (int64_t d = 0; d < D; ++d) y[m * D + d] = xhat[d] * p[0][d / G] + p[1][d / G];
     }
     return {y};
   }
@@ -45,7 +54,7 @@ struct RefLayerNorm {
                     const std::vector<Vec>& dy) const {
     RefGrads g;
     g.dx = {Vec(M * D)};
-    g.dparams = {Vec(D, 0.0), Vec(D, 0.0)};
+    g.dparams = {Vec(D / G, 0.0), Vec(D / G, 0.0)};
     Vec xhat;
     double inv;
     for (int64_t m = 0; m < M; ++m) {
@@ -53,14 +62,14 @@ struct RefLayerNorm {
       double s1 = 0, s2 = 0;  // sum dxhat, sum dxhat * xhat
       for (int64_t d = 0; d < D; ++d) {
         double dyv = dy[0][m * D + d];
-        double dxh = dyv * p[0][d];
+        double dxh = dyv * p[0][d / G];
         s1 += dxh;
         s2 += dxh * xhat[d];
-        g.dparams[0][d] += dyv * xhat[d];
-        g.dparams[1][d] += dyv;
+        g.dparams[0][d / G] += dyv * xhat[d];
+        g.dparams[1][d / G] += dyv;
       }
       for (int64_t d = 0; d < D; ++d) {
-        double dxh = dy[0][m * D + d] * p[0][d];
+        double dxh = dy[0][m * D + d] * p[0][d / G];
         g.dx[0][m * D + d] = inv * (dxh - s1 / D - xhat[d] * s2 / D);
       }
     }
@@ -74,9 +83,13 @@ TEST_P(LayerNormTest, MatchesFloat64Reference) {
   const LayerNormCase& tc = tcase();
   LayerNormConfig cfg;
   cfg.eps = tc.eps;
-  auto layer = make("ln", cfg, {TensorDesc{tc.x}});
+  cfg.over = tc.over;
+  auto layer = make("ln", cfg, {TensorDesc{tc.x, DType::kF32, tc.layout}});
   EXPECT_EQ(layer->output_descs()[0].shape, tc.x);
-  RefLayerNorm ref(tc.x, tc.eps);
+  if (target() == Target::kCpu) {
+    EXPECT_EQ(layer->output_descs()[0].layout, tc.layout);
+  }
+  RefLayerNorm ref(tc.x, tc.eps, tc.over);
   LayerCheckOptions opt;
   opt.op_class = OpClass::kReduction;
   check_layer(
@@ -89,8 +102,9 @@ TEST_P(LayerNormTest, ParameterGradientsWithoutInputGradient) {
   const LayerNormCase& tc = tcase();
   LayerNormConfig cfg;
   cfg.eps = tc.eps;
-  auto layer = make("ln", cfg, {TensorDesc{tc.x}});
-  RefLayerNorm ref(tc.x, tc.eps);
+  cfg.over = tc.over;
+  auto layer = make("ln", cfg, {TensorDesc{tc.x, DType::kF32, tc.layout}});
+  RefLayerNorm ref(tc.x, tc.eps, tc.over);
   LayerCheckOptions opt;
   opt.op_class = OpClass::kReduction;
   opt.x_needs_grad = {false};
@@ -106,8 +120,13 @@ INSTANTIATE_TEST_SUITE_P(
         LayerNormCase{"batch1", Shape{1, 7}}, LayerNormCase{"odd_sizes_3d", Shape{3, 5, 33}},
         LayerNormCase{"wide_eps", Shape{2, 130}, 1e-3}, LayerNormCase{"rank4", Shape{2, 3, 2, 16}},
         LayerNormCase{"many_rows", Shape{67, 9}}, LayerNormCase{"rows_of_32", Shape{4, 7, 32}},
-        LayerNormCase{"rows_of_100", Shape{3, 100}},
-        LayerNormCase{"300_short_rows", Shape{300, 5}})),
+        LayerNormCase{"rows_of_100", Shape{3, 100}}, LayerNormCase{"300_short_rows", Shape{300, 5}},
+        LayerNormCase{"chw", Shape{3, 5, 4, 3}, 1e-5, LayerNormOver::kChw},
+        LayerNormCase{"chw_batch1", Shape{1, 2, 7, 9}, 1e-5, LayerNormOver::kChw},
+        LayerNormCase{"chw_blocked", Shape{2, 32, 3, 5}, 1e-5, LayerNormOver::kChw,
+                      Layout::kNChw16c},
+        LayerNormCase{"chw_blocked_batch1", Shape{1, 16, 4, 4}, 1e-5, LayerNormOver::kChw,
+                      Layout::kNChw16c})),
     CaseOnTarget());
 
 TEST(LayerNormParams, InitDecayAndSavedStatistics) {
@@ -153,6 +172,22 @@ TEST(LayerNormErrors, NonPositiveDimsAndBadConfigAreRejected) {
         make_layer(*be, "ln", LayerNormConfig{}, {TensorDesc{Shape{4, 8}, DType::kI32}});
       },
       {"LayerNorm 'ln'", "x", "i32"});
+}
+
+TEST(LayerNormParams, OverChwHasPerChannelAffineAndSavesPerSample) {
+  auto be = make_cpu_backend();
+  std::size_t fm0 = be->allocator().stats().current_of(MemCategory::kFeatureMaps);
+  LayerNormConfig cfg;
+  cfg.over = LayerNormOver::kChw;
+  auto layer = make_layer(*be, "res1.ln1", cfg, {TensorDesc{Shape{4, 6, 5, 5}}});
+  EXPECT_EQ(layer->params()[0].value.shape(), (Shape{6}));
+  EXPECT_EQ(layer->params()[1].value.shape(), (Shape{6}));
+  EXPECT_EQ(be->allocator().stats().current_of(MemCategory::kFeatureMaps) - fm0, 2u * 4 * 4);
+  expect_error(
+      [&] {
+        make_layer(*be, "ln", cfg, {TensorDesc{Shape{4, 6, 5}}});
+      },
+      {"LayerNorm 'ln'", "rank 4", "(C, H, W)", "(4, 6, 5)"});
 }
 
 TEST(LayerNormFlops, MatchesFormula) {
