@@ -143,7 +143,10 @@ void expect_common_counters(const json& b) {
   EXPECT_LE(u, 1);
   double cpu = b["cpu_utilization"];
   EXPECT_GT(cpu, 0);
-  EXPECT_LE(cpu, 1.05);  // process CPU time over wall x threads (clock skew: small slack)
+  // Process CPU time over wall x threads. The two clocks are read separately and these rows'
+  // loops last milliseconds: on this 2-vCPU VM short rows measured up to 1.10 when run alone
+  // (no other load), hence the slack; a real accounting error (threads miscounted) is 2x.
+  EXPECT_LE(cpu, 1.2);
   double sum = 0;
   for (const char* k : kMemCounters) {
     ASSERT_TRUE(b.contains(k)) << k;
