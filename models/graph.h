@@ -107,7 +107,12 @@ class Graph {
   // Binds every parameter into the graph's arena (one buffer of values, one of gradients),
   // allocates activations, gradients and scratch, initialises parameters. Call once.
   void finalize();
+  // finalize() for a graph that only runs forward (A3C's rollout, whose actions come from the
+  // policy's forward): no loss needed, no gradients allocated; backward() is an error. Its
+  // parameters are usually tied to a training graph's (finalized before it).
+  void finalize_inference();
   bool finalized() const { return finalized_; }
+  bool inference_only() const { return inference_; }
 
   void set_training(bool training);
   void forward();
@@ -164,6 +169,8 @@ class Graph {
   std::vector<TensorId> add_node(std::unique_ptr<Layer> layer, std::vector<TensorId> inputs,
                                  Recipe recipe);
   void init_params();
+  void finalize_impl(bool inference);
+  void plan_gradients();  // finalize(): who writes which gradient, gradient buffers
 
   Backend& be_;
   uint64_t seed_;
@@ -174,6 +181,7 @@ class Graph {
   std::map<std::string, std::deque<Tensor>> grad_scratch_;
   TensorId loss_ = -1;
   bool finalized_ = false;
+  bool inference_ = false;
   ParamArena arena_;
 };
 
