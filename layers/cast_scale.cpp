@@ -25,8 +25,8 @@ Contract contract(const std::string& name, const CastScaleConfig& cfg,
   TBD_LAYER_CHECK(in[0].layout == Layout::kRowMajor, k, name, "input x must be row-major, got ",
                   in[0].to_string());
   TBD_LAYER_CHECK(std::isfinite(cfg.scale), k, name, "scale must be finite, got ", cfg.scale);
-  return Contract{{TensorDesc{in[0].shape}}, {}, cast_scale_flops(in[0].shape),
-                  cast_scale_bytes(in[0].shape)};
+  return Contract{
+      {TensorDesc{in[0].shape}}, {}, cast_scale_flops(in[0].shape), cast_scale_bytes(in[0].shape)};
 }
 
 }  // namespace tbd

@@ -78,7 +78,7 @@ class A3c final : public Model {
  private:
   struct Worker {
     int index = 0;
-    Graph* train = nullptr;  // batch t_max: local weights and gradients
+    Graph* train = nullptr;    // batch t_max: local weights and gradients
     Graph* rollout = nullptr;  // batch 1: parameters tied to train's; forward only
     TensorId t_frames = -1, t_actions = -1, t_returns = -1;
     TensorId r_frames = -1;
@@ -102,9 +102,9 @@ class A3c final : public Model {
   int64_t K_ = 1;
   int threads_per_worker_ = 1;
   std::vector<std::unique_ptr<Worker>> workers_;
-  Graph* global_ = nullptr;     // the global weights (inference-only graph, never run)
-  std::vector<Param> shared_;   // the optimizer's view: global values, the applier's gradients
-  std::shared_mutex weights_;   // shared: a pull; exclusive: an apply
+  Graph* global_ = nullptr;    // the global weights (inference-only graph, never run)
+  std::vector<Param> shared_;  // the optimizer's view: global values, the applier's gradients
+  std::shared_mutex weights_;  // shared: a pull; exclusive: an apply
   std::atomic<float> last_loss_{0.f};
   double flops_ = 0, bytes_ = 0;
 
@@ -138,7 +138,8 @@ void A3c::build() {
     const Shape frames{T, o_.stack, S, S};
     if (main) {
       w.t_frames = data_input("frames", frames, DType::kU8, 0, 256);
-      w.t_actions = data_input("actions", Shape{T}, DType::kI32, 0, static_cast<double>(o_.actions));
+      w.t_actions =
+          data_input("actions", Shape{T}, DType::kI32, 0, static_cast<double>(o_.actions));
       w.t_returns = data_input("returns", Shape{T}, DType::kF32, -1, 1);
     } else {
       w.t_frames = g.input("frames", frames, DType::kU8);
@@ -231,9 +232,9 @@ void A3c::build() {
   const double pull_bytes = 2.0 * static_cast<double>(global_->arena().values.bytes());
   flops_ = static_cast<double>(K_) *
            (static_cast<double>(T + 1) * r.flops().fprop + t.flops().total() + optimizer().flops());
-  bytes_ = static_cast<double>(K_) * (static_cast<double>(T + 1) * r.bytes().fprop +
-                                      t.bytes().total() + t.zero_grad_bytes() +
-                                      optimizer().bytes() + pull_bytes);
+  bytes_ =
+      static_cast<double>(K_) * (static_cast<double>(T + 1) * r.bytes().fprop + t.bytes().total() +
+                                 t.zero_grad_bytes() + optimizer().bytes() + pull_bytes);
   set_samples_per_step(K_);
   set_extra_items("frames", static_cast<double>(K_ * T));
 
@@ -298,7 +299,7 @@ void A3c::update(Worker& w) {
   g.forward();
   g.backward();
   last_loss_.store(g.loss_value());  // the last update's, whichever worker's
-  {  // 5. apply to the global weights
+  {                                  // 5. apply to the global weights
     std::unique_lock<std::shared_mutex> lock(weights_);
     std::vector<Param*> tp = g.params();
     for (std::size_t i = 0; i < shared_.size(); ++i) shared_[i].grad = tp[i]->grad;

@@ -31,8 +31,8 @@ class CastScaleCuda final : public Layer {
   void forward(MutTensorRefs y, TensorRefs x) override {
     check_arity(x.size(), 1, "forward inputs");
     const int64_t n = x[0]->numel();
-    cast_scale_kernel<<<grid_for(n), kBlock, 0, cu_.stream()>>>(x[0]->data<uint8_t>(),
-                                                                y[0]->f32(), n, scale_);
+    cast_scale_kernel<<<grid_for(n), kBlock, 0, cu_.stream()>>>(x[0]->data<uint8_t>(), y[0]->f32(),
+                                                                n, scale_);
     TBD_CUDA_CHECK_LAST();
   }
   // x is u8: nothing flows back, and there are no parameters.

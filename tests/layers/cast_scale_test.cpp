@@ -47,18 +47,21 @@ TEST_P(CastScaleTest, MatchesFloat64Reference) {
       opt);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, CastScaleTest,
-    on_all_targets(::testing::Values(CastCase{"one", Shape{1}},
-                                     CastCase{"atari_state", Shape{1, 4, 84, 84}},
-                                     CastCase{"odd", Shape{3, 5, 7}},
-                                     CastCase{"scale_2", Shape{2, 9}, 2.0})),
-    CaseOnTarget());
+INSTANTIATE_TEST_SUITE_P(Shapes, CastScaleTest,
+                         on_all_targets(::testing::Values(CastCase{"one", Shape{1}},
+                                                          CastCase{"atari_state",
+                                                                   Shape{1, 4, 84, 84}},
+                                                          CastCase{"odd", Shape{3, 5, 7}},
+                                                          CastCase{"scale_2", Shape{2, 9}, 2.0})),
+                         CaseOnTarget());
 
 TEST(CastScaleErrors, NameLayerArgumentAndDtype) {
   auto be = make_cpu_backend();
-  expect_error([&] { make_layer(*be, "frames", CastScaleConfig{}, {TensorDesc{Shape{2, 3}}}); },
-               {"CastScale 'frames'", "input x", "u8", "f32"});
+  expect_error(
+      [&] {
+        make_layer(*be, "frames", CastScaleConfig{}, {TensorDesc{Shape{2, 3}}});
+      },
+      {"CastScale 'frames'", "input x", "u8", "f32"});
   expect_error(
       [&] {
         make_layer(*be, "frames", CastScaleConfig{}, {TensorDesc{Shape{2, 0}, DType::kU8}});

@@ -51,7 +51,7 @@ TEST(A3C, FullConfigurationParameterCount) {
   o.actors = 1;
   EXPECT_EQ(a3c_param_count(o), 1005109);
   auto m = build_a3c(*be, o);
-  EXPECT_EQ(m->graph().num_params(), 1005109);  // a worker's local copy
+  EXPECT_EQ(m->graph().num_params(), 1005109);   // a worker's local copy
   EXPECT_EQ(m->graph(1).num_params(), 1005109);  // the global weights
   // conv2's output is 'SAME''s 11x11.
   bool found = false;
