@@ -67,8 +67,8 @@ TEST(A3C, FullConfigurationParameterCount) {
   EXPECT_EQ(s.current_of(MemCategory::kWeights), 2u * 4 * 1005109);
   EXPECT_EQ(s.current_of(MemCategory::kWeightGrads), 4u * 1005109);
   EXPECT_EQ(s.current_of(MemCategory::kOptimizerState), 4u * 1005109);
-  EXPECT_EQ(m->samples_per_step(), 1);
-  EXPECT_EQ(m->extra_items_per_step().at("frames"), 5.0);
+  EXPECT_EQ(m->samples_per_step(), 8);  // updates: 8 per worker per iteration
+  EXPECT_EQ(m->extra_items_per_step().at("frames"), 8 * 5.0);
 }
 
 // The loss falls on one fixed rollout: the tiny network's training graph (worker 0's, the main
@@ -118,7 +118,7 @@ TEST(A3C, IdenticalRerunsWithOneWorker) {
   EXPECT_NE(std::memcmp(runs[0].data(), initial.data(), initial.size() * sizeof(float)), 0);
 }
 
-// Two workers update the global weights concurrently: K updates per step, memory exactly two
+// Two workers update the global weights concurrently: 8 K updates per step, memory exactly two
 // local copies (weights + gradients) beside the global weights and one optimizer state,
 // nothing allocated by the steps, and the memory returned when the model goes.
 TEST(A3C, TwoConcurrentWorkersKeepExactAccounting) {
@@ -128,8 +128,8 @@ TEST(A3C, TwoConcurrentWorkersKeepExactAccounting) {
     A3cOptions o = tiny(2);
     const auto P = static_cast<std::size_t>(a3c_param_count(o));
     auto m = build_a3c(*be, o);
-    EXPECT_EQ(m->samples_per_step(), 2);
-    EXPECT_EQ(m->extra_items_per_step().at("frames"), 10.0);
+    EXPECT_EQ(m->samples_per_step(), 16);
+    EXPECT_EQ(m->extra_items_per_step().at("frames"), 16 * 5.0);
     MemoryStats s = be->allocator().stats();
     EXPECT_EQ(s.current_of(MemCategory::kWeights) - before.current_of(MemCategory::kWeights),
               3 * 4 * P);
@@ -139,7 +139,7 @@ TEST(A3C, TwoConcurrentWorkersKeepExactAccounting) {
     m->train_step();  // warm-up
     const uint64_t allocs = be->allocator().stats().num_allocations;
     const std::size_t bytes = be->allocator().stats().total_current;
-    for (int i = 0; i < 5; ++i) m->train_step();
+    for (int i = 0; i < 3; ++i) m->train_step();
     s = be->allocator().stats();
     EXPECT_EQ(s.num_allocations, allocs) << "the workers' updates must not allocate";
     EXPECT_EQ(s.total_current, bytes);
