@@ -241,9 +241,8 @@ void A3c::build() {
   const double updates = static_cast<double>(K_ * kUpdatesPerWorker);
   flops_ = updates *
            (static_cast<double>(T + 1) * r.flops().fprop + t.flops().total() + optimizer().flops());
-  bytes_ =
-      static_cast<double>(K_) * (static_cast<double>(T + 1) * r.bytes().fprop + t.bytes().total() +
-                                 t.zero_grad_bytes() + optimizer().bytes() + pull_bytes);
+  bytes_ = updates * (static_cast<double>(T + 1) * r.bytes().fprop + t.bytes().total() +
+                      t.zero_grad_bytes() + optimizer().bytes() + pull_bytes);
   set_samples_per_step(K_ * kUpdatesPerWorker);
   set_extra_items("frames", static_cast<double>(K_ * kUpdatesPerWorker * T));
 

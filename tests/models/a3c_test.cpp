@@ -69,6 +69,15 @@ TEST(A3C, FullConfigurationParameterCount) {
   EXPECT_EQ(s.current_of(MemCategory::kOptimizerState), 4u * 1005109);
   EXPECT_EQ(m->samples_per_step(), 8);  // updates: 8 per worker per iteration
   EXPECT_EQ(m->extra_items_per_step().at("frames"), 8 * 5.0);
+  // Per update at least: the pull (read and write every weight), RMSprop with clipping (read
+  // w, g, sq and g again, write w, sq) and zero_grad: 9 passes of 4 bytes per parameter; and
+  // the FLOPs of the six batch-1 forwards and the batch-5 step, about 3 x 3.8 M MACs per
+  // sample x 5 + 6 x 3.8 M MACs = 160 MFLOP.
+  const double per_update_bytes = m->step_bytes() / static_cast<double>(m->samples_per_step());
+  EXPECT_GT(per_update_bytes, 9.0 * 4 * 1005109);
+  const double per_update_flops = m->step_flops() / static_cast<double>(m->samples_per_step());
+  EXPECT_GT(per_update_flops, 150e6);
+  EXPECT_LT(per_update_flops, 200e6);
 }
 
 // The loss falls on one fixed rollout: the tiny network's training graph (worker 0's, the main
