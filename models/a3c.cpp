@@ -174,7 +174,13 @@ void A3c::build() {
   for (int64_t k = 0; k < K_; ++k) {
     // Each worker's primitives are created with the threads it will run with.
     std::unique_ptr<WorkerScope> scope;
-    if (K_ > 1) scope = be.enter_worker(threads_per_worker_);
+    if (K_ > 1) {
+      try {
+        scope = be.enter_worker(threads_per_worker_);
+      } catch (const Error& e) {
+        TBD_FAIL("A3C: actors:", K_, " needs concurrent worker threads: ", e.what());
+      }
+    }
     auto w = std::make_unique<Worker>();
     w->index = static_cast<int>(k);
     w->train = k == 0 ? &graph() : &add_graph();
