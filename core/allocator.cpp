@@ -42,13 +42,29 @@ std::unique_ptr<RawAllocator> make_host_raw_allocator() {
 
 TrackingAllocator::TrackingAllocator(std::unique_ptr<RawAllocator> raw) : raw_(std::move(raw)) {}
 
+MemoryStats TrackingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void TrackingAllocator::set_limit_bytes(std::size_t limit) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  limit_ = limit;
+}
+
 std::size_t TrackingAllocator::limit_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return limit_locked();
+}
+
+std::size_t TrackingAllocator::limit_locked() const {
   // Leave an eighth of host memory to the OS and the rest of the process.
   return limit_ ? limit_ : raw_->capacity_bytes() / 8 * 7;
 }
 
 std::shared_ptr<Buffer> TrackingAllocator::allocate(std::size_t bytes, MemCategory category) {
-  std::size_t limit = limit_bytes();
+  std::unique_lock<std::mutex> lock(mutex_);
+  std::size_t limit = limit_locked();
   if (limit && stats_.total_current + bytes > limit) {
     throw OutOfMemory("out of memory: needs " + gib(stats_.total_current + bytes) + " (" +
                       gib(stats_.total_current) + " in use + " + gib(bytes) + " for " +
@@ -66,16 +82,19 @@ std::shared_ptr<Buffer> TrackingAllocator::allocate(std::size_t bytes, MemCatego
   stats_.total_current += bytes;
   stats_.total_peak = std::max(stats_.total_peak, stats_.total_current);
   ++stats_.num_allocations;
+  lock.unlock();
   return std::make_shared<Buffer>(this, p, bytes, category);
 }
 
 void TrackingAllocator::deallocate(void* ptr, std::size_t bytes, MemCategory category) {
+  std::lock_guard<std::mutex> lock(mutex_);
   raw_->deallocate(ptr, bytes);
   stats_.current[static_cast<int>(category)] -= bytes;
   stats_.total_current -= bytes;
 }
 
 void TrackingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
   stats_.peak = stats_.current;
   stats_.total_peak = stats_.total_current;
 }

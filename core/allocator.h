@@ -4,12 +4,18 @@
 // and in total, so a model's peak memory and its breakdown are exact (llm.c style arenas, but
 // per buffer). The allocation counter lets tests prove that a steady-state training step
 // allocates nothing. The device-specific part (malloc, cudaMallocAsync) is a RawAllocator.
+//
+// Thread-safe: several host threads (A3C's actor-learners) may allocate and free buffers of one
+// backend at once. One mutex guards the statistics and the raw allocator (allocation is never
+// on a timed path: a training step allocates nothing), and stats() returns a copy taken under
+// it.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "core/tensor.h"
 
@@ -45,15 +51,19 @@ class TrackingAllocator {
   std::shared_ptr<Buffer> allocate(std::size_t bytes, MemCategory category);
   void deallocate(void* ptr, std::size_t bytes, MemCategory category);
 
-  const MemoryStats& stats() const { return stats_; }
+  // A snapshot of the statistics (a copy: other threads may allocate meanwhile).
+  MemoryStats stats() const;
   // Peaks restart from the current values (used before a measured step).
   void reset_peak();
   // Upper bound on total live bytes (0 = the device capacity). Lets tests and users emulate
   // a smaller device; the default is what the device has.
-  void set_limit_bytes(std::size_t limit) { limit_ = limit; }
+  void set_limit_bytes(std::size_t limit);
   std::size_t limit_bytes() const;
 
  private:
+  std::size_t limit_locked() const;  // limit_bytes() with mutex_ held
+
+  mutable std::mutex mutex_;  // guards everything below
   std::unique_ptr<RawAllocator> raw_;
   MemoryStats stats_;
   std::size_t limit_ = 0;

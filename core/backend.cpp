@@ -14,6 +14,11 @@ void Backend::set_math_mode(MathMode m) {
             to_string(kind()), " backend (strict fp32 only)");
 }
 
+std::unique_ptr<WorkerScope> Backend::enter_worker(int) {
+  TBD_FAIL("the ", to_string(kind()), " backend cannot run concurrent workers (its layers share ",
+           "one execution stream and one set of library handles); run one worker");
+}
+
 PeakRate Backend::peak_flops(MathMode m) {
   return {0, std::string("unknown: the ") + to_string(kind()) + " backend does not say its " +
                  to_string(m) + " peak"};

@@ -30,6 +30,13 @@ struct PeakRate {
   std::string method;
 };
 
+// Held by a host thread while it runs layers concurrently with other such threads (A3C's
+// actor-learners): see Backend::enter_worker.
+class WorkerScope {
+ public:
+  virtual ~WorkerScope() = default;
+};
+
 class Backend {
  public:
   explicit Backend(std::unique_ptr<RawAllocator> raw) : allocator_(std::move(raw)) {}
@@ -45,6 +52,16 @@ class Backend {
   // The CPU backend is strict FP32 only and rejects kTf32 with an error.
   virtual void set_math_mode(MathMode m);
   virtual MathMode math_mode() const { return MathMode::kFp32; }
+
+  // Makes the calling thread a worker until the returned scope is destroyed (on this thread):
+  // its library calls go to an execution stream of its own and use `threads` threads, so K
+  // workers of T/K threads each share the T cores instead of oversubscribing them. Build a
+  // worker's layers inside its scope too: oneDNN primitives keep the thread count they were
+  // created with. The tracking allocator is thread-safe; everything else a worker touches must
+  // be its own (its graphs) or guarded by the caller (shared weights). The default throws
+  // naming the backend: it cannot run concurrent workers (CUDA: its layers share one stream
+  // and one set of cuDNN/cuBLAS handles).
+  virtual std::unique_ptr<WorkerScope> enter_worker(int threads);
 
   TrackingAllocator& allocator() { return allocator_; }
   Tensor empty(const TensorDesc& desc, MemCategory category);

@@ -39,7 +39,15 @@ void fill_normal(Backend& be, const Tensor& t, Rng& rng, double mean, double std
 }
 
 void fill_randint(Backend& be, const Tensor& t, Rng& rng, int64_t lo, int64_t hi) {
-  TBD_CHECK(t.dtype() == DType::kI32, "fill_randint: i32 only, got ", to_string(t.dtype()));
+  if (t.dtype() == DType::kU8) {
+    TBD_CHECK(lo >= 0 && hi <= 256 && lo < hi, "fill_randint: u8 values need 0 <= lo < hi <= 256, ",
+              "got [", lo, ", ", hi, ")");
+    std::vector<uint8_t> h(t.numel());
+    for (auto& v : h) v = static_cast<uint8_t>(rng.randint(lo, hi));
+    be.copy_from_host(t, h.data());
+    return;
+  }
+  TBD_CHECK(t.dtype() == DType::kI32, "fill_randint: i32 or u8 only, got ", to_string(t.dtype()));
   std::vector<int32_t> h(t.numel());
   for (auto& v : h) v = static_cast<int32_t>(rng.randint(lo, hi));
   be.copy_from_host(t, h.data());

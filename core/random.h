@@ -31,7 +31,7 @@ class Rng {
 // Host-generated data copied to the tensor (plain layout on the host, any layout on device).
 void fill_uniform(Backend& be, const Tensor& t, Rng& rng, double lo, double hi);
 void fill_normal(Backend& be, const Tensor& t, Rng& rng, double mean, double stddev);
-// Integer tensor (i32) with values in [lo, hi).
+// Integer tensor (i32, or u8 with 0 <= lo < hi <= 256) with values in [lo, hi).
 void fill_randint(Backend& be, const Tensor& t, Rng& rng, int64_t lo, int64_t hi);
 
 }  // namespace tbd

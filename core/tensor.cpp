@@ -18,6 +18,8 @@ std::size_t dtype_size(DType t) {
       return 2;
     case DType::kI32:
       return 4;
+    case DType::kU8:
+      return 1;
   }
   return 0;
 }
@@ -32,6 +34,8 @@ const char* to_string(DType t) {
       return "f16";
     case DType::kI32:
       return "i32";
+    case DType::kU8:
+      return "u8";
   }
   return "?";
 }

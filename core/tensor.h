@@ -20,7 +20,8 @@
 
 namespace tbd {
 
-enum class DType { kF32, kBF16, kF16, kI32 };
+// kU8: unsigned bytes (Atari frames as A3C feeds them; CastScale turns them into f32).
+enum class DType { kF32, kBF16, kF16, kI32, kU8 };
 std::size_t dtype_size(DType t);
 const char* to_string(DType t);
 

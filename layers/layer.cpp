@@ -57,7 +57,7 @@ void init_param(Backend& be, Param& p, uint64_t seed) {
   }
 }
 
-ParamArena bind_params(Backend& be, const std::vector<Param*>& params) {
+ParamArena bind_params(Backend& be, const std::vector<Param*>& params, bool with_grads) {
   ParamArena a;
   std::vector<Param*> order;
   for (Param* p : params) {
@@ -75,12 +75,14 @@ ParamArena bind_params(Backend& be, const std::vector<Param*>& params) {
   }
   if (total == 0) return a;
   if (values > 0) a.values = be.empty(Shape{values}, MemCategory::kWeights);
-  a.grads = be.empty(Shape{total}, MemCategory::kWeightGrads);
-  be.fill(a.grads, 0.f);
+  if (with_grads) {
+    a.grads = be.empty(Shape{total}, MemCategory::kWeightGrads);
+    be.fill(a.grads, 0.f);
+  }
   std::size_t off = 0, voff = 0;
   for (Param* p : order) {
     const TensorDesc d{p->value.shape()};
-    p->grad = a.grads.slice(off, d);
+    if (with_grads) p->grad = a.grads.slice(off, d);
     off += d.bytes();
     if (p->value_from) continue;
     p->value = a.values.slice(voff, d);

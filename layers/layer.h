@@ -154,7 +154,9 @@ struct ParamArena {
 // whose size is a multiple of 16 floats come first, so every large tensor starts 64-byte
 // aligned. Zeroes the gradients. A parameter whose value is shared (value_from) gets only a
 // gradient here; its value is bound to the source's by its graph.
-ParamArena bind_params(Backend& be, const std::vector<Param*>& params);
+// With with_grads false (an inference graph) no gradients are allocated (Param::grad stays
+// undefined).
+ParamArena bind_params(Backend& be, const std::vector<Param*>& params, bool with_grads = true);
 
 // Fills p.value by its Init rule from a stream seeded by (seed, p.name): the same parameter
 // gets the same values in a model, a layer benchmark and a test, on every backend.

@@ -105,4 +105,47 @@ Contract contract(const std::string& name, const GradientPenaltyConfig& cfg,
                   Bytes{bytes_of(e + 1), bytes_of(1 + 2 * e), 0}};
 }
 
+Flops actor_critic_loss_flops(const Shape& logits) {
+  const double n = static_cast<double>(logits[0]), a = static_cast<double>(logits[1]);
+  return Flops{n * (8 * a + 8), n * (12 * a + 4), 0};
+}
+
+Bytes actor_critic_loss_bytes(const Shape& logits) {
+  const double n = static_cast<double>(logits[0]), e = static_cast<double>(logits.numel());
+  // i32 actions are 4 bytes like the f32 tensors.
+  return Bytes{bytes_of(e + 3 * n + 1), bytes_of(1 + 2 * e + 4 * n), 0};
+}
+
+template <>
+Contract contract(const std::string& name, const ActorCriticLossConfig& cfg,
+                  const std::vector<TensorDesc>& in) {
+  const char* k = ActorCriticLossConfig::kKind;
+  check_input_count(k, name, in, 4, "inputs (logits, value, actions, returns)");
+  check_rank(k, name, "logits", in[0], 2, "(N, A)");
+  check_positive(k, name, "logits", in[0].shape);
+  check_f32(k, name, "logits", in[0]);
+  const int64_t N = in[0].shape[0];
+  TBD_LAYER_CHECK(in[1].shape == Shape({N, 1}), k, name, "input value must have shape ",
+                  Shape({N, 1}).to_string(), ", got ", in[1].shape.to_string());
+  check_f32(k, name, "value", in[1]);
+  TBD_LAYER_CHECK(in[2].shape == Shape({N}) && in[2].dtype == DType::kI32, k, name,
+                  "input actions must be (", N, ") i32, got ", in[2].to_string());
+  TBD_LAYER_CHECK(in[3].shape == Shape({N}), k, name, "input returns must have shape (", N,
+                  "), got ", in[3].shape.to_string());
+  check_f32(k, name, "returns", in[3]);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    TBD_LAYER_CHECK(in[i].layout == Layout::kRowMajor, k, name, "input ", i,
+                    " must be row-major, got ", in[i].to_string());
+  }
+  TBD_LAYER_CHECK(cfg.entropy_beta >= 0 && cfg.value_weight >= 0 && cfg.prob_eps >= 0, k, name,
+                  "invalid config: entropy_beta=", cfg.entropy_beta,
+                  " value_weight=", cfg.value_weight, " prob_eps=", cfg.prob_eps, " must be >= 0");
+  Contract c{{TensorDesc{Shape{1}}},
+             {},
+             actor_critic_loss_flops(in[0].shape),
+             actor_critic_loss_bytes(in[0].shape)};
+  c.input_grads = {true, true, false, false};
+  return c;
+}
+
 }  // namespace tbd

@@ -25,7 +25,27 @@
 //   dg_n = dy * weight * 2 (||g_n|| - target) / N * g_n / ||g_n|| (0 where ||g_n|| = 0).
 //   FLOPs fprop 2*E + 4*N, dgrad 2*E + 6*N. Bytes fprop 4*(E + 1), dgrad 4*(1 + 2E) (read dy
 //   and g, write dg; the norms are recomputed).
-// Both reduce in a fixed order (per-row or per-block partial sums, then one serial sum), so
+// ActorCriticLoss (A3C, as TBD's TensorFlow version: policy gradient with an advantage, an
+//   entropy bonus and a squared value error, each a SUM over the batch, not a mean):
+//   logits (N, A) f32, value (N, 1) f32, actions (N) i32, returns (N) f32  y: (1) =
+//     sum_n [ -log q[n, a_n] * adv_n  -  beta * H_n  +  c * (value_n - R_n)^2 ]
+//   with p = softmax(logits), q = p + eps (TensorFlow's probs + 1e-8, so no log 0),
+//   H_n = -sum_j q_j log q_j, adv_n = R_n - value_n taken as a constant: the advantage is not
+//   back-propagated (TensorFlow computes it in numpy), so the value head learns only from the
+//   squared error. beta = entropy_beta (0.01), c = value_weight (1: TensorFlow's value loss
+//   is sum (V - R)^2, no 1/2). Gradients (dy the upstream scalar), g_j = d l_n / d q_j =
+//   -adv_n [j = a_n] / q_a + beta (log q_j + 1):
+//     dlogits[n, i] = dy * p_i (g_i - sum_j p_j g_j),   dvalue_n = dy * 2c (value_n - R_n);
+//   none to actions and returns. An action outside [0, A) makes the CPU forward throw.
+//   Nothing is saved: backward recomputes the softmax from the logits.
+//   FLOPs, counted per row: fprop softmax 4A (max, exp, sum, divide), q and log q 2A, the
+//   entropy's products and sum 2A, the picked-action, advantage and value terms 8: N*(8A + 8);
+//   dgrad the softmax again 4A, q and log q 2A, g 3A, sum_j p_j g_j 2A, the products 1A, dvalue
+//   4: N*(12A + 4); wgrad 0.
+//   Bytes (f32, i32 actions): fprop 4*(N*A + 3N + 1) (read logits, value, actions, returns;
+//   write the loss), dgrad 4*(1 + 2*N*A + 4N) (read dy, logits, value, actions, returns; write
+//   dlogits and dvalue), wgrad 0.
+// All reduce in a fixed order (per-row or per-block partial sums, then one serial sum), so
 // the loss is bit-identical from run to run whatever the thread schedule.
 #pragma once
 
@@ -50,6 +70,13 @@ struct GradientPenaltyConfig {
   double target = 1.0;   // the norm the penalty pulls toward
 };
 
+struct ActorCriticLossConfig {
+  static constexpr const char* kKind = "ActorCriticLoss";
+  double entropy_beta = 0.01;
+  double value_weight = 1.0;
+  double prob_eps = 1e-8;
+};
+
 // Check the inputs (throw naming the layer, the argument and the dims); return (1).
 Shape softmax_cross_entropy_output_shape(const std::string& name,
                                          const SoftmaxCrossEntropyConfig& cfg,
@@ -60,6 +87,16 @@ Shape mse_loss_output_shape(const std::string& name, const TensorDesc& pred,
                             const TensorDesc& target);
 Flops mse_loss_flops(const Shape& pred);
 Bytes mse_loss_bytes(const Shape& pred);
+
+// logits: (N, A).
+Flops actor_critic_loss_flops(const Shape& logits);
+Bytes actor_critic_loss_bytes(const Shape& logits);
+
+// Contract: inputs logits (N, A) f32, value (N, 1) f32, actions (N) i32, returns (N) f32, all
+// row-major; y (1) f32; no parameters; gradients to logits and value only.
+template <>
+Contract contract(const std::string& name, const ActorCriticLossConfig& cfg,
+                  const std::vector<TensorDesc>& in);
 
 // Contract: inputs logits (..., V) f32 and labels (...) i32; y (1) f32; no parameters.
 template <>

@@ -137,10 +137,20 @@ void Graph::bind_arena() {
   bound_ = true;
 }
 
-void Graph::finalize() {
+void Graph::finalize() { finalize_impl(false); }
+
+void Graph::finalize_inference() { finalize_impl(true); }
+
+void Graph::finalize_impl(bool inference) {
   TBD_CHECK(!finalized_, "Graph::finalize called twice");
-  TBD_CHECK(loss_ >= 0, "Graph::finalize: no loss set (call set_loss)");
-  if (!bound_) bind_arena();
+  TBD_CHECK(inference || loss_ >= 0, "Graph::finalize: no loss set (call set_loss)");
+  TBD_CHECK(!(inference && bound_),
+            "Graph::finalize_inference: the parameters were bound with gradients (bind_arena)");
+  inference_ = inference;
+  if (!bound_) {
+    arena_ = bind_params(be_, params(), /*with_grads=*/!inference);
+    bound_ = true;
+  }
   // Ties and shared values point at parameters of this graph (bound just now) or of a graph
   // finalized before this one (a model's other graph: the critic a generator step runs).
   for (auto& n : nodes_) {
@@ -163,9 +173,36 @@ void Graph::finalize() {
     t.value = be_.empty(t.desc, cat);
     if (t.producer < 0) be_.fill(t.value, 0.f);
   }
-  // Gradients: the loss seed, then consumers in reverse order decide who writes first.
-  tensors_[loss_].grad_live = true;
   plans_.assign(nodes_.size(), NodePlan{});
+  for (std::size_t ni = 0; ni < nodes_.size(); ++ni)
+    plans_[ni].slots.resize(nodes_[ni].inputs.size());
+  if (!inference) plan_gradients();
+  // Argument lists, fixed once.
+  for (std::size_t ni = 0; ni < nodes_.size(); ++ni) {
+    Node& n = nodes_[ni];
+    NodePlan& p = plans_[ni];
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      TensorInfo& t = tensors_[n.inputs[k]];
+      p.x.push_back(&t.value);
+      GradSlot& s = p.slots[k];
+      const bool wanted = p.run_backward && t.requires_grad && n.layer->input_grad(k);
+      if (wanted && s.target == nullptr) s.target = &t.grad;
+      p.dx.push_back(wanted ? s.target : nullptr);
+      p.any_dx = p.any_dx || p.dx.back() != nullptr;
+    }
+    for (TensorId o : n.outputs) {
+      p.y.push_back(&tensors_[o].value);
+      p.yw.push_back(&tensors_[o].value);
+      p.dy.push_back(tensors_[o].grad.defined() ? &tensors_[o].grad : nullptr);
+    }
+  }
+  init_params();
+  finalized_ = true;
+}
+
+// Gradients: the loss seed, then consumers in reverse order decide who writes first.
+void Graph::plan_gradients() {
+  tensors_[loss_].grad_live = true;
   std::map<TensorId, int> writes;  // consumers that already wrote each gradient (reverse order)
   std::vector<std::pair<GradSlot*, TensorId>> fixups;  // scratch slot -> gradient it adds to
   for (int ni = static_cast<int>(nodes_.size()) - 1; ni >= 0; --ni) {
@@ -178,7 +215,6 @@ void Graph::finalize() {
                                     return tensors_[i].requires_grad;
                                   }));
     p.run_backward = needs;
-    p.slots.resize(n.inputs.size());
     if (!needs) continue;
     std::map<std::string, int> used_here;
     for (std::size_t k = 0; k < n.inputs.size(); ++k) {
@@ -206,27 +242,6 @@ void Graph::finalize() {
     }
   }
   for (auto& [slot, id] : fixups) slot->accumulate_into = &tensors_[id].grad;
-  // Argument lists, fixed once.
-  for (std::size_t ni = 0; ni < nodes_.size(); ++ni) {
-    Node& n = nodes_[ni];
-    NodePlan& p = plans_[ni];
-    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
-      TensorInfo& t = tensors_[n.inputs[k]];
-      p.x.push_back(&t.value);
-      GradSlot& s = p.slots[k];
-      const bool wanted = p.run_backward && t.requires_grad && n.layer->input_grad(k);
-      if (wanted && s.target == nullptr) s.target = &t.grad;
-      p.dx.push_back(wanted ? s.target : nullptr);
-      p.any_dx = p.any_dx || p.dx.back() != nullptr;
-    }
-    for (TensorId o : n.outputs) {
-      p.y.push_back(&tensors_[o].value);
-      p.yw.push_back(&tensors_[o].value);
-      p.dy.push_back(tensors_[o].grad.defined() ? &tensors_[o].grad : nullptr);
-    }
-  }
-  init_params();
-  finalized_ = true;
 }
 
 void Graph::init_params() {
@@ -261,6 +276,7 @@ void Graph::forward() {
 
 void Graph::backward() {
   TBD_CHECK(finalized_, "Graph::backward before finalize()");
+  TBD_CHECK(!inference_, "Graph::backward on an inference graph (finalize_inference)");
   be_.fill(tensors_[loss_].grad, 1.f);
   for (std::size_t i = nodes_.size(); i-- > 0;) backward_node(i);
 }
@@ -270,6 +286,7 @@ void Graph::zero_grad() {
 }
 
 float Graph::loss_value() {
+  TBD_CHECK(loss_ >= 0, "Graph::loss_value: no loss set");
   float v = 0;
   be_.synchronize();
   be_.copy_to_host(&v, tensors_.at(loss_).value);
@@ -346,6 +363,7 @@ Bytes Graph::executed_bytes() const {
 }
 
 double Graph::zero_grad_bytes() const {
+  if (inference_) return 0;  // no gradients
   double b = 0;
   for (const auto& n : nodes_) {
     for (const Param& p : n.layer->params()) {

@@ -112,7 +112,12 @@ class Graph {
   // Binds every parameter into the graph's arena (one buffer of values, one of gradients),
   // allocates activations, gradients and scratch, initialises parameters. Call once.
   void finalize();
+  // finalize() for a graph that only runs forward (A3C's rollout, whose actions come from the
+  // policy's forward): no loss needed, no gradients allocated; backward() is an error. Its
+  // parameters are usually tied to a training graph's (finalized before it).
+  void finalize_inference();
   bool finalized() const { return finalized_; }
+  bool inference_only() const { return inference_; }
 
   void set_training(bool training);
   void forward();
@@ -177,6 +182,8 @@ class Graph {
   std::vector<TensorId> add_node(std::unique_ptr<Layer> layer, std::vector<TensorId> inputs,
                                  Recipe recipe);
   void init_params();
+  void finalize_impl(bool inference);
+  void plan_gradients();  // finalize(): who writes which gradient, gradient buffers
 
   Backend& be_;
   uint64_t seed_;
@@ -188,6 +195,7 @@ class Graph {
   TensorId loss_ = -1;
   bool bound_ = false;
   bool finalized_ = false;
+  bool inference_ = false;
   ParamArena arena_;
 };
 

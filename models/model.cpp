@@ -66,7 +66,7 @@ void Model::fill_data() {
       continue;
     }
     Rng rng(seed_for(seed_, "data:" + d.graph->tensor_name(d.id)));
-    if (t.dtype() == DType::kI32) {
+    if (t.dtype() == DType::kI32 || t.dtype() == DType::kU8) {
       fill_randint(be_, t, rng, static_cast<int64_t>(d.lo), static_cast<int64_t>(d.hi));
     } else {
       fill_uniform(be_, t, rng, d.lo, d.hi);

@@ -50,7 +50,7 @@ class Model {
   std::size_t num_graphs() const { return 1 + graphs_.size(); }
 
   // Declares an input of the main graph (or of `g`) that holds synthetic data: uniform floats
-  // in [lo, hi) or, for i32 inputs, integers in [lo, hi).
+  // in [lo, hi) or, for i32 and u8 inputs, integers in [lo, hi).
   TensorId data_input(const std::string& name, Shape shape, DType dtype, double lo, double hi);
   TensorId data_input(Graph& g, const std::string& name, Shape shape, DType dtype, double lo,
                       double hi);
@@ -75,7 +75,8 @@ class Model {
   bool h2d_per_step() const { return h2d_per_step_; }
   // One training step (see the top); copies the inputs from the host first with h2d_per_step.
   virtual void train_step();
-  float loss() { return graph_.loss_value(); }
+  // The loss of the last step (a model with its own step may say which).
+  virtual float loss() { return graph_.loss_value(); }
 
   // Samples (images, sentences) per step, and other item counts per step ("tokens").
   int64_t samples_per_step() const { return samples_per_step_; }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/test.sh: runs every test (after scripts/setup.sh built the release preset), then the
-# core, layer and model tests again under ASan+UBSan (preset `asan`). Exits non-zero when any
-# test fails. CUDA tests (ctest label `cuda`) skip with their reason where no GPU is usable.
+# core, layer and model tests again under ASan+UBSan (preset `asan`), then the concurrent ones
+# (A3C's actor-learner threads, the tracking allocator) under ThreadSanitizer (preset `tsan`,
+# which builds only those two test binaries). Exits non-zero when any test fails. CUDA tests (ctest label `cuda`) skip with their reason where no GPU is usable.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -19,3 +20,8 @@ echo "== ASan + UBSan build and tests (core, layers, models)"
 cmake --preset asan >/dev/null
 cmake --build --preset asan
 ctest --preset asan -j "$jobs"
+
+echo "== ThreadSanitizer build and tests (A3C workers, tracking allocator)"
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan
+ctest --preset tsan -j "$jobs"

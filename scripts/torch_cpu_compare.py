@@ -51,6 +51,16 @@ Usage: python3 scripts/torch_cpu_compare.py --threads 2 --resnet-batch 4 \
            --wgan-batch 16 --warmup 1 --steps 3   # WGAN-GP alone (one step = 1 G + 5 D steps)
        python3 scripts/torch_cpu_compare.py --resnet-batch 0 --transformer-batch 0 --tiny \
            --seq2seq-batch 4 --ds2-batch 4 --warmup 0 --steps 30  # functional: losses fall
+       python3 scripts/torch_cpu_compare.py --resnet-batch 0 --transformer-batch 0 \
+           --a3c-batch 5 --steps 20                     # A3C, one actor-learner
+
+A3C's peer is one actor-learner in one process (tbd's A3C/train/batch:5/actors:1): a step is
+8 updates, as one tbd_bench iteration at K = 1 (models/a3c.h), each a pull of the global
+weights into the local network, t_max + 1 batch-1 forwards without gradients with actions
+sampled from the policy, a batch-t_max forward and backward on the local network, global-norm
+clipping to 5 and the shared RMSprop step on the global weights (the local gradients handed to
+the global parameters). The frames are synthetic as in tbd (a pool of random uint8 frames);
+several workers would need torch.multiprocessing and are not compared.
 """
 import argparse
 import ctypes
@@ -245,6 +255,85 @@ class DeepSpeech2(nn.Module):
         return self.cls(h).reshape(t2, n, -1)
 
 
+class A3cNet(nn.Module):
+    """TBD's TensorFlow A3C network (models/a3c.h): uint8 frames / 255, conv 16 8x8/4 pad 2,
+    conv 32 4x4/2 pad 2 (TensorFlow 'SAME' sizes: 21, 11), FC 256, policy and value heads."""
+
+    def __init__(self, actions=4, frame=84, hidden=256):
+        super().__init__()
+        self.conv1 = nn.Conv2d(4, 16, 8, 4, padding=2)
+        self.conv2 = nn.Conv2d(16, 32, 4, 2, padding=2)
+        s2 = -(-(-(-frame // 4)) // 2)
+        self.fc = nn.Linear(32 * s2 * s2, hidden)
+        self.policy = nn.Linear(hidden, actions)
+        self.value = nn.Linear(hidden, 1)
+
+    def forward(self, frames):
+        x = frames.float() / 255.0
+        x = F.relu(self.conv2(F.relu(self.conv1(x))))
+        x = F.relu(self.fc(x.flatten(1)))
+        return self.policy(x), self.value(x).squeeze(1)
+
+
+def a3c_setup(t_max=5, updates=8, tiny=False, pool=64, seed=0):
+    """One A3C actor-learner: the global and local networks, the shared RMSprop and a step of
+    `updates` updates. Returns a dict: net (the global one), step, t_max, updates."""
+    torch.manual_seed(seed)
+    frame = 36 if tiny else 84
+    kw = dict(frame=frame, hidden=32 if tiny else 256)
+    global_net, local = A3cNet(**kw), A3cNet(**kw)
+    opt = torch.optim.RMSprop(global_net.parameters(), lr=2.5e-4, alpha=0.99, eps=1e-6)
+    frames = torch.randint(0, 256, (pool, frame, frame), dtype=torch.uint8)
+    gen = torch.Generator().manual_seed(seed)
+    state = {"pos": 0}
+
+    def observe():
+        idx = [(state["pos"] + s) % pool for s in range(4)]
+        return frames[idx].unsqueeze(0)
+
+    def update():
+        local.load_state_dict(global_net.state_dict())  # pull
+        states, actions, rewards = [], [], []
+        with torch.no_grad():
+            for t in range(t_max + 1):
+                s = observe()
+                logits, value = local(s)
+                if t == t_max:
+                    ret = value.item()  # the bootstrap value
+                    break
+                a = torch.multinomial(F.softmax(logits, 1), 1, generator=gen).item()
+                states.append(s)
+                actions.append(a)
+                rewards.append(1.0 if torch.rand((), generator=gen).item() < 0.1 else 0.0)
+                state["pos"] = (state["pos"] + 1 + a) % pool
+        returns = []
+        for r in reversed(rewards):
+            ret = r + 0.99 * ret
+            returns.append(ret)
+        returns = torch.tensor(returns[::-1])
+        local.zero_grad(set_to_none=False)
+        logits, value = local(torch.cat(states))
+        q = F.softmax(logits, 1) + 1e-8
+        entropy = -(q * q.log()).sum(1)
+        adv = (returns - value).detach()
+        picked = q.gather(1, torch.tensor(actions).unsqueeze(1)).squeeze(1)
+        loss = (-(picked.log() * adv + 0.01 * entropy)).sum() + ((value - returns) ** 2).sum()
+        loss.backward()
+        nn.utils.clip_grad_norm_(local.parameters(), 5.0)
+        for g, l in zip(global_net.parameters(), local.parameters()):
+            g.grad = l.grad  # the local gradients, applied to the global weights
+        opt.step()
+        return loss.item()
+
+    def a3c_step():
+        loss = 0.0
+        for _ in range(updates):
+            loss = update()
+        return loss
+
+    return {"net": global_net, "step": a3c_step, "t_max": t_max, "updates": updates}
+
+
 def reverse_within(ids, lengths):
     """ids: (S, N); reverses each column's first lengths[n] entries, leaving the padding."""
     s_len = ids.shape[0]
@@ -339,8 +428,10 @@ def main():
     ap.add_argument("--ds2-label-len", type=int, default=None,
                     help="DeepSpeech2's label length, every sample (default 150, tiny 5)")
     ap.add_argument("--wgan-batch", type=int, default=0, help="0 skips WGAN-GP")
+    ap.add_argument("--a3c-batch", type=int, default=0,
+                    help="A3C's t_max (tbd's batch; TBD ran 5), one actor-learner; 0 skips A3C")
     ap.add_argument("--tiny", action="store_true",
-                    help="functional check: Seq2Seq, DeepSpeech2 and WGAN-GP at toy sizes")
+                    help="functional check: Seq2Seq, DeepSpeech2, WGAN-GP and A3C at toy sizes")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--denormals", choices=("flush", "keep"), default="flush",
@@ -382,6 +473,8 @@ def main():
         run_ds2(a, out, common, ap)
     if a.wgan_batch > 0:
         run_wgan(a, out, common)
+    if a.a3c_batch > 0:
+        run_a3c(a, out, common)
     print(json.dumps(out, indent=2))
 
 
@@ -711,6 +804,14 @@ def run_wgan(a, out, common):
     e["params"] = {"generator": e["params"],
                    "critic": sum(p.numel() for p in s["critic"].parameters())}
     out["wgan"] = e
+
+def run_a3c(a, out, common):
+    s = a3c_setup(a.a3c_batch, tiny=a.tiny)
+    times, losses = time_steps(s["step"], a.warmup, a.steps)
+    u = s["updates"]
+    out["a3c"] = entry(s["net"], times, losses, a.a3c_batch,
+                       {"updates": u, "frames": u * s["t_max"]}, common, actors=1,
+                       updates_per_step=u, tiny=a.tiny)
 
 
 if __name__ == "__main__":

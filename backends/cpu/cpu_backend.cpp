@@ -77,6 +77,47 @@ std::map<std::string, std::string> CpuBackend::describe() const {
 
 int CpuBackend::num_threads() const { return omp_get_max_threads(); }
 
+namespace {
+
+// The stream of the worker scope the calling thread is in (and whose backend it belongs to);
+// null outside one.
+struct WorkerStream {
+  const CpuBackend* backend = nullptr;
+  dnnl::stream* stream = nullptr;
+};
+thread_local WorkerStream tls_worker;
+
+class CpuWorkerScope final : public WorkerScope {
+ public:
+  CpuWorkerScope(CpuBackend& be, int threads)
+      : stream_(be.engine()), saved_threads_(omp_get_max_threads()), saved_(tls_worker) {
+    TBD_CHECK(threads >= 1, "enter_worker: threads must be >= 1, got ", threads);
+    omp_set_num_threads(threads);
+    tls_worker = WorkerStream{&be, &stream_};
+  }
+  ~CpuWorkerScope() override {
+    tls_worker = saved_;
+    omp_set_num_threads(saved_threads_);
+  }
+  CpuWorkerScope(const CpuWorkerScope&) = delete;
+  CpuWorkerScope& operator=(const CpuWorkerScope&) = delete;
+
+ private:
+  dnnl::stream stream_;
+  int saved_threads_;
+  WorkerStream saved_;
+};
+
+}  // namespace
+
+std::unique_ptr<WorkerScope> CpuBackend::enter_worker(int threads) {
+  return std::make_unique<CpuWorkerScope>(*this, threads);
+}
+
+dnnl::stream& CpuBackend::stream() {
+  return tls_worker.backend == this ? *tls_worker.stream : stream_;
+}
+
 PeakRate CpuBackend::peak_flops(MathMode m) {
   if (m != MathMode::kFp32) {
     return {0, std::string("not applicable: the CPU backend has no ") + to_string(m) + " math"};
@@ -105,7 +146,7 @@ void CpuBackend::copy_from_host(const Tensor& dst, const void* src) {
   plain.layout = Layout::kRowMajor;
   dnnl::memory s = mem_of(*this, md_of(plain), const_cast<void*>(src));
   dnnl::memory d = mem_of(*this, dst);
-  dnnl::reorder(s, d).execute(stream_, s, d);
+  dnnl::reorder(s, d).execute(stream(), s, d);
 }
 
 void CpuBackend::copy_to_host(void* dst, const Tensor& src) {
@@ -117,7 +158,7 @@ void CpuBackend::copy_to_host(void* dst, const Tensor& src) {
   plain.layout = Layout::kRowMajor;
   dnnl::memory s = mem_of(*this, src);
   dnnl::memory d = mem_of(*this, md_of(plain), dst);
-  dnnl::reorder(s, d).execute(stream_, s, d);
+  dnnl::reorder(s, d).execute(stream(), s, d);
 }
 
 void CpuBackend::reorder(const Tensor& dst, const Tensor& src) {
@@ -130,7 +171,7 @@ void CpuBackend::reorder(const Tensor& dst, const Tensor& src) {
   }
   dnnl::memory s = mem_of(*this, src);
   dnnl::memory d = mem_of(*this, dst);
-  dnnl::reorder(s, d).execute(stream_, s, d);
+  dnnl::reorder(s, d).execute(stream(), s, d);
 }
 
 void CpuBackend::fill(const Tensor& dst, float value) {
@@ -173,6 +214,8 @@ dnnl::memory::data_type dnnl_dtype(DType t) {
       return dnnl::memory::data_type::f16;
     case DType::kI32:
       return dnnl::memory::data_type::s32;
+    case DType::kU8:
+      return dnnl::memory::data_type::u8;
   }
   return dnnl::memory::data_type::undef;
 }

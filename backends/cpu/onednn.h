@@ -42,9 +42,14 @@ class CpuBackend final : public Backend {
   // TF32 on the CPU: peak_flops(kTf32) is 0 with the reason.
   PeakRate peak_flops(MathMode m) override;
   PeakRate peak_bandwidth() override;
+  // A worker thread (see Backend::enter_worker): OpenMP's thread count of this thread set to
+  // `threads` (an ICV per thread: oneDNN reads omp_get_max_threads() when it creates and when
+  // it runs a primitive) and a oneDNN stream of its own; both restored at the scope's end.
+  std::unique_ptr<WorkerScope> enter_worker(int threads) override;
 
   dnnl::engine& engine() { return engine_; }
-  dnnl::stream& stream() { return stream_; }
+  // The calling thread's stream: its worker scope's, else the backend's own.
+  dnnl::stream& stream();
 
  private:
   dnnl::engine engine_;

@@ -1,5 +1,5 @@
-// layers/cpu/loss_cpu.cpp: SoftmaxCrossEntropy, MseLoss and GradientPenalty, own code (oneDNN has
-// no losses).
+// layers/cpu/loss_cpu.cpp: SoftmaxCrossEntropy, MseLoss, GradientPenalty and ActorCriticLoss,
+// own code (oneDNN has no losses).
 //
 // Cross-entropy works row by row (OpenMP over rows): max and sum of the logits in one pass,
 // then sum exp(z - max) in a second, giving the numerically stable log-sum-exp that backward
@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "layers/loss.h"
 
@@ -312,6 +313,119 @@ class GradientPenaltyCpu final : public Layer {
 };
 
 TBD_REGISTER_LAYER(GradientPenaltyConfig, DeviceKind::kCpu, GradientPenaltyCpu);
+
+// ---- ActorCriticLoss ----
+
+// Per row in double (A is a handful of actions; the rows are few): softmax, q = p + eps, the
+// row's loss, and in backward the gradient of layers/loss.h. Rows run in parallel into
+// per-row partials, summed serially: the loss is the same for any thread count.
+class ActorCriticLossCpu final : public Layer {
+ public:
+  ActorCriticLossCpu(Backend& be, const std::string& name, const ActorCriticLossConfig& cfg,
+                     const std::vector<TensorDesc>& in)
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+    N_ = in[0].shape[0];
+    A_ = in[0].shape[1];
+    row_loss_ = be.empty(Shape{2 * N_}, MemCategory::kWorkspace);  // N doubles
+  }
+  const char* kind() const override { return ActorCriticLossConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("logits ", inputs_[0].shape.to_string(), " beta=", cfg_.entropy_beta);
+  }
+
+  // y: (1)  x: logits (N, A), value (N, 1), actions (N) i32, returns (N)
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 4, "forward inputs");
+    const float* z = x[0]->f32();
+    const float* v = x[1]->f32();
+    const int32_t* act = x[2]->data<int32_t>();
+    const float* ret = x[3]->f32();
+    auto* rows = static_cast<double*>(row_loss_.raw());
+    const int64_t N = N_, A = A_;
+    const double beta = cfg_.entropy_beta, c = cfg_.value_weight, eps = cfg_.prob_eps;
+    for (int64_t n = 0; n < N; ++n) {
+      if (act[n] < 0 || act[n] >= A) {
+        throw_layer_error(kind(), name_,
+                          detail::concat("input actions: row ", n, " has action ", act[n],
+                                         ", outside [0, ", A, ")"));
+      }
+    }
+#pragma omp parallel for schedule(static) if (parallel : N * A > kParallelMin)
+    for (int64_t n = 0; n < N; ++n) {
+      double p[kMaxStackActions];
+      std::vector<double> heap;
+      double* pr = probs(z + n * A, A, p, heap);
+      double entropy = 0;
+      for (int64_t j = 0; j < A; ++j) entropy -= (pr[j] + eps) * std::log(pr[j] + eps);
+      const double adv = static_cast<double>(ret[n]) - v[n];
+      const double verr = static_cast<double>(v[n]) - ret[n];
+      rows[n] = -std::log(pr[act[n]] + eps) * adv - beta * entropy + c * verr * verr;
+    }
+    double total = 0;
+    for (int64_t n = 0; n < N; ++n) total += rows[n];  // serial: a fixed summation order
+    y[0]->f32()[0] = static_cast<float>(total);
+  }
+
+  // dx[0]: dlogits (N, A), dx[1]: dvalue (N, 1); actions and returns get none.  dy: (1)
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    const float* z = x[0]->f32();
+    const float* v = x[1]->f32();
+    const int32_t* act = x[2]->data<int32_t>();
+    const float* ret = x[3]->f32();
+    const double g0 = dy[0]->f32()[0];
+    const int64_t N = N_, A = A_;
+    const double beta = cfg_.entropy_beta, c = cfg_.value_weight, eps = cfg_.prob_eps;
+    if (dx[1] != nullptr) {
+      float* dv = dx[1]->f32();
+      for (int64_t n = 0; n < N; ++n) dv[n] = static_cast<float>(g0 * 2 * c * (v[n] - ret[n]));
+    }
+    if (dx[0] == nullptr) return;
+    float* dz = dx[0]->f32();
+#pragma omp parallel for schedule(static) if (parallel : N * A > kParallelMin)
+    for (int64_t n = 0; n < N; ++n) {
+      double p[kMaxStackActions], g[kMaxStackActions];
+      std::vector<double> heap, heap_g;
+      double* pr = probs(z + n * A, A, p, heap);
+      double* gr = g;
+      if (A > kMaxStackActions) {
+        heap_g.resize(A);
+        gr = heap_g.data();
+      }
+      const double adv = static_cast<double>(ret[n]) - v[n];
+      double pg = 0;
+      for (int64_t j = 0; j < A; ++j) {
+        gr[j] = beta * (std::log(pr[j] + eps) + 1);
+        if (j == act[n]) gr[j] -= adv / (pr[j] + eps);
+        pg += pr[j] * gr[j];
+      }
+      for (int64_t j = 0; j < A; ++j) dz[n * A + j] = static_cast<float>(g0 * pr[j] * (gr[j] - pg));
+    }
+  }
+
+ private:
+  static constexpr int64_t kMaxStackActions = 64;  // Atari has at most 18 actions
+
+  // softmax of one row in double, into `stack` (A <= kMaxStackActions) or `heap`.
+  static double* probs(const float* zr, int64_t A, double* stack, std::vector<double>& heap) {
+    double* p = stack;
+    if (A > kMaxStackActions) {
+      heap.resize(A);
+      p = heap.data();
+    }
+    double mx = zr[0];
+    for (int64_t j = 1; j < A; ++j) mx = std::max(mx, static_cast<double>(zr[j]));
+    double sum = 0;
+    for (int64_t j = 0; j < A; ++j) sum += p[j] = std::exp(zr[j] - mx);
+    for (int64_t j = 0; j < A; ++j) p[j] /= sum;
+    return p;
+  }
+
+  ActorCriticLossConfig cfg_;
+  int64_t N_ = 0, A_ = 0;
+  Tensor row_loss_;
+};
+
+TBD_REGISTER_LAYER(ActorCriticLossConfig, DeviceKind::kCpu, ActorCriticLossCpu);
 
 }  // namespace
 }  // namespace tbd::cpu

@@ -6,6 +6,9 @@
 // picks the best at load time (GCC/Clang ifunc), so `#pragma omp simd` loops in it run at
 // the machine's full vector width. Put it on per-row kernels called from inside an OpenMP
 // region, not on the function holding the `omp parallel` (its outlined body is not cloned).
+// Not under ThreadSanitizer: the ifunc resolvers run while the dynamic loader relocates the
+// library, before TSan's runtime is set up, and an instrumented resolver crashes the process
+// at load (the tsan preset then runs the baseline loops).
 #pragma once
 
 #include <algorithm>
@@ -15,7 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define TBD_SIMD_CLONES \
   __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else

@@ -189,7 +189,7 @@ class Conv2dCudnn final : public Layer {
 
   // Largest workspace any algorithm asks for, capped by what the device can spare.
   std::size_t find_workspace_cap() {
-    const MemoryStats& st = be_.allocator().stats();
+    const MemoryStats st = be_.allocator().stats();
     std::size_t limit = be_.allocator().limit_bytes();
     std::size_t spare = limit > st.total_current ? limit - st.total_current : 0;
     std::size_t cap = std::min<std::size_t>(spare / 2, std::size_t{4} << 30);

@@ -1,5 +1,5 @@
-// layers/cuda/loss_cuda.cu: SoftmaxCrossEntropy, MseLoss and GradientPenalty on CUDA (own
-// kernels).
+// layers/cuda/loss_cuda.cu: SoftmaxCrossEntropy, MseLoss, GradientPenalty and ActorCriticLoss
+// on CUDA (own kernels).
 //
 // Both losses reduce to one scalar in two fixed-shape passes (per-row or per-block partials,
 // then one block summing them in order), so the loss is bit-identical from run to run.
@@ -8,7 +8,8 @@
 // row is ignored, loss and gradient are 0 (layers/loss.h).
 // Deviation from the CPU backend: an out-of-range label (neither in [0, V) nor ignore_index)
 // makes the loss NaN instead of throwing, since a kernel cannot throw and checking on the host
-// would cost a synchronisation per step; a NaN loss is impossible to overlook.
+// would cost a synchronisation per step; a NaN loss is impossible to overlook. The same holds
+// for ActorCriticLoss's actions outside [0, A).
 #include <cmath>
 
 #include "backends/cuda/cuda_backend.h"
@@ -309,6 +310,120 @@ class GradientPenaltyCuda final : public Layer {
 };
 
 TBD_REGISTER_LAYER(GradientPenaltyConfig, DeviceKind::kCuda, GradientPenaltyCuda);
+
+// ---- ActorCriticLoss ----
+
+// Row n's softmax statistics: the max logit and sum_j exp(z_j - max), in double (A is a
+// handful of actions; the probabilities are recomputed from them where needed, no arrays).
+struct RowSoftmax {
+  double mx, sum;
+  __device__ double p(const float* zr, int64_t j) const { return exp(zr[j] - mx) / sum; }
+};
+__device__ RowSoftmax row_softmax(const float* zr, int64_t A) {
+  double mx = zr[0];
+  for (int64_t j = 1; j < A; ++j) mx = fmax(mx, static_cast<double>(zr[j]));
+  double sum = 0;
+  for (int64_t j = 0; j < A; ++j) sum += exp(zr[j] - mx);
+  return RowSoftmax{mx, sum};
+}
+
+// One block of a fixed size: each thread sums its rows' losses (layers/loss.h), then a block
+// sum in a fixed order. A bad action gives NaN (see the top).
+__global__ void actor_critic_fwd_kernel(const float* __restrict__ z, const float* __restrict__ v,
+                                        const int32_t* __restrict__ act,
+                                        const float* __restrict__ ret, float* __restrict__ y,
+                                        int64_t N, int64_t A, double beta, double c, double eps) {
+  __shared__ double shared[32];
+  double acc = 0;
+  for (int64_t n = threadIdx.x; n < N; n += blockDim.x) {
+    const float* zr = z + n * A;
+    const int64_t a = act[n];
+    if (a < 0 || a >= A) {
+      acc += nan("");
+      continue;
+    }
+    const RowSoftmax s = row_softmax(zr, A);
+    double entropy = 0;
+    for (int64_t j = 0; j < A; ++j) {
+      const double q = s.p(zr, j) + eps;
+      entropy -= q * log(q);
+    }
+    const double adv = static_cast<double>(ret[n]) - v[n];
+    acc += -log(s.p(zr, a) + eps) * adv - beta * entropy + c * adv * adv;
+  }
+  acc = block_sum(acc, shared);
+  if (threadIdx.x == 0) y[0] = static_cast<float>(acc);
+}
+
+// A thread per row: dlogits (dz may be null) and dvalue (dv may be null).
+__global__ void actor_critic_bwd_kernel(const float* __restrict__ z, const float* __restrict__ v,
+                                        const int32_t* __restrict__ act,
+                                        const float* __restrict__ ret, const float* __restrict__ dy,
+                                        float* __restrict__ dz, float* __restrict__ dv, int64_t N,
+                                        int64_t A, double beta, double c, double eps) {
+  const double g0 = dy[0];
+  TBD_GRID_STRIDE(n, N) {
+    const double adv = static_cast<double>(ret[n]) - v[n];
+    if (dv != nullptr) dv[n] = static_cast<float>(g0 * 2 * c * -adv);
+    if (dz == nullptr) continue;
+    const float* zr = z + n * A;
+    const int64_t a = act[n];
+    const RowSoftmax s = row_softmax(zr, A);
+    // g_j = -adv [j = a] / q_a + beta (log q_j + 1); dz_j = p_j (g_j - sum_k p_k g_k)
+    auto g = [&](int64_t j, double p) {
+      return beta * (log(p + eps) + 1) - (j == a ? adv / (p + eps) : 0.0);
+    };
+    double pg = 0;
+    for (int64_t j = 0; j < A; ++j) {
+      const double p = s.p(zr, j);
+      pg += p * g(j, p);
+    }
+    for (int64_t j = 0; j < A; ++j) {
+      const double p = s.p(zr, j);
+      dz[n * A + j] = static_cast<float>(g0 * p * (g(j, p) - pg));
+    }
+  }
+}
+
+class ActorCriticLossCuda final : public Layer {
+ public:
+  ActorCriticLossCuda(Backend& be, const std::string& name, const ActorCriticLossConfig& cfg,
+                      const std::vector<TensorDesc>& in)
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+    N_ = in[0].shape[0];
+    A_ = in[0].shape[1];
+  }
+  const char* kind() const override { return ActorCriticLossConfig::kKind; }
+  std::string describe() const override {
+    return detail::concat("logits ", inputs_[0].shape.to_string(), " beta=", cfg_.entropy_beta);
+  }
+
+  // y: (1)  x: logits (N, A), value (N, 1), actions (N) i32, returns (N)
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 4, "forward inputs");
+    actor_critic_fwd_kernel<<<1, kBlock, 0, cu_.stream()>>>(
+        x[0]->f32(), x[1]->f32(), x[2]->data<int32_t>(), x[3]->f32(), y[0]->f32(), N_, A_,
+        cfg_.entropy_beta, cfg_.value_weight, cfg_.prob_eps);
+    TBD_CUDA_CHECK_LAST();
+  }
+
+  // dx[0]: dlogits (N, A), dx[1]: dvalue (N, 1); none to actions and returns.  dy: (1)
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    if (dx[0] == nullptr && dx[1] == nullptr) return;
+    actor_critic_bwd_kernel<<<grid_for(N_), kBlock, 0, cu_.stream()>>>(
+        x[0]->f32(), x[1]->f32(), x[2]->data<int32_t>(), x[3]->f32(), dy[0]->f32(),
+        dx[0] ? dx[0]->f32() : nullptr, dx[1] ? dx[1]->f32() : nullptr, N_, A_, cfg_.entropy_beta,
+        cfg_.value_weight, cfg_.prob_eps);
+    TBD_CUDA_CHECK_LAST();
+  }
+
+ private:
+  ActorCriticLossConfig cfg_;
+  CudaBackend& cu_;
+  int64_t N_ = 0, A_ = 0;
+};
+
+TBD_REGISTER_LAYER(ActorCriticLossConfig, DeviceKind::kCuda, ActorCriticLossCuda);
 
 }  // namespace
 }  // namespace tbd::cuda

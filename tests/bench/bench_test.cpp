@@ -537,7 +537,7 @@ TEST(TbdBench, FiltersSelectWhatTheySay) {
   std::vector<std::string> neg = list("--benchmark_filter=-batch: --tbd_batches=1");
   std::vector<std::string> optimizers;
   for (const char* model :
-       {"deepspeech2", "inceptionv3", "resnet50", "seq2seq", "transformer", "wgan"}) {
+       {"a3c", "deepspeech2", "inceptionv3", "resnet50", "seq2seq", "transformer", "wgan"}) {
     for (const char* opt : {"SGD", "Adam", "RMSprop"}) {
       optimizers.push_back(std::string(opt) + "/" + model + "/step");
     }
@@ -903,6 +903,11 @@ TEST(TbdBench, ModelArgsNameTheModelsThatTakeThem) {
       EXPECT_EQ(n->params, (Params{{"frames", 500}})) << s;
     } else if (n->kind == "Seq2Seq") {
       EXPECT_EQ(n->params, (Params{{"mask", 1}})) << s;
+    } else if (n->kind == "A3C") {
+      // Always named: its workers default to the backend's threads.
+      ASSERT_EQ(n->params.size(), 1u) << s;
+      EXPECT_EQ(n->params[0].first, "actors") << s;
+      EXPECT_GE(n->params[0].second, 1) << s;
     } else {
       EXPECT_TRUE(n->params.empty()) << s;
     }

@@ -10,6 +10,7 @@
 #include "layers/activation.h"
 #include "layers/attention.h"
 #include "layers/batchnorm2d.h"
+#include "layers/cast_scale.h"
 #include "layers/conv2d.h"
 #include "layers/dropout.h"
 #include "layers/embedding.h"
@@ -188,6 +189,18 @@ TEST(Bytes, EmbeddingAndLosses) {
                0);
   // MSE of (3, 4) = 12: read pred, target, write the scalar; read dy, both, write both grads.
   expect_bytes(mse_loss_bytes(Shape{3, 4}), 4 * (24 + 1), 4 * (1 + 48), 0);
+  // Actor-critic of (5, 4) logits = 20, value 5, actions 5 (i32), returns 5: read all four,
+  // write the scalar; backward reads dy and the four again, writes dlogits (20) and dvalue (5).
+  expect_bytes(actor_critic_loss_bytes(Shape{5, 4}), 4 * (20 + 5 + 5 + 5 + 1),
+               4 * (1 + 20 + 5 + 5 + 5 + 20 + 5), 0);
+  auto ac = make_layer(*be, "ac", ActorCriticLossConfig{},
+                       {TensorDesc{Shape{5, 4}}, TensorDesc{Shape{5, 1}},
+                        TensorDesc{Shape{5}, DType::kI32}, TensorDesc{Shape{5}}});
+  expect_same(ac->bytes(), actor_critic_loss_bytes(Shape{5, 4}));
+  // CastScale of a (1, 4, 84, 84) u8 state = 28,224 bytes read, 28,224 floats written.
+  expect_bytes(cast_scale_bytes(Shape{1, 4, 84, 84}), 28224 + 4 * 28224, 0, 0);
+  auto cs = make_layer(*be, "cs", CastScaleConfig{}, {TensorDesc{Shape{1, 4, 84, 84}, DType::kU8}});
+  expect_same(cs->bytes(), cast_scale_bytes(Shape{1, 4, 84, 84}));
 }
 
 TEST(Bytes, LayerNorm) {

@@ -1,5 +1,6 @@
-// tests/layers/loss_test.cpp: SoftmaxCrossEntropy (label smoothing, ignore_index) and MseLoss
-// against float64 references on every target, plus label checks and run-to-run determinism.
+// tests/layers/loss_test.cpp: SoftmaxCrossEntropy (label smoothing, ignore_index), MseLoss and
+// ActorCriticLoss against float64 references on every target, plus label checks and run-to-run
+// determinism.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -351,6 +352,175 @@ TEST(MseFlops, MatchesFormula) {
   Flops f = mse_loss_flops(Shape{32, 100});
   EXPECT_DOUBLE_EQ(f.fprop, 3 * 3200.0);
   EXPECT_DOUBLE_EQ(f.dgrad, 3 * 3200.0);
+}
+
+// ---- ActorCriticLoss ----
+
+// The loss of layers/loss.h in float64, written out from its definition: sum over rows of
+// -log(q_a) * adv - beta * H + c * (v - R)^2 with q = softmax + eps and adv = R - v constant.
+struct RefActorCritic {
+  int64_t N, A;
+  double beta = 0.01, c = 1.0, eps = 1e-8;
+  Vec softmax(const Vec& z, int64_t n) const {
+    double mx = z[n * A];
+    for (int64_t j = 1; j < A; ++j) mx = std::max(mx, z[n * A + j]);
+    Vec p(A);
+    double s = 0;
+    for (int64_t j = 0; j < A; ++j) s += p[j] = std::exp(z[n * A + j] - mx);
+    for (auto& v : p) v /= s;
+    return p;
+  }
+  std::vector<Vec> forward(const std::vector<Vec>& x, const std::vector<Vec>&) const {
+    double loss = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      const Vec p = softmax(x[0], n);
+      const auto a = static_cast<int64_t>(x[2][n]);
+      double h = 0;
+      for (double pj : p) h -= (pj + eps) * std::log(pj + eps);
+      const double adv = x[3][n] - x[1][n];
+      loss +=
+          -std::log(p[a] + eps) * adv - beta * h + c * (x[1][n] - x[3][n]) * (x[1][n] - x[3][n]);
+    }
+    return {Vec{loss}};
+  }
+  RefGrads backward(const std::vector<Vec>& x, const std::vector<Vec>&,
+                    const std::vector<Vec>& dy) const {
+    RefGrads g;
+    g.dx = {Vec(N * A), Vec(N), Vec{}, Vec{}};
+    for (int64_t n = 0; n < N; ++n) {
+      const Vec p = softmax(x[0], n);
+      const auto a = static_cast<int64_t>(x[2][n]);
+      const double adv = x[3][n] - x[1][n];
+      // d/dz_i of -log q_a * adv: -adv (p_i [i = a] - p_a p_i) / q_a; of -beta H with
+      // dH/dq_j = -(log q_j + 1): beta sum_j (log q_j + 1) p_j ([i = j] - p_i).
+      for (int64_t i = 0; i < A; ++i) {
+        double d = -adv * ((i == a ? p[i] : 0.0) - p[a] * p[i]) / (p[a] + eps);
+        for (int64_t j = 0; j < A; ++j) {
+          d += beta * (std::log(p[j] + eps) + 1) * p[j] * ((i == j ? 1.0 : 0.0) - p[i]);
+        }
+        g.dx[0][n * A + i] = dy[0][0] * d;
+      }
+      g.dx[1][n] = dy[0][0] * 2 * c * (x[1][n] - x[3][n]);  // adv is a constant
+    }
+    return g;
+  }
+};
+
+struct AcCase {
+  std::string name;
+  int64_t N, A;
+  // Finite differences check dlogits; the value's gradient, which leaves the advantage
+  // constant, is not the derivative of the forward and is checked against the reference
+  // and by ValueGradientIgnoresTheAdvantage below.
+  bool value_grad = false;
+};
+
+class ActorCriticTest : public LayerTest<AcCase> {};
+
+TEST_P(ActorCriticTest, MatchesFloat64Reference) {
+  const AcCase& tc = tcase();
+  auto layer = make("a3c_loss", ActorCriticLossConfig{},
+                    {TensorDesc{Shape{tc.N, tc.A}}, TensorDesc{Shape{tc.N, 1}},
+                     TensorDesc{Shape{tc.N}, DType::kI32}, TensorDesc{Shape{tc.N}}});
+  EXPECT_EQ(layer->output_descs()[0].shape, (Shape{1}));
+  RefActorCritic ref{tc.N, tc.A};
+  LayerCheckOptions opt;
+  opt.op_class = OpClass::kTranscendental;
+  opt.x_lo = -2;
+  opt.x_hi = 2;
+  opt.int_lo = 0;
+  opt.int_hi = tc.A;
+  opt.x_needs_grad = {true, tc.value_grad, false, false};
+  opt.run_fd = !tc.value_grad;
+  check_layer(
+      be(), *layer, [&](auto& x, auto& p) { return ref.forward(x, p); },
+      [&](auto& x, auto& p, auto& dy) { return ref.backward(x, p, dy); }, opt);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ActorCriticTest,
+    on_all_targets(::testing::Values(AcCase{"one_row", 1, 4}, AcCase{"a3c_rollout", 5, 4},
+                                     AcCase{"atari_18_actions", 7, 18}, AcCase{"many_rows", 300, 6},
+                                     AcCase{"with_value_grad", 5, 4, true})),
+    CaseOnTarget());
+
+// The advantage is not back-propagated: dvalue is 2c (v - R) whatever the logits and actions.
+TEST(ActorCriticLoss, ValueGradientIgnoresTheAdvantage) {
+  auto be = make_cpu_backend();
+  const int64_t N = 5, A = 4;
+  auto layer = make_layer(*be, "loss", ActorCriticLossConfig{},
+                          {TensorDesc{Shape{N, A}}, TensorDesc{Shape{N, 1}},
+                           TensorDesc{Shape{N}, DType::kI32}, TensorDesc{Shape{N}}});
+  const Vec v{0.5, -1, 2, 0, 0.25}, R{1, 1, -1, 0.5, 0};
+  for (int trial = 0; trial < 2; ++trial) {
+    std::vector<Tensor> x;
+    for (const TensorDesc& d : layer->input_descs())
+      x.push_back(be->empty(d, MemCategory::kDynamic));
+    from_host(*be, x[0], random_vec(N * A, 10 + trial, -3, 3));
+    from_host(*be, x[1], v);
+    from_host(*be, x[2], trial == 0 ? Vec{0, 1, 2, 3, 0} : Vec{3, 3, 1, 0, 2});
+    from_host(*be, x[3], R);
+    Tensor y = be->empty(layer->output_descs()[0], MemCategory::kDynamic);
+    Tensor dy = be->empty(Shape{1}, MemCategory::kDynamic);
+    be->fill(dy, 1.f);
+    Tensor dz = be->empty(Shape{N, A}, MemCategory::kDynamic);
+    Tensor dv = be->empty(Shape{N, 1}, MemCategory::kDynamic);
+    std::vector<const Tensor*> xp{&x[0], &x[1], &x[2], &x[3]};
+    std::vector<Tensor*> yw{&y};
+    std::vector<Tensor*> dxw{&dz, &dv, nullptr, nullptr};
+    std::vector<const Tensor*> dyp{&dy}, yp{&y};
+    layer->forward(yw, xp);
+    layer->backward(dxw, dyp, xp, yp);
+    const Vec got = to_host(*be, dv);
+    for (int64_t n = 0; n < N; ++n) EXPECT_NEAR(got[n], 2 * (v[n] - R[n]), 1e-6) << "row " << n;
+  }
+}
+
+TEST(ActorCriticLoss, OutOfRangeActionThrowsNamingRow) {
+  auto be = make_cpu_backend();
+  auto layer = make_layer(*be, "loss", ActorCriticLossConfig{},
+                          {TensorDesc{Shape{3, 4}}, TensorDesc{Shape{3, 1}},
+                           TensorDesc{Shape{3}, DType::kI32}, TensorDesc{Shape{3}}});
+  expect_error(
+      [&] {
+        run_forward(*be, *layer, {Vec(12, 0.1), Vec(3), Vec{0, 4, 1}, Vec(3)});
+      },
+      {"ActorCriticLoss 'loss'", "row 1", "action 4", "[0, 4)"});
+}
+
+TEST(ActorCriticLoss, ErrorsNameLayerArgumentAndDims) {
+  auto be = make_cpu_backend();
+  ActorCriticLossConfig cfg;
+  const TensorDesc z{Shape{5, 4}}, v{Shape{5, 1}}, a{Shape{5}, DType::kI32}, r{Shape{5}};
+  expect_error([&] { make_layer(*be, "l", cfg, {z, v, a}); }, {"ActorCriticLoss 'l'", "4"});
+  expect_error(
+      [&] {
+        make_layer(*be, "l", cfg, {z, TensorDesc{Shape{5}}, a, r});
+      },
+      {"ActorCriticLoss 'l'", "value", "(5, 1)", "(5)"});
+  expect_error(
+      [&] {
+        make_layer(*be, "l", cfg, {z, v, TensorDesc{Shape{5}}, r});
+      },
+      {"ActorCriticLoss 'l'", "actions", "i32", "f32"});
+  expect_error(
+      [&] {
+        make_layer(*be, "l", cfg, {z, v, a, TensorDesc{Shape{4}}});
+      },
+      {"ActorCriticLoss 'l'", "returns", "(4)"});
+  cfg.entropy_beta = -1;
+  expect_error(
+      [&] {
+        make_layer(*be, "l", cfg, {z, v, a, r});
+      },
+      {"ActorCriticLoss 'l'", "entropy_beta"});
+}
+
+TEST(ActorCriticLoss, FlopsMatchFormula) {
+  const Flops f = actor_critic_loss_flops(Shape{5, 4});
+  EXPECT_DOUBLE_EQ(f.fprop, 5 * (8 * 4 + 8));
+  EXPECT_DOUBLE_EQ(f.dgrad, 5 * (12 * 4 + 4));
+  EXPECT_DOUBLE_EQ(f.wgrad, 0);
 }
 
 }  // namespace

@@ -213,17 +213,17 @@ TEST_P(OptimizerTest, MatchesFloat64ReferenceOverSteps) {
 
 TEST_P(OptimizerTest, StateIsAllocatedOnceAsOptimizerState) {
   Params P(be());
-  const auto& stats = P.be->allocator().stats();
-  const std::size_t before = stats.current_of(MemCategory::kOptimizerState);
+  auto stats = [&] { return P.be->allocator().stats(); };  // a snapshot per call
+  const std::size_t before = stats().current_of(MemCategory::kOptimizerState);
   auto opt = make_opt(*P.be, tcase().cfg, P.ptrs());
   const std::size_t numel = P.numel(true) + P.numel(false);
-  EXPECT_EQ(stats.current_of(MemCategory::kOptimizerState) - before,
+  EXPECT_EQ(stats().current_of(MemCategory::kOptimizerState) - before,
             4 * numel * state_per_element(tcase().cfg));
   P.set_grads(1);
   opt->step();  // warm-up
-  const uint64_t allocs = stats.num_allocations;
+  const uint64_t allocs = stats().num_allocations;
   for (int i = 0; i < 3; ++i) opt->step();
-  EXPECT_EQ(stats.num_allocations, allocs) << "step() must not allocate";
+  EXPECT_EQ(stats().num_allocations, allocs) << "step() must not allocate";
 }
 
 INSTANTIATE_TEST_SUITE_P(

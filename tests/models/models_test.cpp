@@ -88,7 +88,7 @@ TEST(ResNet50, FeatureMapsDominateWeightsAtBatch16) {
   ResNetOptions o;
   o.batch = 16;
   auto m = build_resnet50(*be, o);
-  const auto& s = be->allocator().stats();
+  const MemoryStats s = be->allocator().stats();
   EXPECT_GT(s.current_of(MemCategory::kFeatureMaps), s.current_of(MemCategory::kWeights))
       << "feature maps " << s.current_of(MemCategory::kFeatureMaps) << " B, weights "
       << s.current_of(MemCategory::kWeights) << " B";

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <sstream>
 
@@ -91,7 +92,11 @@ void expect_error(const std::function<void()>& f, const std::vector<std::string>
 
 Vec to_host(Backend& be, const Tensor& t) {
   Vec out(t.numel());
-  if (t.dtype() == DType::kI32) {
+  if (t.dtype() == DType::kU8) {
+    std::vector<uint8_t> h(t.numel());
+    be.copy_to_host(h.data(), t);
+    std::copy(h.begin(), h.end(), out.begin());
+  } else if (t.dtype() == DType::kI32) {
     std::vector<int32_t> h(t.numel());
     be.copy_to_host(h.data(), t);
     std::copy(h.begin(), h.end(), out.begin());
@@ -104,7 +109,11 @@ Vec to_host(Backend& be, const Tensor& t) {
 }
 
 void from_host(Backend& be, const Tensor& t, const Vec& v) {
-  if (t.dtype() == DType::kI32) {
+  if (t.dtype() == DType::kU8) {
+    std::vector<uint8_t> h(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) h[i] = static_cast<uint8_t>(v[i]);
+    be.copy_from_host(t, h.data());
+  } else if (t.dtype() == DType::kI32) {
     std::vector<int32_t> h(v.begin(), v.end());
     be.copy_from_host(t, h.data());
   } else {
@@ -256,7 +265,7 @@ void check_layer(Backend& be, Layer& layer, const RefForward& fwd, const RefBack
     if (auto it = opt.x_values.find(static_cast<int>(k)); it != opt.x_values.end()) {
       v = it->second;
       ASSERT_EQ(static_cast<int64_t>(v.size()), in[k].shape.numel()) << "x_values " << k;
-    } else if (in[k].dtype == DType::kI32) {
+    } else if (in[k].dtype == DType::kI32 || in[k].dtype == DType::kU8) {
       Rng rng(opt.seed * 131 + k);
       v.resize(in[k].shape.numel());
       for (auto& e : v) e = static_cast<double>(rng.randint(opt.int_lo, opt.int_hi));

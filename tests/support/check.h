@@ -49,7 +49,7 @@ struct LayerCheckOptions {
   OpClass op_class = OpClass::kPlain;
   // Per input: whether it gets a gradient (default: all f32 inputs do).
   std::vector<bool> x_needs_grad;
-  // Value range of random f32 inputs and of i32 inputs ([lo, hi)).
+  // Value range of random f32 inputs and of i32 and u8 inputs ([lo, hi)).
   double x_lo = -1.0, x_hi = 1.0;
   int64_t int_lo = 0, int_hi = 2;
   // Fixed values of some inputs, by index (labels with ignored rows, ids), instead of random.
