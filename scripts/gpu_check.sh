@@ -23,6 +23,8 @@
 #      - in a third run at batch 16 (GAN_FILTER, GAN_BATCHES): the WGAN-GP iteration (one
 #        generator step and 5 critic steps with the double-backward penalty, about 0.24 TFLOP
 #        per image)
+#      - in a fourth run (A3C_FILTER, A3C_BATCHES, A3C_ARGS): A3C at t_max 5 with one
+#        actor-learner (the CUDA backend runs no concurrent workers), 8 updates per iteration
 #   4. scripts/torch_side_by_side.py: PyTorch timings of the same layers and of the
 #      Inception-v3, Seq2Seq, DeepSpeech2 and WGAN-GP training steps (the models of
 #      scripts/torch_cpu_compare.py; CUDA
@@ -55,6 +57,10 @@ DS2_BATCHES=${DS2_BATCHES:-2,8}
 # WGAN-GP's iteration, in a run of its own (PyTorch's side: 16, the issue's batch).
 GAN_FILTER=${GAN_FILTER:-'^WGAN/train/'}
 GAN_BATCHES=${GAN_BATCHES:-16}
+# A3C with one worker (its PyTorch peer is one actor-learner too), in a run of its own.
+A3C_FILTER=${A3C_FILTER:-'^A3C/train/'}
+A3C_BATCHES=${A3C_BATCHES:-5}
+A3C_ARGS=${A3C_ARGS:-"--tbd_model_args=actors:1"}
 BENCH_MATHS=${BENCH_MATHS:-"fp32 tf32"}
 BENCH_ARGS=${BENCH_ARGS:-"--benchmark_min_time=0.05"}  # plus the flags below
 BENCH_COUNTER_ARGS=${BENCH_COUNTER_ARGS:-""}           # e.g. "--tbd_counters=all" if the fixtures want one
@@ -62,6 +68,7 @@ TEST_TIMEOUT_S=${TEST_TIMEOUT_S:-150}    # per test binary
 BENCH_TIMEOUT_S=${BENCH_TIMEOUT_S:-120}  # per math mode, the BENCH_FILTER run
 DS2_TIMEOUT_S=${DS2_TIMEOUT_S:-60}       # per math mode, the DS2_FILTER run
 GAN_TIMEOUT_S=${GAN_TIMEOUT_S:-40}       # per math mode, the GAN_FILTER run
+A3C_TIMEOUT_S=${A3C_TIMEOUT_S:-20}       # per math mode, the A3C_FILTER run
 TORCH_TIMEOUT_S=${TORCH_TIMEOUT_S:-120}
 TOTAL_BUDGET_S=${TOTAL_BUDGET_S:-470}    # the whole check; every limit above is cut to what is left
 TORCH_RESERVE_S=${TORCH_RESERVE_S:-75}   # of it, keeping this much for the PyTorch step (its table)
@@ -147,6 +154,9 @@ if ((have_bundle)) && [[ -x "$BUNDLE/bin/tbd_bench" ]]; then
       --tbd_batches="$DS2_BATCHES" --benchmark_filter="$DS2_FILTER"
     run_tbd timeout 60 "$BUNDLE/bin/tbd_bench" --tbd_backend=cpu --benchmark_list_tests \
       --tbd_batches="$GAN_BATCHES" --benchmark_filter="$GAN_FILTER"
+    # shellcheck disable=SC2086
+    run_tbd timeout 60 "$BUNDLE/bin/tbd_bench" --tbd_backend=cpu --benchmark_list_tests \
+      --tbd_batches="$A3C_BATCHES" --benchmark_filter="$A3C_FILTER" $A3C_ARGS
   } > "$names" 2> "$OUT/bench_names.log"
   if python3 "$ROOT/scripts/torch_side_by_side.py" --check-names "$names" > "$OUT/check_names.txt" 2>&1; then
     say "$(tail -1 "$OUT/check_names.txt")"
@@ -211,9 +221,10 @@ say "tests done after $(elapsed) s"
 
 # ---- 3. quick benchmark set with counters ----
 tbd_json_args=()
-# run_bench MODE TAG FILTER BATCHES TIMEOUT_S: one tbd_bench run into bench_<MODE><TAG>.json.
+# run_bench MODE TAG FILTER BATCHES TIMEOUT_S [ARGS]: one tbd_bench run into
+# bench_<MODE><TAG>.json (ARGS: more tbd_bench flags).
 run_bench() {
-  local m=$1 tag=$2 filter=$3 batches=$4 limit rc
+  local m=$1 tag=$2 filter=$3 batches=$4 extra=${6:-} limit rc
   local json=$OUT/bench_$m$tag.json log=$OUT/bench_$m$tag.log
   limit=$(limit_s "$5" "$TORCH_RESERVE_S")
   if ((limit < $5 && limit < 10)); then
@@ -224,7 +235,7 @@ run_bench() {
   # shellcheck disable=SC2086
   run_tbd timeout "$limit" "$BUNDLE/bin/tbd_bench" --tbd_backend=cuda --tbd_math="$m" --tbd_batches="$batches" \
     --benchmark_filter="$filter" --benchmark_out="$json" \
-    --benchmark_out_format=json $BENCH_ARGS $BENCH_COUNTER_ARGS > "$log" 2>&1
+    --benchmark_out_format=json $BENCH_ARGS $BENCH_COUNTER_ARGS $extra > "$log" 2>&1
   rc=$?
   if ((rc == 0)); then
     say "tbd_bench $m$tag: ok ($(grep -c '"name"' "$json" 2>/dev/null || echo 0) rows) after $(elapsed) s"
@@ -240,6 +251,7 @@ if [[ -x "$BUNDLE/bin/tbd_bench" ]]; then
     run_bench "$m" "" "$BENCH_FILTER" "$BENCH_BATCHES" "$BENCH_TIMEOUT_S"
     run_bench "$m" _ds2 "$DS2_FILTER" "$DS2_BATCHES" "$DS2_TIMEOUT_S"
     run_bench "$m" _gan "$GAN_FILTER" "$GAN_BATCHES" "$GAN_TIMEOUT_S"
+    run_bench "$m" _a3c "$A3C_FILTER" "$A3C_BATCHES" "$A3C_TIMEOUT_S" "$A3C_ARGS"
   done
 fi
 say "benchmarks done after $(elapsed) s"

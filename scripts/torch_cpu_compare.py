@@ -275,15 +275,16 @@ class A3cNet(nn.Module):
         return self.policy(x), self.value(x).squeeze(1)
 
 
-def a3c_setup(t_max=5, updates=8, tiny=False, pool=64, seed=0):
+def a3c_setup(t_max=5, updates=8, tiny=False, pool=64, seed=0, device="cpu"):
     """One A3C actor-learner: the global and local networks, the shared RMSprop and a step of
-    `updates` updates. Returns a dict: net (the global one), step, t_max, updates."""
+    `updates` updates. Returns a dict: net (the global one), step, t_max, updates. On another
+    device the actions and rewards are still drawn on the CPU (the same generator)."""
     torch.manual_seed(seed)
     frame = 36 if tiny else 84
     kw = dict(frame=frame, hidden=32 if tiny else 256)
-    global_net, local = A3cNet(**kw), A3cNet(**kw)
+    global_net, local = A3cNet(**kw).to(device), A3cNet(**kw).to(device)
     opt = torch.optim.RMSprop(global_net.parameters(), lr=2.5e-4, alpha=0.99, eps=1e-6)
-    frames = torch.randint(0, 256, (pool, frame, frame), dtype=torch.uint8)
+    frames = torch.randint(0, 256, (pool, frame, frame), dtype=torch.uint8).to(device)
     gen = torch.Generator().manual_seed(seed)
     state = {"pos": 0}
 
@@ -301,7 +302,7 @@ def a3c_setup(t_max=5, updates=8, tiny=False, pool=64, seed=0):
                 if t == t_max:
                     ret = value.item()  # the bootstrap value
                     break
-                a = torch.multinomial(F.softmax(logits, 1), 1, generator=gen).item()
+                a = torch.multinomial(F.softmax(logits, 1).cpu(), 1, generator=gen).item()
                 states.append(s)
                 actions.append(a)
                 rewards.append(1.0 if torch.rand((), generator=gen).item() < 0.1 else 0.0)
@@ -310,13 +311,13 @@ def a3c_setup(t_max=5, updates=8, tiny=False, pool=64, seed=0):
         for r in reversed(rewards):
             ret = r + 0.99 * ret
             returns.append(ret)
-        returns = torch.tensor(returns[::-1])
+        returns = torch.tensor(returns[::-1], device=device)
         local.zero_grad(set_to_none=False)
         logits, value = local(torch.cat(states))
         q = F.softmax(logits, 1) + 1e-8
         entropy = -(q * q.log()).sum(1)
         adv = (returns - value).detach()
-        picked = q.gather(1, torch.tensor(actions).unsqueeze(1)).squeeze(1)
+        picked = q.gather(1, torch.tensor(actions, device=device).unsqueeze(1)).squeeze(1)
         loss = (-(picked.log() * adv + 0.01 * entropy)).sum() + ((value - returns) ** 2).sum()
         loss.backward()
         nn.utils.clip_grad_norm_(local.parameters(), 5.0)

@@ -26,9 +26,10 @@ The cases:
   - Inception-v3's 1x7 convolution of Mixed_6e (192 -> 192 at 17x17, padding (0, 3));
   - Inception-v3's (batch 32, torchvision's, aux classifier trained; --tiny: batch 2),
     Seq2Seq's (batch 32) and DeepSpeech2's (batch 8, 1000 frames) whole training steps and
-    WGAN-GP's iteration (batch 16: one generator and 5 critic steps), the models, data and
+    WGAN-GP's iteration (batch 16: one generator and 5 critic steps) and A3C's (t_max 5, one
+    actor-learner, 8 updates), the models, data and
     steps of scripts/torch_cpu_compare.py (inception_setup, seq2seq_setup, ds2_setup,
-    wgan_setup) on CUDA.
+    wgan_setup, a3c_setup) on CUDA.
 TBD_ROWS is the one table that pairs each case (its builder case_<case> below) with the
 tbd_bench rows it is compared against and the batch both run at: tbd_bench's names look like
 `Conv2d/resnet50.layer2.0.conv2/fwd/batch:32` and `DeepSpeech2/train/batch:8`; adjust the table
@@ -109,6 +110,7 @@ TBD_ROWS = {
     "Seq2Seq_train_b32": model_rows("Seq2Seq", 32, "seq2seq_train"),
     "DeepSpeech2_train_b8": model_rows("DeepSpeech2", 8, "ds2_train", DS2_SUFFIX),
     "WGAN_train_b16": model_rows("WGAN", 16, "wgan_train"),
+    "A3C_train_b5_actors1": model_rows("A3C", 5, "a3c_train", "/actors:1"),
 }
 
 PHASES = ("fwd", "train")
@@ -248,6 +250,10 @@ def case_inception_train(torch, dev, n, models):
     return {"step": models.inception(n)[1], "note": "aux classifier trained (0.4)"}
 
 
+def case_a3c_train(torch, dev, n, models):
+    return {"step": models.a3c(n)["step"], "note": "one actor-learner, 8 updates per step"}
+
+
 def case_seq2seq_train(torch, dev, n, models):
     return {"step": models.seq2seq(n)["step"]}
 
@@ -277,6 +283,12 @@ class Models:
         if ("seq2seq", n) not in self.built:
             self.built[("seq2seq", n)] = self.tcc.seq2seq_setup(n, tiny=self.tiny, device=self.dev)
         return self.built[("seq2seq", n)]
+
+    def a3c(self, n=None):
+        n = n or self.model_batch("a3c_train")  # t_max
+        if ("a3c", n) not in self.built:
+            self.built[("a3c", n)] = self.tcc.a3c_setup(n, tiny=self.tiny, device=self.dev)
+        return self.built[("a3c", n)]
 
     def inception(self, n=None):
         # --tiny: a batch of 2 (the network has no smaller configuration in PyTorch).
