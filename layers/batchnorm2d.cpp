@@ -26,13 +26,15 @@ void check_batchnorm_config(const char* kind, const std::string& name, double ep
                   " (must be in [0, 1])");
 }
 
-Flops batchnorm2d_flops(const Shape& x, bool relu) {
+Flops batchnorm2d_flops(const Shape& x, bool relu, bool frozen) {
   const double e = static_cast<double>(x.numel()), r = relu ? e : 0;
+  if (frozen) return Flops{2 * e + r, e + r, 0};
   return Flops{8 * e + r, 10 * e + r, 4 * e};
 }
 
-Bytes batchnorm2d_bytes(const Shape& x, bool relu) {
+Bytes batchnorm2d_bytes(const Shape& x, bool relu, bool frozen) {
   const double e = static_cast<double>(x.numel()), c = static_cast<double>(x[1]);
+  if (frozen) return Bytes{bytes_of(2 * e + 4 * c), bytes_of(2 * e + 2 * c + (relu ? e : 0)), 0};
   const double mask = relu ? e : 0;  // one byte per element
   return Bytes{bytes_of(2 * e + 8 * c) + mask, bytes_of(3 * e + 3 * c) + mask,
                bytes_of(2 * e + 6 * c)};
@@ -48,27 +50,31 @@ BatchNormLayer::BatchNormLayer(Backend& be, std::string name, std::vector<Tensor
   be.fill(running_var_, 1.f);
 }
 
-Contract batchnorm_contract(const TensorDesc& x, const Shape& nchw, bool relu) {
+Contract batchnorm_contract(const TensorDesc& x, const Shape& nchw, bool relu, bool frozen) {
   const int64_t C = nchw[1];
   return Contract{{x},
                   {{"weight", Shape{C}, Init::kOnes, C, C, false},
                    {"bias", Shape{C}, Init::kZeros, C, C, false}},
-                  batchnorm2d_flops(nchw, relu),
-                  batchnorm2d_bytes(nchw, relu)};
+                  batchnorm2d_flops(nchw, relu, frozen),
+                  batchnorm2d_bytes(nchw, relu, frozen)};
 }
 
 BatchNormSpec batchnorm_spec(const std::string& name, const BatchNorm2dConfig& cfg,
                              const std::vector<TensorDesc>& in) {
   check_input_count(BatchNorm2dConfig::kKind, name, in, 1);
-  return BatchNormSpec{BatchNorm2dConfig::kKind, cfg.eps, cfg.momentum,
-                       batchnorm2d_output_shape(name, cfg, in[0]), cfg.relu};
+  return BatchNormSpec{BatchNorm2dConfig::kKind,
+                       cfg.eps,
+                       cfg.momentum,
+                       batchnorm2d_output_shape(name, cfg, in[0]),
+                       cfg.relu,
+                       cfg.frozen};
 }
 
 template <>
 Contract contract(const std::string& name, const BatchNorm2dConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   const BatchNormSpec spec = batchnorm_spec(name, cfg, in);  // checks in first
-  return batchnorm_contract(in[0], spec.nchw, spec.relu);
+  return batchnorm_contract(in[0], spec.nchw, spec.relu, spec.frozen);
 }
 
 }  // namespace tbd

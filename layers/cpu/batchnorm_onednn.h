@@ -82,6 +82,7 @@ class BatchNormOneDnn : public BatchNormLayer {
                         std::string("oneDNN has no batch normalization for x ") +
                             in[0].to_string() + ": " + e.what());
     }
+    if (spec.frozen) freeze();
     if (spec.relu) {
       const std::size_t ws = fwd_train_pd_.workspace_desc().get_size();
       ws_ = be.empty(Shape{static_cast<int64_t>((ws + 3) / 4)}, MemCategory::kFeatureMaps);
@@ -101,7 +102,7 @@ class BatchNormOneDnn : public BatchNormLayer {
   const char* kind() const override { return spec_.kind; }
   std::string describe() const override {
     return detail::concat("x ", inputs_[0].shape.to_string(), " ", to_string(inputs_[0].layout),
-                          spec_.relu ? " +relu" : "");
+                          spec_.relu ? " +relu" : "", spec_.frozen ? " frozen" : "");
   }
 
   void forward(MutTensorRefs y, TensorRefs x) override {
@@ -133,6 +134,10 @@ class BatchNormOneDnn : public BatchNormLayer {
       // No input gradient wanted (x is data): oneDNN would need a full-size diff_src buffer,
       // so the two per-channel reductions are done here instead.
       if (param_grads()) own_backward(*dy[0], *x[0], relu_y, mean, var, nullptr);
+      return;
+    }
+    if (!training_ && !param_grads()) {  // frozen: dx = dy * gamma * rstd, in memory order
+      eval_dx(*dy[0], relu_y, var, *dx[0]);
       return;
     }
     if (!training_ && spec_.relu) {  // constant statistics: dx is dy * gamma * rstd
@@ -182,6 +187,45 @@ class BatchNormOneDnn : public BatchNormLayer {
     for (int64_t c = 0; c < C; ++c) {
       rm[c] = static_cast<float>((1 - m) * rm[c] + m * bm[c]);
       rv[c] = static_cast<float>((1 - m) * rv[c] + m * unbias * bv[c]);
+    }
+  }
+
+  // Eval mode without parameter gradients (a frozen layer): dx = g * gamma / sqrt(var + eps),
+  // g = dy (0 where relu_y, when given, is 0). One streaming pass in memory order (plain or
+  // nChw16c), unlike own_backward's per-channel walk.
+  void eval_dx(const Tensor& dy, const Tensor* relu_y, const Tensor& var, Tensor& dx) {
+    const int64_t C = C_, HW = HW_, NC = N_ * C_;
+    const bool blocked = blocked_;
+    const float* dyp = dy.f32();
+    const float* yp = relu_y ? relu_y->f32() : nullptr;
+    const float* vp = var.f32();
+    const float* gamma = params_[0].value.f32();
+    float* dxp = dx.f32();
+    float* scale = dscale_.f32();  // workspace: gamma * rstd per channel
+    for (int64_t c = 0; c < C; ++c) {
+      scale[c] = static_cast<float>(gamma[c] / std::sqrt(static_cast<double>(vp[c]) + spec_.eps));
+    }
+    // Rows of HW (plain: one channel each) or of 16 * HW (nChw16c: 16 channels interleaved).
+    const int64_t rows = blocked ? NC / 16 : NC, len = blocked ? 16 * HW : HW;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t off = r * len;
+      if (blocked) {
+        const float* s = scale + (r % (C / 16)) * 16;
+        for (int64_t j = 0; j < HW; ++j) {
+          const int64_t o = off + 16 * j;
+          for (int64_t k = 0; k < 16; ++k) {
+            const float g = yp && yp[o + k] <= 0 ? 0.f : dyp[o + k];
+            dxp[o + k] = g * s[k];
+          }
+        }
+      } else {
+        const float s = scale[r % C];
+        for (int64_t i = 0; i < len; ++i) {
+          const float g = yp && yp[off + i] <= 0 ? 0.f : dyp[off + i];
+          dxp[off + i] = g * s;
+        }
+      }
     }
   }
 

@@ -94,12 +94,14 @@ class BatchNormCudnn : public BatchNormLayer {
     x_desc_ = make_tensor_desc(nchw[0], nchw[1], nchw[2], nchw[3]);
     bn_desc_ = make_tensor_desc(1, C_, 1, 1);
     if (relu_) dy_masked_ = be.empty(nchw, MemCategory::kWorkspace);
+    if (spec.frozen) freeze();
   }
 
   const char* kind() const override { return kind_; }
   std::string describe() const override {
     return detail::concat("x ", inputs_[0].shape.to_string(), " eps=", eps_,
-                          " momentum=", momentum_, relu_ ? " +relu" : "", " | cudnn spatial");
+                          " momentum=", momentum_, relu_ ? " +relu" : "", frozen_ ? " frozen" : "",
+                          " | cudnn spatial");
   }
 
   // y, x: (N, C, H, W) as cuDNN sees them

@@ -54,6 +54,56 @@ TEST_P(BatchNorm2dTest, RunningStatisticsAndEvalMode) {
                                cfg.momentum);
 }
 
+// Frozen: an affine with the running statistics whatever the mode, no parameter gradients, the
+// statistics never updated (a detection backbone's BatchNorm).
+TEST_P(BatchNorm2dTest, FrozenIsAnAffineWithFixedStatistics) {
+  const BnCase& tc = tcase();
+  BatchNorm2dConfig cfg;
+  cfg.frozen = true;
+  cfg.eps = 2e-5;
+  auto layer = make_bn(cfg);
+  auto* bn = dynamic_cast<BatchNormLayer*>(layer.get());
+  ASSERT_NE(bn, nullptr);
+  EXPECT_TRUE(bn->frozen());
+  EXPECT_FALSE(layer->param_grads());
+  layer->set_training(true);
+  EXPECT_FALSE(layer->training());
+  EXPECT_NE(layer->describe().find("frozen"), std::string::npos) << layer->describe();
+  const double E = static_cast<double>(tc.x.numel()), r = tc.relu ? E : 0;
+  EXPECT_EQ(layer->flops().fprop, 2 * E + r);
+  EXPECT_EQ(layer->flops().dgrad, E + r);
+  EXPECT_EQ(layer->flops().wgrad, 0);
+
+  // Statistics far from the initial 0 and 1, exactly representable as floats.
+  const int64_t C = tc.x[1];
+  Vec rm = random_vec(C, 7, -0.5, 0.5), rv = random_vec(C, 8, 0.5, 2.0);
+  for (auto* v : {&rm, &rv})
+    for (double& e : *v) e = static_cast<float>(e);
+  from_host(be(), const_cast<Tensor&>(bn->running_mean()), rm);
+  from_host(be(), const_cast<Tensor&>(bn->running_var()), rv);
+  const RefBn ref = ref_of(tc.x, cfg.eps, tc.relu);
+  LayerCheckOptions opt = bn_options();
+  opt.training = true;  // asked for; a frozen layer stays in eval mode
+  // The reference's parameter gradients are zeroed (the layer computes none), so its finite
+  // differences would not match them; eval mode's backward is finite-difference checked above.
+  opt.run_fd = false;
+  check_layer(
+      be(), *layer,
+      [&](auto& xs, auto& p) {
+        return std::vector<Vec>{ref.out(ref.normalize(xs[0], p[0], p[1], rm, rv))};
+      },
+      [&](auto& xs, auto& p, auto& dy) {
+        RefGrads g = ref.backward_eval(xs, p, dy, rm, rv);
+        for (Vec& d : g.dparams) std::fill(d.begin(), d.end(), 0.0);
+        return g;
+      },
+      opt);
+  const Tol exact{0, 0};
+  EXPECT_TRUE(
+      expect_close("running mean after steps", to_host(be(), bn->running_mean()), rm, exact));
+  EXPECT_TRUE(expect_close("running var after steps", to_host(be(), bn->running_var()), rv, exact));
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, BatchNorm2dTest,
     on_all_targets(::testing::Values(

@@ -109,6 +109,15 @@ TEST(Bytes, BatchNorm2d) {
   expect_bytes(batchnorm2d_bytes(x, true), 4 * (120 + 4 * 3 + 120 + 4 * 3) + 120,
                4 * (120 + 120 + 3 * 3 + 120) + 120, 4 * (120 + 120 + 2 * 3 + 2 * 2 * 3));
   expect_same(make_layer(*be, "bn", relu, {TensorDesc{x}})->bytes(), batchnorm2d_bytes(x, true));
+  // Frozen: one affine pass with the running statistics; backward only dx (reads y with a ReLU).
+  BatchNorm2dConfig frozen;
+  frozen.frozen = true;
+  expect_bytes(batchnorm2d_bytes(x, false, true), 4 * (120 + 4 * 3 + 120),  // x, 4 stats; y
+               4 * (120 + 2 * 3 + 120), 0);                                 // dy, gamma, var; dx
+  expect_bytes(batchnorm2d_bytes(x, true, true), 4 * (120 + 4 * 3 + 120),
+               4 * (120 + 120 + 2 * 3 + 120), 0);  // dy, y, gamma, var; dx
+  expect_same(make_layer(*be, "bn", frozen, {TensorDesc{x}})->bytes(),
+              batchnorm2d_bytes(x, false, true));
 }
 
 TEST(Bytes, SequenceBatchNorm) {
