@@ -25,9 +25,11 @@
 #        per image)
 #      - in a fourth run (A3C_FILTER, A3C_BATCHES, A3C_ARGS): A3C at t_max 5 with one
 #        actor-learner (the CUDA backend runs no concurrent workers), 8 updates per iteration
+#      - in a fifth run at batch 1 (FRCNN_FILTER, FRCNN_BATCHES): the Faster R-CNN training
+#        step (one 600x1000 image, about 200 GMACs forward)
 #   4. scripts/torch_side_by_side.py: PyTorch timings of the same layers and of the
-#      Inception-v3, Seq2Seq, DeepSpeech2 and WGAN-GP training steps (the models of
-#      scripts/torch_cpu_compare.py; CUDA
+#      Inception-v3, Seq2Seq, DeepSpeech2, WGAN-GP, A3C and Faster R-CNN training steps (the
+#      models of scripts/torch_cpu_compare.py; CUDA
 #      events, warm-up) in fp32-strict and tf32, joined with the tbd JSON; its table of times
 #      and ratios is printed LAST
 # Everything goes under $OUT if set, else results/gpu/<UTC date-time>/ (logs, JSON, XML,
@@ -61,6 +63,9 @@ GAN_BATCHES=${GAN_BATCHES:-16}
 A3C_FILTER=${A3C_FILTER:-'^A3C/train/'}
 A3C_BATCHES=${A3C_BATCHES:-5}
 A3C_ARGS=${A3C_ARGS:-"--tbd_model_args=actors:1"}
+# Faster R-CNN at one image (TBD's batch; PyTorch's side: 1), in a run of its own.
+FRCNN_FILTER=${FRCNN_FILTER:-'^FasterRCNN/train/'}
+FRCNN_BATCHES=${FRCNN_BATCHES:-1}
 BENCH_MATHS=${BENCH_MATHS:-"fp32 tf32"}
 BENCH_ARGS=${BENCH_ARGS:-"--benchmark_min_time=0.05"}  # plus the flags below
 BENCH_COUNTER_ARGS=${BENCH_COUNTER_ARGS:-""}           # e.g. "--tbd_counters=all" if the fixtures want one
@@ -69,6 +74,7 @@ BENCH_TIMEOUT_S=${BENCH_TIMEOUT_S:-120}  # per math mode, the BENCH_FILTER run
 DS2_TIMEOUT_S=${DS2_TIMEOUT_S:-60}       # per math mode, the DS2_FILTER run
 GAN_TIMEOUT_S=${GAN_TIMEOUT_S:-40}       # per math mode, the GAN_FILTER run
 A3C_TIMEOUT_S=${A3C_TIMEOUT_S:-20}       # per math mode, the A3C_FILTER run
+FRCNN_TIMEOUT_S=${FRCNN_TIMEOUT_S:-30}   # per math mode, the FRCNN_FILTER run
 TORCH_TIMEOUT_S=${TORCH_TIMEOUT_S:-120}
 TOTAL_BUDGET_S=${TOTAL_BUDGET_S:-470}    # the whole check; every limit above is cut to what is left
 TORCH_RESERVE_S=${TORCH_RESERVE_S:-75}   # of it, keeping this much for the PyTorch step (its table)
@@ -157,6 +163,8 @@ if ((have_bundle)) && [[ -x "$BUNDLE/bin/tbd_bench" ]]; then
     # shellcheck disable=SC2086
     run_tbd timeout 60 "$BUNDLE/bin/tbd_bench" --tbd_backend=cpu --benchmark_list_tests \
       --tbd_batches="$A3C_BATCHES" --benchmark_filter="$A3C_FILTER" $A3C_ARGS
+    run_tbd timeout 60 "$BUNDLE/bin/tbd_bench" --tbd_backend=cpu --benchmark_list_tests \
+      --tbd_batches="$FRCNN_BATCHES" --benchmark_filter="$FRCNN_FILTER"
   } > "$names" 2> "$OUT/bench_names.log"
   if python3 "$ROOT/scripts/torch_side_by_side.py" --check-names "$names" > "$OUT/check_names.txt" 2>&1; then
     say "$(tail -1 "$OUT/check_names.txt")"
@@ -252,6 +260,7 @@ if [[ -x "$BUNDLE/bin/tbd_bench" ]]; then
     run_bench "$m" _ds2 "$DS2_FILTER" "$DS2_BATCHES" "$DS2_TIMEOUT_S"
     run_bench "$m" _gan "$GAN_FILTER" "$GAN_BATCHES" "$GAN_TIMEOUT_S"
     run_bench "$m" _a3c "$A3C_FILTER" "$A3C_BATCHES" "$A3C_TIMEOUT_S" "$A3C_ARGS"
+    run_bench "$m" _frcnn "$FRCNN_FILTER" "$FRCNN_BATCHES" "$FRCNN_TIMEOUT_S"
   done
 fi
 say "benchmarks done after $(elapsed) s"

@@ -25,11 +25,12 @@ The cases:
     it did), at the shapes of the DeepSpeech2 model of scripts/torch_cpu_compare.py;
   - Inception-v3's 1x7 convolution of Mixed_6e (192 -> 192 at 17x17, padding (0, 3));
   - Inception-v3's (batch 32, torchvision's, aux classifier trained; --tiny: batch 2),
-    Seq2Seq's (batch 32) and DeepSpeech2's (batch 8, 1000 frames) whole training steps and
-    WGAN-GP's iteration (batch 16: one generator and 5 critic steps) and A3C's (t_max 5, one
-    actor-learner, 8 updates), the models, data and
-    steps of scripts/torch_cpu_compare.py (inception_setup, seq2seq_setup, ds2_setup,
-    wgan_setup, a3c_setup) on CUDA.
+    Seq2Seq's (batch 32) and DeepSpeech2's (batch 8, 1000 frames) whole training steps,
+    WGAN-GP's iteration (batch 16: one generator and 5 critic steps), A3C's (t_max 5, one
+    actor-learner, 8 updates) and Faster R-CNN's training step (1 image of 600x1000, anchor
+    targets, proposals with torchvision's NMS, proposal targets and roi_pool on the device),
+    the models, data and steps of scripts/torch_cpu_compare.py (inception_setup,
+    seq2seq_setup, ds2_setup, wgan_setup, a3c_setup, frcnn_setup) on CUDA.
 TBD_ROWS is the one table that pairs each case (its builder case_<case> below) with the
 tbd_bench rows it is compared against and the batch both run at: tbd_bench's names look like
 `Conv2d/resnet50.layer2.0.conv2/fwd/batch:32` and `DeepSpeech2/train/batch:8`; adjust the table
@@ -41,7 +42,8 @@ checks, without PyTorch, that every TBD_ROWS pattern matches one of the benchmar
 NAMES.txt (the output of `tbd_bench --benchmark_list_tests` with gpu_check.sh's filters and
 batches) and that every case has a builder: gpu_check.sh runs it before anything else.
   python3 scripts/torch_side_by_side.py --device cpu --tiny
-is a functional check of the cases anywhere (Seq2Seq and DeepSpeech2 at toy sizes, one warm-up
+is a functional check of the cases anywhere (Seq2Seq, DeepSpeech2, WGAN-GP, A3C and Faster
+R-CNN at toy sizes, Inception-v3 at batch 2, one warm-up
 and two timed iterations; the times mean nothing).
 
 Exit status: 0 done, 1 a case failed (or --check-names found a mismatch), 2 no PyTorch or no
@@ -111,6 +113,7 @@ TBD_ROWS = {
     "DeepSpeech2_train_b8": model_rows("DeepSpeech2", 8, "ds2_train", DS2_SUFFIX),
     "WGAN_train_b16": model_rows("WGAN", 16, "wgan_train"),
     "A3C_train_b5_actors1": model_rows("A3C", 5, "a3c_train", "/actors:1"),
+    "FasterRCNN_train_b1": model_rows("FasterRCNN", 1, "frcnn_train"),
 }
 
 PHASES = ("fwd", "train")
@@ -266,6 +269,13 @@ def case_wgan_train(torch, dev, n, models):
     return {"step": models.wgan(n)["step"], "note": "1 G + 5 D steps"}
 
 
+def case_frcnn_train(torch, dev, n, models):
+    s = models.frcnn(n)
+    h, w = s["config"]["image"]
+    return {"step": s["step"], "note": f"{h}x{w}, anchor/proposal targets on the device, "
+                                        "torchvision's nms and roi_pool"}
+
+
 class Models:
     """The models of scripts/torch_cpu_compare.py on the device, built once per batch. Layer
     cases take their modules and shapes from the model at its model case's batch."""
@@ -302,6 +312,12 @@ class Models:
         if ("ds2", n) not in self.built:
             self.built[("ds2", n)] = self.tcc.ds2_setup(n, tiny=self.tiny, device=self.dev)
         return self.built[("ds2", n)]
+
+    def frcnn(self, n=None):
+        n = n or self.model_batch("frcnn_train")
+        if ("frcnn", n) not in self.built:
+            self.built[("frcnn", n)] = self.tcc.frcnn_setup(n, tiny=self.tiny, device=self.dev)
+        return self.built[("frcnn", n)]
 
     def wgan(self, n=None):
         n = n or self.model_batch("wgan_train")
@@ -466,7 +482,7 @@ def main():
                     help="only check TBD_ROWS against the benchmark names in FILE (no PyTorch)")
     ap.add_argument("--device", default="cuda", help="cuda (default), or cpu with --tiny")
     ap.add_argument("--tiny", action="store_true",
-                    help="functional check: Seq2Seq and DeepSpeech2 at toy sizes, 1 warm-up, 2 timed")
+                    help="functional check: the models at toy sizes, 1 warm-up, 2 timed")
     args = ap.parse_args()
     if args.check_names:
         return check_names(args.check_names)
