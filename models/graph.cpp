@@ -202,6 +202,18 @@ void Graph::finalize_impl(bool inference) {
 
 // Gradients: the loss seed, then consumers in reverse order decide who writes first.
 void Graph::plan_gradients() {
+  // Which tensors need a gradient, with the parameter gradients as they are set now: a layer
+  // frozen before finalize() (a detector's stem) makes none of its own, so a chain of frozen
+  // layers fed by data runs no backward at all.
+  for (Node& n : nodes_) {
+    bool req = !n.layer->params().empty() && n.layer->param_grads();
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      req = req || (tensors_[n.inputs[k]].requires_grad && n.layer->input_grad(k));
+    }
+    for (std::size_t i = 0; i < n.outputs.size(); ++i) {
+      tensors_[n.outputs[i]].requires_grad = req && n.layer->output_grad(i);
+    }
+  }
   tensors_[loss_].grad_live = true;
   std::map<TensorId, int> writes;  // consumers that already wrote each gradient (reverse order)
   std::vector<std::pair<GradSlot*, TensorId>> fixups;  // scratch slot -> gradient it adds to
@@ -210,7 +222,7 @@ void Graph::plan_gradients() {
     NodePlan& p = plans_[ni];
     bool outputs_live = false;
     for (TensorId o : n.outputs) outputs_live = outputs_live || tensors_[o].grad_live;
-    bool needs = outputs_live && (!n.layer->params().empty() ||
+    bool needs = outputs_live && ((!n.layer->params().empty() && n.layer->param_grads()) ||
                                   std::any_of(n.inputs.begin(), n.inputs.end(), [&](TensorId i) {
                                     return tensors_[i].requires_grad;
                                   }));

@@ -100,6 +100,9 @@ class Graph {
   // Turns the parameter gradients of the layers whose name starts with `prefix` off (or on):
   // backward then computes only their data gradients (frozen layers; the other player's layers
   // in a GAN step), and skips layers with nothing left to compute. Returns how many layers.
+  // Set before finalize(), it also prunes the plan: tensors that only frozen layers and data
+  // feed take no gradient and their layers run no backward (a detector's frozen stem); such a
+  // layer cannot be turned back on later. Set after, the plan stays as it was.
   int set_param_grads(const std::string& prefix, bool on);
 
   // The scalar the backward pass starts from (dloss = 1).
@@ -131,7 +134,7 @@ class Graph {
   const TensorDesc& desc(TensorId id) const { return tensors_.at(id).desc; }
   const std::string& tensor_name(TensorId id) const { return tensors_.at(id).name; }
   // Whether backward computes this tensor's gradient (false for data, labels and what only
-  // depends on them).
+  // depends on them or on frozen layers; final at finalize()).
   bool requires_grad(TensorId id) const { return tensors_.at(id).requires_grad; }
   TensorId loss() const { return loss_; }
   float loss_value();  // copies the loss to the host

@@ -167,6 +167,44 @@ TEST(Graph, FrozenLayersKeepTheirGradients) {
   EXPECT_GT(norm_of("critic."), 0.0);
 }
 
+// Frozen before finalize(), a stem fed by data is pruned from backward: its outputs take no
+// gradient, it runs no backward (no dgrad, no wgrad in the executed work), the head trains.
+TEST(Graph, LayersFrozenBeforeFinalizeArePrunedFromBackward) {
+  auto be = make_cpu_backend();
+  Graph g(*be, 4);
+  TensorId x = g.input("x", Shape{4, 3});
+  TensorId t = g.input("t", Shape{4, 2});
+  LinearConfig a;
+  a.out_features = 5;
+  TensorId h = g.add1("stem.fc", a, {x});
+  TensorId r = g.add1("stem.relu", ActivationConfig{ActKind::kRelu}, {h});
+  LinearConfig b;
+  b.out_features = 2;
+  TensorId y = g.add1("head.fc", b, {r});
+  g.set_loss(g.add1("mse", MseLossConfig{}, {y, t}));
+  EXPECT_EQ(g.set_param_grads("stem.", false), 1);
+  g.finalize();
+  EXPECT_FALSE(g.requires_grad(h));
+  EXPECT_FALSE(g.requires_grad(r));
+  EXPECT_TRUE(g.requires_grad(y));
+  EXPECT_EQ(g.executed_flops(0).bwd(), 0.0);
+  EXPECT_EQ(g.executed_flops(1).bwd(), 0.0);
+  EXPECT_GT(g.executed_flops(2).wgrad, 0.0);
+  EXPECT_EQ(g.executed_flops(2).dgrad, 0.0);  // nothing upstream takes a gradient
+  from_host(*be, g.tensor(x), random_vec(12, 1));
+  from_host(*be, g.tensor(t), random_vec(8, 2));
+  g.zero_grad();
+  g.forward();
+  g.backward();
+  double stem = 0, head = 0;
+  for (Param* p : g.params()) {
+    double& n = p->name.rfind("stem.", 0) == 0 ? stem : head;
+    for (double v : to_host(*be, p->grad)) n += v * v;
+  }
+  EXPECT_EQ(stem, 0.0);
+  EXPECT_GT(head, 0.0);
+}
+
 // A parameter that shares another's value (a worker's view of the global weights) reads it,
 // keeps its own gradient, and is not counted twice.
 TEST(Graph, SharedValueKeepsItsOwnGradient) {
