@@ -44,7 +44,24 @@ bool Model::data_range(TensorId id, double* lo, double* hi) const {
     *hi = d.hi;
     return true;
   }
+  if (auto it = samples_.find(id); it != samples_.end()) {
+    *lo = it->second.lo;
+    *hi = it->second.hi;
+    return true;
+  }
   return false;
+}
+
+void Model::set_sample_values(TensorId id, double lo, double hi, HostFill fill) {
+  samples_[id] = Sample{lo, hi, std::move(fill)};
+}
+
+const Model::HostFill* Model::value_fill(TensorId id) const {
+  for (const Data& d : data_) {
+    if (d.id == id && d.graph == &graph_ && d.fill) return &d.fill;
+  }
+  auto it = samples_.find(id);
+  return it != samples_.end() && it->second.fill ? &it->second.fill : nullptr;
 }
 
 void Model::finalize(

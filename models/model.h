@@ -33,8 +33,10 @@ class Model {
 
   const std::string& name() const { return name_; }
   Graph& graph() { return graph_; }  // the main graph
+  const Graph& graph() const { return graph_; }
   Backend& backend() { return be_; }
   Optimizer& optimizer(std::size_t i = 0) { return *optimizers_.at(i); }
+  const Optimizer& optimizer(std::size_t i = 0) const { return *optimizers_.at(i); }
   std::size_t num_optimizers() const { return optimizers_.size(); }
   Optimizer& add_optimizer(std::unique_ptr<Optimizer> opt) {
     optimizers_.push_back(std::move(opt));
@@ -63,6 +65,14 @@ class Model {
   // The value range of a data input (layer benchmarks feed a layer what the model feeds it);
   // false for other tensors.
   bool data_range(TensorId id, double* lo, double* hi) const;
+  // For a tensor the main graph computes whose values a layer benchmark cannot draw uniformly
+  // (a detector's RoIs: batch index and ordered corners; sampled class labels): the range, and
+  // optionally a host fill, that its consumers' layer benchmarks are fed. The fill gets the
+  // element count of the benchmark's tensor, whose batch may differ from the model's.
+  void set_sample_values(TensorId id, double lo, double hi, HostFill fill = {});
+  // The host fill a layer benchmark uses for tensor `id` (a data input's or a sample fill), or
+  // nullptr for uniform values in its range.
+  const HostFill* value_fill(TensorId id) const;
 
   // Finalizes the main graph, creates its optimizer (via make_opt) and fills the data of
   // every finalized graph. Call once (a model with more graphs finalizes those itself, then
@@ -125,6 +135,11 @@ class Model {
   std::vector<std::unique_ptr<Optimizer>> optimizers_;
   std::vector<std::unique_ptr<Graph>> graphs_;  // graphs beyond the main one
   std::vector<Data> data_;
+  struct Sample {
+    double lo, hi;
+    HostFill fill;
+  };
+  std::map<TensorId, Sample> samples_;  // set_sample_values, main graph
   bool h2d_per_step_ = false;
   int64_t samples_per_step_ = 1;
   std::map<std::string, double> extra_items_;
