@@ -3,14 +3,17 @@
 //
 // x and y share x's layout: nChw16c (the convolutions' layout, in which the detector's
 // backbone hands over its feature map and in which the head's next convolution wants the
-// pooled RoIs) or row-major. In nChw16c the 16 channels of a block sit next to each other, so
-// every cell of a bin is one 16-wide vector (a max or an FMA per cell, the bin's geometry and
-// bilinear weights shared by the lanes); row-major walks each channel's plane instead.
-// Measured at the model's size in results/tuning.md.
+// pooled RoIs; wanted whenever C % 16 == 0) or row-major. In nChw16c the 16 channels of a
+// block sit next to each other, so every cell of a bin is one 16-wide vector (a max or an FMA
+// per cell, the bin's geometry and bilinear weights shared by the lanes); row-major walks each
+// channel's plane, one channel at a time. Measured at the model's size in results/tuning.md.
 //
 // Backward gives each task whole channels of dx (zeroed, then every RoI's contributions added
 // in RoI order): no two threads write the same element, no atomics, and dx is the same from
 // run to run whatever the thread count.
+#include <omp.h>
+
+#include <algorithm>
 #include <cfloat>
 #include <cstring>
 
@@ -21,7 +24,12 @@ namespace tbd::cpu {
 namespace {
 
 constexpr int64_t kFwdChunk = 64;  // channels per forward task (bins' weights shared by them)
-constexpr int64_t kBwdChunk = 16;  // channels of dx per backward task
+// Channels of dx per backward task: up to 64 (the samples' geometry is shared by them), down to
+// 16 so that every thread gets about 4 tasks.
+int64_t backward_chunk(int64_t C) {
+  const int64_t per = C / (4 * omp_get_max_threads()) / 16 * 16;
+  return std::clamp<int64_t>(per, 16, 64);
+}
 
 struct RoIArgs {
   const float* x;     // (N, C, H, W) in blocks of B channels
@@ -40,6 +48,50 @@ inline int64_t roi_batch(const float* roi, int64_t N) {
   return b >= 0.0f && b < static_cast<float>(N) ? static_cast<int64_t>(b) : -1;
 }
 
+// One block of 16 channels as one vector (GCC vector extensions: a zmm register in the
+// AVX-512 clone, two ymm in the AVX2 one). The max pool's running maximum and argmax stay in
+// registers; written with `#pragma omp simd` over 16 lanes instead, GCC 12 kept them in memory
+// and branched around the selects (the model's forward 30 ms against 12: results/tuning.md).
+using F16 = float __attribute__((vector_size(64)));
+using I16 = int32_t __attribute__((vector_size(64)));
+
+// The maximum over cells [hs, he) x [ws, we) of a plane of B channels, and its cell (first in
+// (h, w) order; -FLT_MAX and -1 when no cell is larger).
+template <int B>
+[[gnu::always_inline]] inline void bin_max(const float* xp, int64_t W, int64_t hs, int64_t he,
+                                           int64_t ws, int64_t we, float* m_out, int32_t* a_out) {
+  if constexpr (B == 16) {
+    F16 m = F16{} - FLT_MAX;
+    I16 am = I16{} - 1;
+    for (int64_t h = hs; h < he; ++h) {
+      for (int64_t w = ws; w < we; ++w) {
+        const auto idx = static_cast<int32_t>(h * W + w);
+        F16 v;
+        std::memcpy(&v, xp + idx * 16, sizeof v);
+        const I16 gt = v > m;
+        m = gt ? v : m;
+        am = gt ? I16{} + idx : am;
+      }
+    }
+    std::memcpy(m_out, &m, sizeof m);
+    std::memcpy(a_out, &am, sizeof am);
+  } else {
+    float m = -FLT_MAX;
+    int32_t am = -1;
+    for (int64_t h = hs; h < he; ++h) {
+      for (int64_t w = ws; w < we; ++w) {
+        const auto idx = static_cast<int32_t>(h * W + w);
+        const float v = xp[idx];
+        const bool gt = v > m;  // selects, not a branch: the comparisons are unpredictable
+        am = gt ? idx : am;
+        m = gt ? v : m;
+      }
+    }
+    *m_out = m;
+    *a_out = am;
+  }
+}
+
 // Forward of RoI r over channels [c0, c1) (multiples of B, but c1 may be C).
 template <int B>
 [[gnu::always_inline]] inline void max_forward(const RoIArgs& a, int64_t r, int64_t c0,
@@ -48,34 +100,20 @@ template <int B>
   const int64_t n = roi_batch(roi, a.N);
   const RoIMaxBox box = roi_max_box(roi, a.scale, a.PH, a.PW);
   const int64_t CB = a.C / B, HW = a.H * a.W, PHW = a.PH * a.PW;
-  for (int64_t ph = 0; ph < a.PH; ++ph) {
-    int64_t hs, he;
-    roi_max_bin(box.y, ph, a.H, &hs, &he);
-    for (int64_t pw = 0; pw < a.PW; ++pw) {
-      int64_t ws, we;
-      roi_max_bin(box.x, pw, a.W, &ws, &we);
-      const bool empty = he <= hs || we <= ws;
-      for (int64_t cb = c0 / B; cb < c1 / B; ++cb) {
-        const float* xp = a.x + (n * CB + cb) * HW * B;
-        float m[B];
-        int32_t am[B];
-        for (int l = 0; l < B; ++l) m[l] = -FLT_MAX, am[l] = -1;
-        for (int64_t h = hs; h < he; ++h) {
-          for (int64_t w = ws; w < we; ++w) {
-            const auto idx = static_cast<int32_t>(h * a.W + w);
-            const float* v = xp + idx * B;
-#pragma omp simd
-            for (int l = 0; l < B; ++l) {
-              const bool gt = v[l] > m[l];
-              m[l] = gt ? v[l] : m[l];
-              am[l] = gt ? idx : am[l];
-            }
-          }
-        }
+  // A block of B channels at a time: its bins are written one after another.
+  for (int64_t cb = c0 / B; cb < c1 / B; ++cb) {
+    const float* xp = a.x + (n * CB + cb) * HW * B;
+    for (int64_t ph = 0; ph < a.PH; ++ph) {
+      int64_t hs, he;
+      roi_max_bin(box.y, ph, a.H, &hs, &he);
+      for (int64_t pw = 0; pw < a.PW; ++pw) {
+        int64_t ws, we;
+        roi_max_bin(box.x, pw, a.W, &ws, &we);
         const int64_t o = ((r * CB + cb) * PHW + ph * a.PW + pw) * B;
-        for (int l = 0; l < B; ++l) {
-          a.y[o + l] = empty ? 0.0f : m[l];
-          a.arg[o + l] = am[l];
+        if (he <= hs || we <= ws) {
+          for (int l = 0; l < B; ++l) a.y[o + l] = 0.0f, a.arg[o + l] = -1;
+        } else {
+          bin_max<B>(xp, a.W, hs, he, ws, we, a.y + o, a.arg + o);
         }
       }
     }
@@ -121,17 +159,44 @@ template <int B>
                                                 int64_t c1) {
   const int64_t CB = a.C / B, HW = a.H * a.W, PHW = a.PH * a.PW;
   for (int64_t r = 0; r < R; ++r) {
-    const int64_t n = roi_batch(a.rois + r * 5, a.N);
+    const float* roi = a.rois + r * 5;
+    const int64_t n = roi_batch(roi, a.N);
     if (n < 0) continue;
+    const RoIMaxBox box = roi_max_box(roi, a.scale, a.PH, a.PW);
     for (int64_t cb = c0 / B; cb < c1 / B; ++cb) {
       float* dxp = a.dx + (n * CB + cb) * HW * B;
       const int64_t o0 = (r * CB + cb) * PHW * B;
       const float* g = a.dy + o0;
       const int32_t* am = a.arg + o0;
-      for (int64_t p = 0; p < PHW * B; p += B) {
-        for (int l = 0; l < B; ++l) {
-          const int32_t k = am[p + l];
-          if (k >= 0) dxp[k * B + l] += g[p + l];
+      if constexpr (B == 16) {
+        // Each lane's argmax is a cell of its bin: walk the bin's cells and add dy to the
+        // lanes whose argmax it is (a compare and a masked add per cell, instead of 16
+        // scalar scatters, which GCC does not vectorize).
+        for (int64_t ph = 0; ph < a.PH; ++ph) {
+          int64_t hs, he;
+          roi_max_bin(box.y, ph, a.H, &hs, &he);
+          for (int64_t pw = 0; pw < a.PW; ++pw) {
+            int64_t ws, we;
+            roi_max_bin(box.x, pw, a.W, &ws, &we);
+            const int64_t p = (ph * a.PW + pw) * 16;
+            F16 gv;
+            I16 av;
+            std::memcpy(&gv, g + p, sizeof gv);
+            std::memcpy(&av, am + p, sizeof av);
+            for (int64_t h = hs; h < he; ++h) {
+              for (int64_t w = ws; w < we; ++w) {
+                const auto idx = static_cast<int32_t>(h * a.W + w);
+                F16 d;
+                std::memcpy(&d, dxp + idx * 16, sizeof d);
+                d += av == idx ? gv : F16{};
+                std::memcpy(dxp + idx * 16, &d, sizeof d);
+              }
+            }
+          }
+        }
+      } else {
+        for (int64_t p = 0; p < PHW; ++p) {
+          if (am[p] >= 0) dxp[am[p]] += g[p];
         }
       }
     }
@@ -150,14 +215,16 @@ template <int B>
     for (int64_t ph = 0; ph < a.PH; ++ph) {
       for (int64_t pw = 0; pw < a.PW; ++pw) {
         roi_align_samples(box, ph, pw, a.H, a.W, [&](const int64_t* cell, const float* wt) {
+          const float w[4] = {wt[0] / box.count, wt[1] / box.count, wt[2] / box.count,
+                              wt[3] / box.count};
           for (int64_t cb = c0 / B; cb < c1 / B; ++cb) {
             float* dxp = a.dx + (n * CB + cb) * HW * B;
             const float* g = a.dy + ((r * CB + cb) * PHW + ph * a.PW + pw) * B;
             // The taps may be the same cell (clamped at the border): one after another.
             for (int k = 0; k < 4; ++k) {
-              const float w = wt[k] / box.count;
               float* d = dxp + cell[k] * B;
-              for (int l = 0; l < B; ++l) d[l] += w * g[l];
+#pragma omp simd
+              for (int l = 0; l < B; ++l) d[l] += w[k] * g[l];
             }
           }
         });
@@ -212,11 +279,12 @@ class RoIPoolCpu final : public Layer {
     }
   }
   const char* kind() const override { return RoIPoolConfig::kKind; }
-  // x as it comes when nChw16c (C % 16 == 0 there), else row-major; the boxes row-major.
+  // x in nChw16c whenever C % 16 == 0, else row-major; the boxes row-major. Blocked, a cell
+  // of a bin is one 16-wide vector: at the model's size the row-major forward is ~6x slower,
+  // more than reordering x (and y after it) costs (results/tuning.md).
   static std::vector<Layout> input_layouts(const RoIPoolConfig&,
                                            const std::vector<TensorDesc>& in) {
-    const bool blocked =
-        in[0].layout == Layout::kNChw16c && in[0].shape.rank() == 4 && in[0].shape[1] % 16 == 0;
+    const bool blocked = in[0].shape.rank() == 4 && in[0].shape[1] % 16 == 0;
     return {blocked ? Layout::kNChw16c : Layout::kRowMajor, Layout::kRowMajor};
   }
   std::string describe() const override {
@@ -259,13 +327,14 @@ class RoIPoolCpu final : public Layer {
     a.dy = dy[0]->f32();
     a.arg = argmax_.defined() ? argmax_.data<int32_t>() : nullptr;
     a.dx = dx[0]->f32();
-    const int64_t chunks = (a.C + kBwdChunk - 1) / kBwdChunk;
+    const int64_t chunk = backward_chunk(a.C);
+    const int64_t chunks = (a.C + chunk - 1) / chunk;
     const bool max = cfg_.mode == RoIPoolMode::kMax;
     const int B = B_;
     const int64_t R = R_;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t t = 0; t < chunks; ++t) {
-      const int64_t c0 = t * kBwdChunk, c1 = std::min(c0 + kBwdChunk, a.C);
+      const int64_t c0 = t * chunk, c1 = std::min(c0 + chunk, a.C);
       zero_dx(a, c0, c1);
       B == 16 ? backward_b16(a, max, R, c0, c1) : backward_b1(a, max, R, c0, c1);
     }
