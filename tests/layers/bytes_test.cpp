@@ -25,6 +25,7 @@
 #include "layers/positional_encoding.h"
 #include "layers/random_interpolation.h"
 #include "layers/rnn.h"
+#include "layers/roi_pool.h"
 #include "layers/sequence_batchnorm.h"
 #include "layers/sequence_last.h"
 #include "layers/tensor_ops.h"
@@ -256,6 +257,33 @@ TEST(Bytes, WganKinds) {
   const Bytes ml = mean_loss_bytes(Shape{5, 1});
   expect_bytes(ml, 4 * (5 + 1), 4 * (1 + 5), 0);
   expect_same(make_layer(*be, "m", MeanLossConfig{}, {TensorDesc{Shape{5, 1}}})->bytes(), ml);
+}
+
+TEST(Bytes, FasterRcnnKinds) {
+  auto be = make_cpu_backend();
+  // RoIPool of x (2, 3, 4, 5) with 2 boxes (10 floats) to 2x3 bins: X = 120, Y = 2*3*2*3 = 36.
+  const Shape x{2, 3, 4, 5}, rois{2, 5}, y{2, 3, 2, 3};
+  RoIPoolConfig cfg;
+  cfg.pooled_h = 2;
+  cfg.pooled_w = 3;
+  // Max: read x and the boxes, write y and the i32 argmax; read dy, argmax and boxes, write dx.
+  const Bytes mx = roi_pool_bytes(cfg, x, rois, y);
+  expect_bytes(mx, 4 * (120 + 10 + 36 + 36), 4 * (36 + 36 + 10 + 120), 0);
+  expect_same(make_layer(*be, "roi", cfg, {TensorDesc{x}, TensorDesc{rois}})->bytes(), mx);
+  // Align saves nothing: read x and the boxes, write y; read dy and the boxes, write dx.
+  cfg.mode = RoIPoolMode::kAlign;
+  const Bytes al = roi_pool_bytes(cfg, x, rois, y);
+  expect_bytes(al, 4 * (120 + 10 + 36), 4 * (36 + 10 + 120), 0);
+  expect_same(make_layer(*be, "roi", cfg, {TensorDesc{x}, TensorDesc{rois}})->bytes(), al);
+  // SmoothL1Loss of (4, 6): E = 24; read pred, target, weight, write y; read dy and the three,
+  // write dpred.
+  const Shape e{4, 6};
+  const Bytes sl = smooth_l1_loss_bytes(e);
+  expect_bytes(sl, 4 * (3 * 24 + 1), 4 * (1 + 3 * 24 + 24), 0);
+  expect_same(
+      make_layer(*be, "l1", SmoothL1LossConfig{}, {TensorDesc{e}, TensorDesc{e}, TensorDesc{e}})
+          ->bytes(),
+      sl);
 }
 
 TEST(Bytes, Attention) {
