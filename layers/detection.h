@@ -115,10 +115,11 @@ struct AnchorTargetConfig {
 // bg_iou_hi), sampled up to R minus the foreground (stream 1). Rows: the foreground then the
 // background, each in ascending candidate order; when fewer than R, the rows taken so far are
 // repeated cyclically as background (label 0, no targets), as MXNet fills with background (if
-// none was taken, the candidates in order). A real gt class outside [1, num_classes) is an error
-// on the CPU; the CUDA kernel writes no targets for it. An image without real gt has only
-// background (label 0). Targets: (bbox_encode - 0) / stds in the 4 columns of the row's class,
-// weights 1 there; 0 elsewhere and for background.
+// none was taken, the candidates in order). The label of a foreground row is its gt's class
+// truncated to an integer; one outside [1, num_classes) gets no targets (not checked: the
+// layer benchmarks feed uniform random gt; a model feeds valid classes). An image without real gt
+// has only background (label 0). Targets: (bbox_encode - 0) / stds in the 4 columns of the row's
+// class, weights 1 there; 0 elsewhere and for background.
 struct ProposalTargetConfig {
   static constexpr const char* kKind = "ProposalTarget";
   int64_t num_classes = 21;
