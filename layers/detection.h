@@ -186,6 +186,23 @@ TBD_HOST_DEVICE inline float det_sub(float a, float b) {
 #endif
 }
 
+// min and max as std::min / std::max (the host's fminf is a libm call that does not inline);
+// the same values for every non-NaN input.
+TBD_HOST_DEVICE inline float det_min(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return fminf(a, b);
+#else
+  return b < a ? b : a;
+#endif
+}
+TBD_HOST_DEVICE inline float det_max(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return fmaxf(a, b);
+#else
+  return a < b ? b : a;
+#endif
+}
+
 // (x2 - x1 + 1) (y2 - y1 + 1) of a box b[0..3].
 TBD_HOST_DEVICE inline float box_area(const float* b) {
   return det_mul(det_add(det_sub(b[2], b[0]), 1.f), det_add(det_sub(b[3], b[1]), 1.f));
@@ -194,8 +211,8 @@ TBD_HOST_DEVICE inline float box_area(const float* b) {
 // degenerate box), else inter / (area_a + area_b - inter).
 TBD_HOST_DEVICE inline float box_iou_areas(const float* a, float area_a, const float* b,
                                            float area_b) {
-  const float iw = det_add(det_sub(fminf(a[2], b[2]), fmaxf(a[0], b[0])), 1.f);
-  const float ih = det_add(det_sub(fminf(a[3], b[3]), fmaxf(a[1], b[1])), 1.f);
+  const float iw = det_add(det_sub(det_min(a[2], b[2]), det_max(a[0], b[0])), 1.f);
+  const float ih = det_add(det_sub(det_min(a[3], b[3]), det_max(a[1], b[1])), 1.f);
   if (!(iw > 0.f) || !(ih > 0.f)) return 0.f;
   const float inter = det_mul(iw, ih);
   return inter / det_sub(det_add(area_a, area_b), inter);
@@ -242,13 +259,15 @@ void iou_matrix(const float* a, int64_t na, const float* b, int64_t nb, float* o
 std::vector<int64_t> top_k(const float* scores, int64_t n, int64_t k);
 // Greedy NMS of boxes (n, 4) already in score order: the positions kept, in order, at most
 // max_keep (the greedy result's prefix: it stops there). Precomputed areas, a vectorised
-// suppression pass per kept box.
+// suppression pass per kept box over the boxes still alive.
 std::vector<int64_t> nms_sorted(const float* boxes, int64_t n, float threshold, int64_t max_keep);
-// The same on columns (x1, y1, x2, y2 and area, n each) with caller-owned scratch: suppressed
-// (n bytes) and keep (max_keep); returns how many were kept. No allocation.
-int64_t nms_columns(const float* x1, const float* y1, const float* x2, const float* y2,
-                    const float* area, int64_t n, float threshold, int64_t max_keep,
-                    uint8_t* suppressed, int64_t* keep);
+// The same on columns (x1, y1, x2, y2 and area, n each), which it reorders (suppressed boxes
+// are squeezed out as they accumulate, so later passes scan only live ones), with caller-owned
+// scratch: suppressed (n; 32-bit flags keep the pass in 32-bit lanes), pos (n) and keep (max_keep,
+// the kept input positions); returns how many were kept. No allocation.
+int64_t nms_columns(float* x1, float* y1, float* x2, float* y2, float* area, int64_t n,
+                    float threshold, int64_t max_keep, int32_t* suppressed, int64_t* pos,
+                    int64_t* keep);
 
 // Sampling (see the top of this file).
 inline uint64_t detection_key(uint64_t seed, const std::string& layer_name) {

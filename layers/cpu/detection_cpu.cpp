@@ -43,6 +43,7 @@ class ProposalCpu final : public Layer {
     cand_.resize(nk);
     cols_.resize(np * 5);
     suppressed_.resize(np);
+    pos_.resize(np);
     keep_.resize(static_cast<std::size_t>(N_ * std::min(post_, pre_)));
   }
   const char* kind() const override { return ProposalConfig::kKind; }
@@ -109,7 +110,7 @@ class ProposalCpu final : public Layer {
     int64_t* keep = at(keep_, n * max_keep);
     const int64_t kept =
         nms_columns(x1, y1, x2, y2, area, take, static_cast<float>(cfg_.nms_threshold), max_keep,
-                    at(suppressed_, n * pre_), keep);
+                    at(suppressed_, n * pre_), at(pos_, n * pre_), keep);
     for (int64_t r = 0; r < post_; ++r) {
       float* o = out + r * 5;
       o[0] = static_cast<float>(n);
@@ -117,11 +118,8 @@ class ProposalCpu final : public Layer {
         o[1] = o[2] = o[3] = o[4] = 0.f;
         continue;
       }
-      const int64_t i = keep[r % kept];
-      o[1] = x1[i];
-      o[2] = y1[i];
-      o[3] = x2[i];
-      o[4] = y2[i];
+      const float* b = boxes + cand[keep[r % kept]] * 4;
+      std::copy(b, b + 4, o + 1);
     }
   }
 
@@ -133,7 +131,8 @@ class ProposalCpu final : public Layer {
   std::vector<uint8_t> valid_;  // (N, K) passes the size filter
   std::vector<int64_t> cand_;   // (N, K) candidates, the top pre_ first in order
   std::vector<float> cols_;     // (N, 5, pre) x1, y1, x2, y2, area of the sorted top
-  std::vector<uint8_t> suppressed_;
+  std::vector<int32_t> suppressed_;
+  std::vector<int64_t> pos_;
   std::vector<int64_t> keep_;
 };
 
