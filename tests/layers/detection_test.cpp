@@ -725,6 +725,91 @@ TEST(DetectionClasses, TruncatedAndOutOfRangeWithoutTargets) {
   EXPECT_EQ(b[2], Vec(48, 0.0));
 }
 
+// The FLOP counts of layers/detection.h, worked out for small shapes. Two images, 2 anchors
+// (scales 8 and 16, ratio 1) on a 3x4 map: K = 24 per image.
+TEST(DetectionWork, FlopsAsDocumented) {
+  ProposalConfig p;
+  p.anchors.scales = {8, 16};
+  p.anchors.ratios = {1};
+  p.anchors.feature_h = 3;
+  p.anchors.feature_w = 4;
+  p.pre_nms_top_n = 10;
+  p.post_nms_top_n = 5;
+  // Per image: decode etc. 30 K = 720, selection K = 24, sort n log2 n with n = 10, NMS: m = 5
+  // kept against the later candidates, 5 * 10 - 5 * 6 / 2 = 35 IoUs of 15, areas 3 n = 30.
+  EXPECT_DOUBLE_EQ(proposal_flops(p, 2).fprop,
+                   2 * (720 + 24 + 10 * std::log2(10.0) + 35 * 15 + 30));
+  EXPECT_EQ(proposal_flops(p, 2).bwd(), 0);
+  // AnchorTarget, G = 3: K G = 72 IoUs of 15, 4 K G = 288 comparisons, 4 K = 96 label rules,
+  // at most min(K, 256 / 2) = 24 positives' targets of 20.
+  AnchorTargetConfig a;
+  a.anchors = p.anchors;
+  EXPECT_DOUBLE_EQ(anchor_target_flops(a, 2, 3).fprop, 2 * (72 * 15 + 288 + 96 + 24 * 20));
+  // ProposalTarget, P = 6, G = 3, R = 4: (P + G) G = 27 IoUs of 15 and 54 comparisons, 4 rows'
+  // targets of 24.
+  ProposalTargetConfig t;
+  t.rois_per_image = 4;
+  EXPECT_DOUBLE_EQ(proposal_target_flops(t, 2, 6, 3).fprop, 2 * (27 * 15 + 54 + 4 * 24));
+}
+
+// CPU and CUDA at the full configuration, where a device is usable: AnchorTarget and
+// ProposalTarget draw and label exactly alike (two calls); Proposal's boxes agree to 1e-3 px
+// (exp and the fused multiply-adds of the decode differ in the last bits, which can flip an
+// NMS decision at the threshold now and then, so at least 99% of the rows must match a row of
+// the other backend).
+TEST(DetectionCpuCuda, FullConfigurationAgrees) {
+  std::string why;
+  Backend* gpu = target_backend(Target::kCudaFp32, &why);
+  if (gpu == nullptr) GTEST_SKIP() << why;
+  Backend* cpu = target_backend(Target::kCpu, &why);
+  ASSERT_NE(cpu, nullptr) << why;
+  const int64_t A = 9, H = 38, W = 63, G = 100;
+  const Vec cls = random_vec(2 * A * H * W, 71, -4, 4),
+            del = random_vec(4 * A * H * W, 72, -0.5, 0.5);
+  const Vec gt = make_gt(1, G, {5}, 600, 1000, 21, 73);
+  std::vector<std::vector<Vec>> out[2];
+  for (int b = 0; b < 2; ++b) {
+    Backend& be = b == 0 ? *cpu : *gpu;
+    auto prop = make_layer(be, "rpn.proposal", ProposalConfig{},
+                           {TensorDesc{Shape{1, 2 * A, H, W}}, TensorDesc{Shape{1, 4 * A, H, W}}});
+    auto at =
+        make_layer(be, "rpn.anchor_target", AnchorTargetConfig{}, {TensorDesc{Shape{1, G, 5}}});
+    auto pt = make_layer(be, "rcnn.proposal_target", ProposalTargetConfig{},
+                         {TensorDesc{Shape{2000, 5}}, TensorDesc{Shape{1, G, 5}}});
+    out[b].push_back(forward_values(be, *prop, {cls, del}));
+    for (int call = 0; call < 2; ++call) {
+      out[b].push_back(forward_values(be, *at, {gt}));
+      out[b].push_back(forward_values(be, *pt, {out[0][0][0], gt}));  // the CPU's proposals
+    }
+  }
+  const Vec& rc = out[0][0][0];
+  const Vec& rg = out[1][0][0];
+  int64_t matched = 0;
+  for (int64_t i = 0; i < 2000; ++i) {
+    for (int64_t j = 0; j < 2000; ++j) {
+      bool same = true;
+      for (int k = 1; k < 5 && same; ++k) same = std::fabs(rg[i * 5 + k] - rc[j * 5 + k]) <= 1e-3;
+      if (same) {
+        ++matched;
+        break;
+      }
+    }
+  }
+  EXPECT_GE(matched, 1980);
+  // Steps 1, 3: AnchorTarget (labels, targets, weights); 2, 4: ProposalTarget (rois, labels,
+  // targets, weights). Everything but the targets (logf) exactly.
+  for (std::size_t c = 1; c < out[0].size(); ++c) {
+    const std::size_t targets = c % 2 == 1 ? 1 : 2;
+    for (std::size_t t = 0; t < out[0][c].size(); ++t) {
+      if (t == targets) {
+        expect_close("targets", out[1][c][t], out[0][c][t], Tol{1e-5, 1e-5});
+      } else {
+        EXPECT_EQ(out[1][c][t], out[0][c][t]) << "output " << t << " of step " << c;
+      }
+    }
+  }
+}
+
 // ---- the full configuration: invariants and the time of each kind ----
 
 double median_ms(const std::function<void()>& f, int reps) {
