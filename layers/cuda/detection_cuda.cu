@@ -282,7 +282,7 @@ __device__ bool inside_image(const float* a, float im_h, float im_w) {
   return a[0] >= 0.f && a[1] >= 0.f && a[2] < im_w && a[3] < im_h;
 }
 
-__global__ void anchor_target_kernel(AnchorTargetArgs p) {
+__global__ void __launch_bounds__(kImageBlock) anchor_target_kernel(AnchorTargetArgs p) {
   extern __shared__ int shared_rows[];  // G rows, then G maxima (float bits)
   __shared__ int64_t red[32];
   __shared__ int g_real_s;
@@ -470,7 +470,7 @@ __device__ const float* candidate_box(const ProposalTargetArgs& p, const float* 
   return i < p.P ? rois + i * 5 + 1 : gt + rows[i - p.P] * 5;
 }
 
-__global__ void proposal_target_kernel(ProposalTargetArgs p) {
+__global__ void __launch_bounds__(kImageBlock) proposal_target_kernel(ProposalTargetArgs p) {
   extern __shared__ int shared_rows[];
   __shared__ int64_t red[32];
   __shared__ int g_real_s;
