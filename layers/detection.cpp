@@ -295,7 +295,7 @@ int64_t nms_columns(float* x1, float* y1, float* x2, float* y2, float* area, int
     dead += suppress_after(x1, y1, x2, y2, area, i + 1, m, x1[i], y1[i], x2[i], y2[i], area[i],
                            threshold, suppressed);
     // Once a quarter of what is left is suppressed, squeeze it out (order kept), so that later
-    // passes scan only live boxes.
+    // passes scan only live boxes (results/tuning.md: 9-11 -> 6-7 ms at the full configuration).
     if (4 * dead > m - i) {
       int64_t w = i + 1;
       for (int64_t j = i + 1; j < m; ++j) {
