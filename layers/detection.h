@@ -17,7 +17,9 @@
 //   * top-k: by score descending, equal scores by ascending index (a stable sort);
 //   * NMS: greedy over the boxes in that order; box j is suppressed by a kept box i when
 //     IoU(i, j) > threshold (strictly, as MXNet and py-faster-rcnn); IoU is box_iou below, in
-//     f32 with correctly rounded operations, so the CPU and CUDA kernels decide alike;
+//     f32 with correctly rounded operations, so the CPU and CUDA kernels decide alike on the
+//     same boxes (Proposal's decoded boxes themselves can differ in the last bits between the
+//     backends: expf and the device's fused multiply-adds);
 //   * a degenerate box (width or height <= 0) intersects nothing: its IoU with any box is 0;
 //   * sampling "k of these candidates": the k with the smallest 64-bit key
 //     splitmix64(base + index) (distinct for distinct indices: splitmix64 is a bijection),
@@ -37,10 +39,10 @@
 //     m = min(post_nms_top_n, n) kept boxes against every later candidate, (m n - m (m+1)/2)
 //     IoUs of 15, plus 3 n for the areas.
 //     Bytes: read cls 2AHW and deltas 4AHW f32, write rois 5 post_nms_top_n, per image.
-//   * AnchorTarget, per image: K G IoUs of 15, K G comparisons for the per-anchor and per-gt
-//     maxima (2 each), K label rules (4), the box targets of the positives at 20 each (at most
-//     batch_size fg_fraction of them). Bytes: read gt 5G, write labels K (i32), targets 4K and
-//     weights 4K f32, per image.
+//   * AnchorTarget, per image: K G IoUs of 15, 4 K G comparisons (per pair: 2 for the anchor's
+//     best gt, 2 for the gt's best anchors), 4 K for the label rules, the box targets of the
+//     positives at 20 each (at most batch_size fg_fraction of them). Bytes: read gt 5G, write
+//     labels K (i32), targets 4K and weights 4K f32, per image.
 //   * ProposalTarget, per image with P = proposals per image and R = rois_per_image:
 //     (P + G) G IoUs of 15 and 2 (P + G) G comparisons for the argmax, the targets of R rows at
 //     24 each (encode 20, normalise 4). Bytes: read rois 5P and gt 5G, write rois 5R, labels R
