@@ -12,6 +12,7 @@
 #include "layers/batchnorm2d.h"
 #include "layers/cast_scale.h"
 #include "layers/conv2d.h"
+#include "layers/detection.h"
 #include "layers/dropout.h"
 #include "layers/embedding.h"
 #include "layers/input_grad.h"
@@ -284,6 +285,42 @@ TEST(Bytes, FasterRcnnKinds) {
       make_layer(*be, "l1", SmoothL1LossConfig{}, {TensorDesc{e}, TensorDesc{e}, TensorDesc{e}})
           ->bytes(),
       sl);
+}
+
+TEST(Bytes, DetectionKinds) {
+  auto be = make_cpu_backend();
+  // Proposal, N = 2, anchors 2 scales x 1 ratio = 2 on a 3x4 map: K = 24 per image; per image
+  // read cls 2K = 48 and deltas 4K = 96, write post_nms_top_n = 5 rows of 5.
+  ProposalConfig p;
+  p.anchors.scales = {8, 16};
+  p.anchors.ratios = {1};
+  p.anchors.feature_h = 3;
+  p.anchors.feature_w = 4;
+  p.pre_nms_top_n = 10;
+  p.post_nms_top_n = 5;
+  const Bytes pb = proposal_bytes(p, 2);
+  expect_bytes(pb, 2 * 4 * (48 + 96 + 25), 0, 0);
+  expect_same(
+      make_layer(*be, "prop", p, {TensorDesc{Shape{2, 4, 3, 4}}, TensorDesc{Shape{2, 8, 3, 4}}})
+          ->bytes(),
+      pb);
+  // AnchorTarget, N = 2, G = 3, K = 24: read gt 15; write labels 24 (i32), targets and weights
+  // 4K = 96 each.
+  AnchorTargetConfig a;
+  a.anchors = p.anchors;
+  const Bytes ab = anchor_target_bytes(a, 2, 3);
+  expect_bytes(ab, 2 * 4 * (15 + 24 + 96 + 96), 0, 0);
+  expect_same(make_layer(*be, "at", a, {TensorDesc{Shape{2, 3, 5}}})->bytes(), ab);
+  // ProposalTarget, N = 2, P = 6, G = 3, R = 4, 3 classes: read rois 30 and gt 15; write rois
+  // 20, labels 4 (i32), targets and weights 4 x 12 = 48 each.
+  ProposalTargetConfig t;
+  t.num_classes = 3;
+  t.rois_per_image = 4;
+  const Bytes tb = proposal_target_bytes(t, 2, 6, 3);
+  expect_bytes(tb, 2 * 4 * (30 + 15 + 20 + 4 + 48 + 48), 0, 0);
+  expect_same(
+      make_layer(*be, "pt", t, {TensorDesc{Shape{12, 5}}, TensorDesc{Shape{2, 3, 5}}})->bytes(),
+      tb);
 }
 
 TEST(Bytes, Attention) {
