@@ -347,6 +347,23 @@ TEST(RoIPoolMemory, MaxSavesArgmaxAsFeatureMaps) {
       << "align saves nothing";
 }
 
+// The CPU takes x in nChw16c whenever C % 16 == 0 (the graph reorders a plain one) and gives y
+// in x's layout, ready for the head's next convolution.
+TEST(RoIPoolLayouts, CpuWantsBlockedXAndGivesYInItsLayout) {
+  auto be = make_cpu_backend();
+  const RoIPoolConfig cfg;
+  const TensorDesc rois{Shape{2, 5}};
+  EXPECT_EQ(wanted_layouts(DeviceKind::kCpu, "roi", cfg, {TensorDesc{Shape{1, 32, 8, 8}}, rois}),
+            (std::vector<Layout>{Layout::kNChw16c, Layout::kRowMajor}));
+  EXPECT_EQ(wanted_layouts(DeviceKind::kCpu, "roi", cfg, {TensorDesc{Shape{1, 24, 8, 8}}, rois}),
+            (std::vector<Layout>{Layout::kRowMajor, Layout::kRowMajor}));
+  for (Layout l : {Layout::kNChw16c, Layout::kRowMajor}) {
+    auto layer =
+        make_layer(*be, "roi", cfg, {TensorDesc{Shape{1, 32, 8, 8}, DType::kF32, l}, rois});
+    EXPECT_EQ(layer->output_descs()[0].layout, l);
+  }
+}
+
 TEST(RoIPoolFlops, MatchesFormula) {
   RoIPoolConfig cfg;  // 14x14
   const Shape x{1, 1024, 38, 63}, y{128, 1024, 14, 14};
