@@ -757,10 +757,12 @@ TEST(DetectionWork, FlopsAsDocumented) {
 // (exp and the fused multiply-adds of the decode differ in the last bits, which can flip an
 // NMS decision at the threshold now and then, so at least 99% of the rows must match a row of
 // the other backend).
-TEST(DetectionCpuCuda, FullConfigurationAgrees) {
+// On the CUDA targets only (named .../cuda_fp32, so the GPU check's filter runs it).
+class DetectionCpuCuda : public TargetTest {};
+
+TEST_P(DetectionCpuCuda, FullConfigurationAgrees) {
   std::string why;
-  Backend* gpu = target_backend(Target::kCudaFp32, &why);
-  if (gpu == nullptr) GTEST_SKIP() << why;
+  Backend* gpu = &be();
   Backend* cpu = target_backend(Target::kCpu, &why);
   ASSERT_NE(cpu, nullptr) << why;
   const int64_t A = 9, H = 38, W = 63, G = 100;
@@ -809,6 +811,9 @@ TEST(DetectionCpuCuda, FullConfigurationAgrees) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Targets, DetectionCpuCuda, ::testing::Values(Target::kCudaFp32),
+                         TargetName());
 
 // ---- the full configuration: invariants and the time of each kind ----
 
