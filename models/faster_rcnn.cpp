@@ -97,7 +97,8 @@ Model::HostFill ground_truth(const FasterRcnnOptions& o) {
         const int64_t lo_w = std::min<int64_t>(32, o.image_w / 4), hi_w = o.image_w / 2;
         const int64_t lo_h = std::min<int64_t>(32, o.image_h / 4), hi_h = o.image_h / 2;
         const int64_t w = rng.randint(lo_w, hi_w + 1), h = rng.randint(lo_h, hi_h + 1);
-        const int64_t x1 = rng.randint(0, o.image_w - w + 1), y1 = rng.randint(0, o.image_h - h + 1);
+        const int64_t x1 = rng.randint(0, o.image_w - w + 1),
+                      y1 = rng.randint(0, o.image_h - h + 1);
         b[0] = static_cast<float>(x1);
         b[1] = static_cast<float>(y1);
         b[2] = static_cast<float>(x1 + w - 1);
@@ -131,7 +132,8 @@ Model::HostFill sample_rois(const FasterRcnnOptions& o, int64_t per_image) {
 
 void check_options(const FasterRcnnOptions& o) {
   TBD_CHECK(o.batch > 0 && o.image_h >= 32 && o.image_w >= 32, "FasterRCNN: batch ", o.batch,
-            " and image ", o.image_h, "x", o.image_w, " must be positive, the image at least 32x32");
+            " and image ", o.image_h, "x", o.image_w,
+            " must be positive, the image at least 32x32");
   TBD_CHECK(o.classes >= 2, "FasterRCNN: classes=", o.classes, " must be >= 2 (with background)");
   TBD_CHECK(o.num_gt >= 1 && o.num_gt <= o.max_gt, "FasterRCNN: gt=", o.num_gt,
             " real boxes per image must be in [1, ", o.max_gt, "]");
@@ -144,9 +146,9 @@ void check_options(const FasterRcnnOptions& o) {
 
 std::pair<int64_t, int64_t> faster_rcnn_feature_size(const FasterRcnnOptions& o) {
   auto down = [](int64_t x) {
-    x = (x + 6 - 7) / 2 + 1;  // conv0 7x7/2 pad 3
-    x = (x + 2 - 3) / 2 + 1;  // pool0 3x3/2 pad 1
-    x = (x + 2 - 3) / 2 + 1;  // stage 2's 3x3/2
+    x = (x + 6 - 7) / 2 + 1;     // conv0 7x7/2 pad 3
+    x = (x + 2 - 3) / 2 + 1;     // pool0 3x3/2 pad 1
+    x = (x + 2 - 3) / 2 + 1;     // stage 2's 3x3/2
     return (x + 2 - 3) / 2 + 1;  // stage 3's
   };
   return {down(o.image_h), down(o.image_w)};
@@ -155,7 +157,7 @@ std::pair<int64_t, int64_t> faster_rcnn_feature_size(const FasterRcnnOptions& o)
 int64_t faster_rcnn_param_count(const FasterRcnnOptions& o, bool trained) {
   const std::vector<Stage> st = stages_of(o);
   const int64_t c0 = 64 / o.width_div;
-  int64_t bn = 2 * 3 + 2 * c0;       // bn_data, bn0
+  int64_t bn = 2 * 3 + 2 * c0;        // bn_data, bn0
   const int64_t conv0 = 3 * 49 * c0;  // frozen
   int64_t stage1 = 0, convs = 0, in = c0;
   for (std::size_t s = 0; s < st.size(); ++s) {
@@ -199,9 +201,8 @@ std::unique_ptr<FasterRcnn> build_faster_rcnn(Backend& be, const FasterRcnnOptio
   Graph& g = m->graph();
   const int64_t N = o.batch;
   TensorId x = m->data_input("images", Shape{N, 3, o.image_h, o.image_w}, DType::kF32, -1, 1);
-  TensorId gt =
-      m->data_input("gt_boxes", Shape{N, o.max_gt, 5}, DType::kF32, -1,
-                    static_cast<double>(std::max(o.image_h, o.image_w)), ground_truth(o));
+  TensorId gt = m->data_input("gt_boxes", Shape{N, o.max_gt, 5}, DType::kF32, -1,
+                              static_cast<double>(std::max(o.image_h, o.image_w)), ground_truth(o));
 
   // Backbone to stride 16. conv0 and stage 1 are frozen (as every BatchNorm is).
   const std::vector<Stage> st = stages_of(o);
@@ -276,7 +277,8 @@ std::unique_ptr<FasterRcnn> build_faster_rcnn(Backend& be, const FasterRcnnOptio
   LinearConfig box = cls;
   box.out_features = 4 * o.classes;
   TensorId bbox_pred = g.add1("bbox_pred", box, {h});
-  TensorId rcnn_cls_loss = g.add1("rcnn.cls_loss", SoftmaxCrossEntropyConfig{}, {cls_score, ptv[1]});
+  TensorId rcnn_cls_loss =
+      g.add1("rcnn.cls_loss", SoftmaxCrossEntropyConfig{}, {cls_score, ptv[1]});
   SmoothL1LossConfig rcnn_l1;
   rcnn_l1.sigma = 1;
   rcnn_l1.scale = 1.0 / static_cast<double>(o.rois_per_image * N);

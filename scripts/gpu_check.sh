@@ -15,7 +15,9 @@
 #        Transformer its FFN Linear and self-attention; from ResNet-50 a 3x3 Conv2d and a
 #        BatchNorm2d; from Seq2Seq the encoder LSTM, the decoder's layer-0 LSTMCell and its
 #        MlpAttention; from DeepSpeech2 (1000 frames) GRU layers 0 and 1 and the CtcLoss
-#        (cuDNN); from Inception-v3 a 1x7 Conv2d (Mixed_6e); every phase (fwd, bwd, fwdbwd);
+#        (cuDNN); from Inception-v3 a 1x7 Conv2d (Mixed_6e); from Faster R-CNN the RoIPool
+#        (forward and its scatter backward) and the Proposal (decode, sort, NMS kernels);
+#        every phase (fwd, bwd, fwdbwd);
 #        and the ResNet50, InceptionV3, Transformer and Seq2Seq training steps
 #      - in a second run at batches 2 and 8 (DS2_FILTER, DS2_BATCHES): the DeepSpeech2
 #        training step at 1000 frames (about 0.7 TFLOP per utterance and 3 GB of weights,
@@ -50,7 +52,7 @@ set -uo pipefail
 # <Model>/train/batch:<N>; list them with `tbd_bench --benchmark_list_tests`; adjust when the
 # fixtures change, together with TBD_ROWS in scripts/torch_side_by_side.py, which step 0 checks
 # against these filters and batches) ----
-BENCH_FILTER=${BENCH_FILTER:-'^Gemm/square1024/|^Linear/transformer\.encoder\.0\.ffn\.fc1/|^Conv2d/resnet50\.layer2\.0\.conv2/|^MultiHeadAttention/transformer\.encoder\.0\.self_attn/|^BatchNorm2d/resnet50\.layer1\.0\.bn3/|^LSTM/seq2seq\.encoder\.rnn/|^LSTMCell/seq2seq\.decoder\.step0\.l0/|^MlpAttention/seq2seq\.decoder\.step0\.attention/|^GRU/deepspeech2\.rnn\.l[01]/|^CtcLoss/deepspeech2\.ctc/|^Conv2d/inceptionv3\.Mixed_6e\.branch7x7_2\.conv/|^(ResNet50|InceptionV3|Transformer|Seq2Seq)/train/'}
+BENCH_FILTER=${BENCH_FILTER:-'^Gemm/square1024/|^Linear/transformer\.encoder\.0\.ffn\.fc1/|^Conv2d/resnet50\.layer2\.0\.conv2/|^MultiHeadAttention/transformer\.encoder\.0\.self_attn/|^BatchNorm2d/resnet50\.layer1\.0\.bn3/|^LSTM/seq2seq\.encoder\.rnn/|^LSTMCell/seq2seq\.decoder\.step0\.l0/|^MlpAttention/seq2seq\.decoder\.step0\.attention/|^GRU/deepspeech2\.rnn\.l[01]/|^CtcLoss/deepspeech2\.ctc/|^Conv2d/inceptionv3\.Mixed_6e\.branch7x7_2\.conv/|^RoIPool/fasterrcnn\.roi_pool/|^Proposal/fasterrcnn\.proposal/|^(ResNet50|InceptionV3|Transformer|Seq2Seq)/train/'}
 # Batches of the benchmarks above (the PyTorch side uses 32, 16 for attention, 1 for the GEMM).
 BENCH_BATCHES=${BENCH_BATCHES:-1,16,32}
 # DeepSpeech2's training step, in a run of its own at its own batches (PyTorch's side: 8).

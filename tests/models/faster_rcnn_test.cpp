@@ -112,8 +112,8 @@ TEST(FasterRcnn, TinyConfigurationTrainsAllFourLossesAndReruns) {
       first += f / kWindow;
       last += l / kWindow;
     }
-    EXPECT_LT(last, 0.2 * first) << term << ": mean of the first " << kWindow << " steps "
-                                 << first << ", of the last " << kWindow << " " << last;
+    EXPECT_LT(last, 0.2 * first) << term << ": mean of the first " << kWindow << " steps " << first
+                                 << ", of the last " << kWindow << " " << last;
   }
   auto b = train(*build_faster_rcnn(*be, tiny()), kSteps);
   EXPECT_EQ(a, b);
