@@ -154,6 +154,28 @@ std::pair<int64_t, int64_t> faster_rcnn_feature_size(const FasterRcnnOptions& o)
   return {down(o.image_h), down(o.image_w)};
 }
 
+FasterRcnnOptions faster_rcnn_tiny() {
+  FasterRcnnOptions o;
+  o.batch = 2;
+  o.image_h = o.image_w = 64;
+  o.classes = 3;
+  o.max_gt = 4;
+  o.num_gt = 1;
+  o.units = {1, 1, 1, 1};
+  o.width_div = 8;
+  o.anchor_scales = {1, 2};
+  o.anchor_ratios = {1};
+  o.rpn_channels = 32;
+  o.rpn_batch = 16;
+  o.pre_nms = 32;
+  o.post_nms = 16;
+  o.rois_per_image = 8;
+  o.pooled = 4;
+  o.lr = 0.01;
+  o.seed = 5;
+  return o;
+}
+
 int64_t faster_rcnn_param_count(const FasterRcnnOptions& o, bool trained) {
   const std::vector<Stage> st = stages_of(o);
   const int64_t c0 = 64 / o.width_div;

@@ -536,8 +536,8 @@ TEST(TbdBench, FiltersSelectWhatTheySay) {
 
   std::vector<std::string> neg = list("--benchmark_filter=-batch: --tbd_batches=1");
   std::vector<std::string> optimizers;
-  for (const char* model :
-       {"a3c", "deepspeech2", "inceptionv3", "resnet50", "seq2seq", "transformer", "wgan"}) {
+  for (const char* model : {"a3c", "deepspeech2", "fasterrcnn", "inceptionv3", "resnet50",
+                            "seq2seq", "transformer", "wgan"}) {
     for (const char* opt : {"SGD", "Adam", "RMSprop"}) {
       optimizers.push_back(std::string(opt) + "/" + model + "/step");
     }

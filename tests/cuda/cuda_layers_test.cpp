@@ -190,24 +190,7 @@ TEST_F(CudaTest, CudaLayersRejectBadShapes) {
 // differently, so those are only checked finite; 20 steps later every term is finite and the
 // RPN objectness loss has fallen.
 TEST_F(CudaTest, FasterRcnnTinyTrainsLikeTheCpu) {
-  FasterRcnnOptions o;
-  o.batch = 2;
-  o.image_h = o.image_w = 64;
-  o.classes = 3;
-  o.max_gt = 4;
-  o.num_gt = 1;
-  o.units = {1, 1, 1, 1};
-  o.width_div = 8;
-  o.anchor_scales = {1, 2};
-  o.anchor_ratios = {1};
-  o.rpn_channels = 32;
-  o.rpn_batch = 16;
-  o.pre_nms = 32;
-  o.post_nms = 16;
-  o.rois_per_image = 8;
-  o.pooled = 4;
-  o.lr = 0.01;
-  o.seed = 5;
+  const FasterRcnnOptions o = faster_rcnn_tiny();
   auto cpu_backend = make_cpu_backend();
   auto on_cpu = build_faster_rcnn(*cpu_backend, o);
   auto on_gpu = build_faster_rcnn(gpu(), o);

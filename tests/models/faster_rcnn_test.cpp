@@ -35,27 +35,7 @@ TEST(FasterRcnn, ParameterCountsAreTheNotes) {
   EXPECT_EQ(trained, 47134367);
 }
 
-FasterRcnnOptions tiny() {
-  FasterRcnnOptions o;
-  o.batch = 2;
-  o.image_h = o.image_w = 64;
-  o.classes = 3;
-  o.max_gt = 4;
-  o.num_gt = 1;
-  o.units = {1, 1, 1, 1};
-  o.width_div = 8;
-  o.anchor_scales = {1, 2};  // 16 and 32 pixels, on a 4x4 map
-  o.anchor_ratios = {1};
-  o.rpn_channels = 32;
-  o.rpn_batch = 16;
-  o.pre_nms = 32;
-  o.post_nms = 16;
-  o.rois_per_image = 8;
-  o.pooled = 4;
-  o.lr = 0.01;
-  o.seed = 5;
-  return o;
-}
+FasterRcnnOptions tiny() { return faster_rcnn_tiny(); }
 
 // Per step, the four loss terms.
 std::vector<std::map<std::string, float>> train(FasterRcnn& m, int steps) {
