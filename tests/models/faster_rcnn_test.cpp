@@ -75,25 +75,27 @@ TEST(FasterRcnn, FrozenStemRunsNoBackward) {
 }
 
 // All four losses fall on one fixed batch, and a rerun repeats every term bit for bit. The
-// anchors and RoIs are sampled anew every step, so the terms are compared as means over the
-// first and the last 20 of 150 steps. The detector's box loss needs the 150: while the RPN is
-// still random its foreground RoIs are mostly the ground truth itself (appended to the
-// proposals, delta 0), so that loss first rises (steps 20-60) as the RPN starts proposing
-// near-misses, then falls (to under 5% of its start by step 120 here).
+// anchors and RoIs are sampled anew every step, so each term's mean over the first 20 steps is
+// compared with its mean over the last 100 of 300. The detector's box loss is why the run is
+// this long and the bar only half: while the RPN is still random, the detector's foreground
+// RoIs are mostly the ground truth itself (appended to the proposals, delta 0), so that loss
+// first rises as the RPN starts proposing near-misses, and when it falls depends on the
+// trajectory (step 100 to 240 over seeds and builds; here, in the release build, under 6% of
+// its start from step 100 on). The other three fall within 100 steps by 80-98%.
 TEST(FasterRcnn, TinyConfigurationTrainsAllFourLossesAndReruns) {
-  constexpr int kSteps = 150, kWindow = 20;
+  constexpr int kSteps = 300, kFirst = 20, kLast = 100;
   auto be = make_cpu_backend();
   auto a = train(*build_faster_rcnn(*be, tiny()), kSteps);
   for (const char* term : {"rpn_cls", "rpn_bbox", "rcnn_cls", "rcnn_bbox"}) {
     double first = 0, last = 0;
-    for (int i = 0; i < kWindow; ++i) {
-      const float f = a[i].at(term), l = a[kSteps - kWindow + i].at(term);
-      ASSERT_TRUE(std::isfinite(f) && std::isfinite(l)) << term << " at step " << i;
-      first += f / kWindow;
-      last += l / kWindow;
+    for (int i = 0; i < kSteps; ++i) {
+      const float v = a[i].at(term);
+      ASSERT_TRUE(std::isfinite(v)) << term << " at step " << i;
+      if (i < kFirst) first += v / kFirst;
+      if (i >= kSteps - kLast) last += v / kLast;
     }
-    EXPECT_LT(last, 0.2 * first) << term << ": mean of the first " << kWindow << " steps " << first
-                                 << ", of the last " << kWindow << " " << last;
+    EXPECT_LT(last, 0.5 * first) << term << ": mean of the first " << kFirst << " steps " << first
+                                 << ", of the last " << kLast << " " << last;
   }
   auto b = train(*build_faster_rcnn(*be, tiny()), kSteps);
   EXPECT_EQ(a, b);
