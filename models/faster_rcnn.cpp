@@ -312,6 +312,7 @@ std::unique_ptr<FasterRcnn> build_faster_rcnn(Backend& be, const FasterRcnnOptio
   g.set_loss(loss);
   // What the layer benchmarks of the consumers are fed (models/model.h).
   const double extent = static_cast<double>(std::max(o.image_h, o.image_w));
+  m->set_sample_values(gt, -1, extent, ground_truth(o));
   m->set_sample_values(atv[0], -1, 2);
   m->set_sample_values(proposals, 0, extent, sample_rois(o, o.post_nms));
   m->set_sample_values(ptv[0], 0, extent, sample_rois(o, o.rois_per_image));

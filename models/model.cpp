@@ -57,9 +57,6 @@ void Model::set_sample_values(TensorId id, double lo, double hi, HostFill fill) 
 }
 
 const Model::HostFill* Model::value_fill(TensorId id) const {
-  for (const Data& d : data_) {
-    if (d.id == id && d.graph == &graph_ && d.fill) return &d.fill;
-  }
   auto it = samples_.find(id);
   return it != samples_.end() && it->second.fill ? &it->second.fill : nullptr;
 }

@@ -65,13 +65,13 @@ class Model {
   // The value range of a data input (layer benchmarks feed a layer what the model feeds it);
   // false for other tensors.
   bool data_range(TensorId id, double* lo, double* hi) const;
-  // For a tensor the main graph computes whose values a layer benchmark cannot draw uniformly
-  // (a detector's RoIs: batch index and ordered corners; sampled class labels): the range, and
-  // optionally a host fill, that its consumers' layer benchmarks are fed. The fill gets the
-  // element count of the benchmark's tensor, whose batch may differ from the model's.
+  // For a tensor of the main graph whose values a layer benchmark cannot draw uniformly (a
+  // detector's RoIs: batch index and ordered corners; sampled class labels; its ground-truth
+  // boxes): the range, and optionally a host fill, that its consumers' layer benchmarks are
+  // fed. The fill gets the element count of the benchmark's tensor, whose batch may differ from
+  // the model's, so it must follow it (a data input's own HostFill need not, and is not used).
   void set_sample_values(TensorId id, double lo, double hi, HostFill fill = {});
-  // The host fill a layer benchmark uses for tensor `id` (a data input's or a sample fill), or
-  // nullptr for uniform values in its range.
+  // The host fill set_sample_values gave tensor `id`, or nullptr (uniform values in its range).
   const HostFill* value_fill(TensorId id) const;
 
   // Finalizes the main graph, creates its optimizer (via make_opt) and fills the data of

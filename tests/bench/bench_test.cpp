@@ -578,6 +578,26 @@ TEST(TbdBench, LayerBenchmarksComeFromTheModelGraphs) {
             (std::vector<std::string>{"Linear/transformer.encoder.0.ffn.fc1/fwd/batch:8/len:32"}));
 }
 
+// Layers whose inputs have structure are fed what their model feeds them, at a batch other than
+// the model's: per-sample lengths in [1, T] (a data input's range), a detector's ground truth,
+// RoIs and sampled labels (Model::set_sample_values). None of them is an error row.
+TEST(TbdBench, StructuredInputsAreFedAsTheModelFeedsThem) {
+  Result r;
+  json j = run_json(
+      "'--benchmark_filter=^(SequenceLast/seq2seq\\.encoder\\.last|MlpAttention/"
+      "seq2seq\\.decoder\\.step0\\.attention|AnchorTarget/fasterrcnn\\.rpn\\.anchor_target|"
+      "ProposalTarget/fasterrcnn\\.proposal_target|RoIPool/fasterrcnn\\.roi_pool|"
+      "SoftmaxCrossEntropy/fasterrcnn\\.rcnn\\.cls_loss)/fwd/' "
+      "--tbd_batches=8",
+      &r);
+  ASSERT_TRUE(j.contains("benchmarks")) << r.out;
+  EXPECT_EQ(j["benchmarks"].size(), 6u) << r.out;
+  for (const json& b : j["benchmarks"]) {
+    EXPECT_FALSE(b.value("error_occurred", false))
+        << b.value("name", "") << ": " << b.value("error_message", "");
+  }
+}
+
 TEST(TbdBench, BatchesAndQuickShapeTheAxis) {
   for (const std::string& s : list("--tbd_batches=2,16")) {
     auto n = parse_bench_name(s);
