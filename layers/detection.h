@@ -222,6 +222,25 @@ TBD_HOST_DEVICE inline float box_iou_areas(const float* a, float area_a, const f
 TBD_HOST_DEVICE inline float box_iou(const float* a, const float* b) {
   return box_iou_areas(a, box_area(a), b, box_area(b));
 }
+// ProposalTarget's assignment of a candidate box `a` (CPU and CUDA alike): the real gt row it
+// overlaps most (of the g_real `rows` into gt's (G, 5) block; the first on ties) into *arg and
+// that IoU returned; with no real gt, IoU 0 and row -1.
+template <class Row>
+TBD_HOST_DEVICE inline float best_gt_overlap(const float* a, const float* gt, const Row* rows,
+                                             int64_t g_real, Row* arg) {
+  const float area_a = box_area(a);
+  float best = g_real > 0 ? -1.f : 0.f;
+  *arg = -1;
+  for (int64_t g = 0; g < g_real; ++g) {
+    const float* t = gt + rows[g] * 5;
+    const float iou = box_iou_areas(a, area_a, t, box_area(t));
+    if (iou > best) {
+      best = iou;
+      *arg = rows[g];
+    }
+  }
+  return best;
+}
 
 // MXNet's bbox_transform: the deltas (dx, dy, dw, dh) taking box ex to box gt (+1 widths,
 // centres x1 + 0.5 (w - 1)).

@@ -15,6 +15,10 @@ Bytes smooth_l1_loss_bytes(const Shape& pred) {
   return Bytes{bytes_of(3 * e + 1), bytes_of(1 + 3 * e + e), 0};
 }
 
+std::string smooth_l1_loss_describe(const Shape& pred, const SmoothL1LossConfig& cfg) {
+  return detail::concat("pred ", pred.to_string(), " sigma=", cfg.sigma, " scale=", cfg.scale);
+}
+
 template <>
 Contract contract(const std::string& name, const SmoothL1LossConfig& cfg,
                   const std::vector<TensorDesc>& in) {

@@ -18,6 +18,8 @@
 //   write dpred), wgrad 0.
 #pragma once
 
+#include <string>
+
 #include "core/splitmix.h"
 #include "layers/layer.h"
 
@@ -31,6 +33,8 @@ struct SmoothL1LossConfig {
 
 Flops smooth_l1_loss_flops(const Shape& pred);
 Bytes smooth_l1_loss_bytes(const Shape& pred);
+// The problem as every backend describes it: "pred (128, 84) sigma=1 scale=0.0078125".
+std::string smooth_l1_loss_describe(const Shape& pred, const SmoothL1LossConfig& cfg);
 
 // Contract: inputs pred, target, weight (the same shape, f32, positive dims); y (1) f32; no
 // parameters; input_grads {true, false, false}. sigma must be finite and > 0, scale finite.

@@ -361,18 +361,8 @@ class ProposalTargetCpu final : public Layer {
     int64_t* bg = at(bg_, n * M_);
     int64_t n_fg = 0, n_bg = 0;
     for (int64_t i = 0; i < M; ++i) {
-      const float* a = cand + i * 4;
-      const float area_a = box_area(a);
-      float b = g_real > 0 ? -1.f : 0.f;
       int64_t arg = -1;
-      for (int64_t g = 0; g < g_real; ++g) {
-        const float* t = gt + rows[g] * 5;
-        const float iou = box_iou_areas(a, area_a, t, box_area(t));
-        if (iou > b) {
-          b = iou;
-          arg = rows[g];
-        }
-      }
+      const float b = best_gt_overlap(cand + i * 4, gt, rows, g_real, &arg);
       best[i] = b;
       assign[i] = arg;
       if (arg >= 0 && b >= fg_iou) fg[n_fg++] = i;

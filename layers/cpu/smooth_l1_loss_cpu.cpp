@@ -37,10 +37,7 @@ class SmoothL1LossCpu final : public Layer {
     partial_ = be.empty(Shape{2 * chunks_}, MemCategory::kWorkspace);  // doubles
   }
   const char* kind() const override { return SmoothL1LossConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("pred ", inputs_[0].shape.to_string(), " sigma=", cfg_.sigma,
-                          " scale=", cfg_.scale);
-  }
+  std::string describe() const override { return smooth_l1_loss_describe(inputs_[0].shape, cfg_); }
 
   // y: (1)  pred, target, weight: the same shape
   void forward(MutTensorRefs y, TensorRefs x) override {

@@ -484,18 +484,9 @@ __global__ void __launch_bounds__(kImageBlock) proposal_target_kernel(ProposalTa
   const int64_t M = p.P + g_real;
   int64_t n_fg = 0, n_bg = 0;
   for (int64_t i = threadIdx.x; i < M; i += blockDim.x) {
-    const float* a = candidate_box(p, rois, gt, shared_rows, i);
-    const float area_a = box_area(a);
-    float b = g_real > 0 ? -1.f : 0.f;
-    int32_t arg = -1;
-    for (int g = 0; g < g_real; ++g) {
-      const float* t = gt + shared_rows[g] * 5;
-      const float iou = box_iou_areas(a, area_a, t, box_area(t));
-      if (iou > b) {
-        b = iou;
-        arg = shared_rows[g];
-      }
-    }
+    int arg = -1;
+    const float b =
+        best_gt_overlap(candidate_box(p, rois, gt, shared_rows, i), gt, shared_rows, g_real, &arg);
     best[i] = b;
     assign[i] = arg;
     n_fg += arg >= 0 && b >= p.fg_iou;

@@ -40,10 +40,7 @@ class SmoothL1LossCuda final : public Layer {
     s2_ = static_cast<float>(cfg.sigma * cfg.sigma);
   }
   const char* kind() const override { return SmoothL1LossConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("pred ", inputs_[0].shape.to_string(), " sigma=", cfg_.sigma,
-                          " scale=", cfg_.scale);
-  }
+  std::string describe() const override { return smooth_l1_loss_describe(inputs_[0].shape, cfg_); }
 
   void forward(MutTensorRefs y, TensorRefs x) override {
     check_arity(x.size(), 3, "forward inputs");
