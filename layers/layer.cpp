@@ -57,16 +57,17 @@ void init_param(Backend& be, Param& p, uint64_t seed) {
   }
 }
 
-ParamArena bind_params(Backend& be, const std::vector<Param*>& params, bool with_grads) {
+ParamArena bind_params(Backend& be, const std::vector<Param*>& params, bool with_grads,
+                       bool keep_order) {
   ParamArena a;
   std::vector<Param*> order;
   for (Param* p : params) {
     TBD_CHECK(!p->tied && !p->value.defined(), "bind_params: '", p->name, "' is ",
               p->tied ? "tied" : "already bound");
-    if (p->value.numel() % 16 == 0) order.push_back(p);
+    if (keep_order || p->value.numel() % 16 == 0) order.push_back(p);
   }
   for (Param* p : params) {
-    if (p->value.numel() % 16 != 0) order.push_back(p);
+    if (!keep_order && p->value.numel() % 16 != 0) order.push_back(p);
   }
   int64_t total = 0, values = 0;
   for (const Param* p : order) {

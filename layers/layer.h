@@ -155,8 +155,10 @@ struct ParamArena {
 // aligned. Zeroes the gradients. A parameter whose value is shared (value_from) gets only a
 // gradient here; its value is bound to the source's by its graph.
 // With with_grads false (an inference graph) no gradients are allocated (Param::grad stays
-// undefined).
-ParamArena bind_params(Backend& be, const std::vector<Param*>& params, bool with_grads = true);
+// undefined). With keep_order the parameters are packed in the order given (a graph's
+// ParamOrder::kBackward: data-parallel buckets are then contiguous spans).
+ParamArena bind_params(Backend& be, const std::vector<Param*>& params, bool with_grads = true,
+                       bool keep_order = false);
 
 // Fills p.value by its Init rule from a stream seeded by (seed, p.name): the same parameter
 // gets the same values in a model, a layer benchmark and a test, on every backend.

@@ -11,6 +11,8 @@
 namespace tbd {
 namespace {
 
+thread_local ParamOrder t_param_order = ParamOrder::kAligned;
+
 // Reorder on any backend, through Backend::reorder.
 class ReorderLayer final : public Layer {
  public:
@@ -131,9 +133,45 @@ void Graph::set_loss(TensorId id) {
   loss_ = id;
 }
 
+ParamOrderScope::ParamOrderScope(ParamOrder order) : saved_(t_param_order) {
+  t_param_order = order;
+}
+ParamOrderScope::~ParamOrderScope() { t_param_order = saved_; }
+ParamOrder ParamOrderScope::current() { return t_param_order; }
+
+void Graph::set_param_order(ParamOrder order) {
+  TBD_CHECK(!bound_, "Graph::set_param_order: the parameters are already bound");
+  param_order_ = order;
+}
+
+int Graph::grad_ready_node(const Param* p) const {
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const Layer& l = *nodes_[i].layer;
+    if (!l.param_grads()) continue;
+    for (const Param& q : l.params()) {
+      if (&q == p || (q.tied && q.tied_to == p)) return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+std::vector<Param*> Graph::params_to_bind() {
+  return param_order_ == ParamOrder::kAligned ? params() : params_by_grad_ready();
+}
+
+std::vector<Param*> Graph::params_by_grad_ready() {
+  std::vector<Param*> ps = params();
+  std::vector<std::pair<int, Param*>> keyed;
+  for (Param* p : ps) keyed.emplace_back(grad_ready_node(p), p);
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (std::size_t k = 0; k < ps.size(); ++k) ps[k] = keyed[k].second;
+  return ps;
+}
+
 void Graph::bind_arena() {
   TBD_CHECK(!bound_ && !finalized_, "Graph::bind_arena: the parameters are already bound");
-  arena_ = bind_params(be_, params());
+  arena_ = bind_params(be_, params_to_bind(), true, param_order_ == ParamOrder::kBackward);
   bound_ = true;
 }
 
@@ -148,7 +186,8 @@ void Graph::finalize_impl(bool inference) {
             "Graph::finalize_inference: the parameters were bound with gradients (bind_arena)");
   inference_ = inference;
   if (!bound_) {
-    arena_ = bind_params(be_, params(), /*with_grads=*/!inference);
+    arena_ = bind_params(be_, params_to_bind(), /*with_grads=*/!inference,
+                         /*keep_order=*/param_order_ == ParamOrder::kBackward);
     bound_ = true;
   }
   // Ties and shared values point at parameters of this graph (bound just now) or of a graph
@@ -290,7 +329,10 @@ void Graph::backward() {
   TBD_CHECK(finalized_, "Graph::backward before finalize()");
   TBD_CHECK(!inference_, "Graph::backward on an inference graph (finalize_inference)");
   be_.fill(tensors_[loss_].grad, 1.f);
-  for (std::size_t i = nodes_.size(); i-- > 0;) backward_node(i);
+  for (std::size_t i = nodes_.size(); i-- > 0;) {
+    backward_node(i);
+    if (backward_hook_) backward_hook_(i);
+  }
 }
 
 void Graph::zero_grad() {

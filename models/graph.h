@@ -12,6 +12,7 @@
 
 #include <any>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -22,6 +23,27 @@
 namespace tbd {
 
 using TensorId = int;
+
+// How finalize() lays the parameters out in the arena (bind_params, layers/layer.h).
+// kAligned: graph order, every tensor whose size is a multiple of 16 floats first (64-byte
+// aligned large tensors). kBackward: in the order backward completes their gradients (the last
+// layer's first), so a data-parallel bucket of consecutive gradients is one contiguous span of
+// the gradient arena, all-reduced in place (PyTorch DDP's gradient_as_bucket_view).
+enum class ParamOrder { kAligned, kBackward };
+
+// Sets the order for the graphs constructed on this thread while it lives (a model built by its
+// registry builder, which finalizes its graphs itself). Scopes nest.
+class ParamOrderScope {
+ public:
+  explicit ParamOrderScope(ParamOrder order);
+  ~ParamOrderScope();
+  ParamOrderScope(const ParamOrderScope&) = delete;
+  ParamOrderScope& operator=(const ParamOrderScope&) = delete;
+  static ParamOrder current();
+
+ private:
+  ParamOrder saved_;
+};
 
 // Layout conversion (a node the graph inserts; also usable directly). No FLOPs; its bytes are
 // a copy's (copy_bytes, layers/tensor_ops.h).
@@ -48,7 +70,8 @@ class Graph {
     std::any config;  // the kind's Config (empty for the graph's own Reorder nodes)
   };
 
-  explicit Graph(Backend& be, uint64_t seed = 0) : be_(be), seed_(seed) {}
+  explicit Graph(Backend& be, uint64_t seed = 0)
+      : be_(be), seed_(seed), param_order_(ParamOrderScope::current()) {}
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
 
@@ -122,6 +145,22 @@ class Graph {
   bool finalized() const { return finalized_; }
   bool inference_only() const { return inference_; }
 
+  // The arena layout (before the parameters are bound; default: the ParamOrderScope's).
+  void set_param_order(ParamOrder order);
+  ParamOrder param_order() const { return param_order_; }
+  // The node after whose backward parameter p's gradient is complete: the lowest-index node
+  // that computes a gradient into it (p's own layer or one tied to it); -1 when none does
+  // (frozen). Backward runs nodes in reverse order, so a gradient is final once that node ran.
+  int grad_ready_node(const Param* p) const;
+  // params() by descending grad_ready_node (the gradient backward completes first, first;
+  // frozen ones last), ties in params() order: the kBackward arena order.
+  std::vector<Param*> params_by_grad_ready();
+  // Called with each node's index after backward_node() ran it in backward() (a data-parallel
+  // step starts a bucket's all-reduce there). Empty: none.
+  void set_backward_hook(std::function<void(std::size_t node)> hook) {
+    backward_hook_ = std::move(hook);
+  }
+
   void set_training(bool training);
   void forward();
   void backward();   // needs forward() first; parameter gradients accumulate
@@ -185,11 +224,14 @@ class Graph {
   std::vector<TensorId> add_node(std::unique_ptr<Layer> layer, std::vector<TensorId> inputs,
                                  Recipe recipe);
   void init_params();
+  std::vector<Param*> params_to_bind();  // params() in the arena order (param_order_)
   void finalize_impl(bool inference);
   void plan_gradients();  // finalize(): who writes which gradient, gradient buffers
 
   Backend& be_;
   uint64_t seed_;
+  ParamOrder param_order_;
+  std::function<void(std::size_t)> backward_hook_;
   std::vector<TensorInfo> tensors_;
   std::vector<Node> nodes_;
   std::vector<NodePlan> plans_;

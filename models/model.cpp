@@ -79,7 +79,9 @@ void Model::fill_data() {
       d.filled = true;
       continue;
     }
-    Rng rng(seed_for(seed_, "data:" + d.graph->tensor_name(d.id)));
+    std::string stream = "data:" + d.graph->tensor_name(d.id);
+    if (data_shard_ > 0) stream += "#shard" + std::to_string(data_shard_);
+    Rng rng(seed_for(seed_, stream));
     if (t.dtype() == DType::kI32 || t.dtype() == DType::kU8) {
       fill_randint(be_, t, rng, static_cast<int64_t>(d.lo), static_cast<int64_t>(d.hi));
     } else {
@@ -88,6 +90,14 @@ void Model::fill_data() {
     be_.copy_to_host(d.host.data(), t);
     d.filled = true;
   }
+}
+
+void Model::set_data_shard(int shard) {
+  TBD_CHECK(shard >= 0, "Model::set_data_shard: shard ", shard, " < 0");
+  if (shard == data_shard_) return;
+  data_shard_ = shard;
+  for (Data& d : data_) d.filled = d.filled && d.fill;  // model-written fills stay
+  fill_data();
 }
 
 void Model::copy_inputs_from_host() {

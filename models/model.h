@@ -80,6 +80,12 @@ class Model {
   void finalize(const std::function<std::unique_ptr<Optimizer>(std::vector<Param*>)>& make_opt);
   // Generates the synthetic inputs of every finalized graph (once; finalize() calls it).
   void fill_data();
+  // Which shard of a global batch the synthetic inputs are: shard k is what rank k of a
+  // data-parallel run trains on (shard 0 is the model's usual data, so one rank equals the
+  // non-distributed run). Regenerates the inputs when they were filled already. Inputs with a
+  // model-written HostFill (lengths, detector ground truth) are the same in every shard.
+  void set_data_shard(int shard);
+  int data_shard() const { return data_shard_; }
 
   void set_h2d_per_step(bool on) { h2d_per_step_ = on; }
   bool h2d_per_step() const { return h2d_per_step_; }
@@ -115,8 +121,8 @@ class Model {
   // gradient, and the optimizer step. The --tbd_h2d_per_step input copy is not counted.
   virtual double step_bytes() const;
 
- protected:
-  // The --tbd_h2d_per_step copy of every data input (train_step overrides call it first).
+  // The --tbd_h2d_per_step copy of every data input (train_step and the steps that replace
+  // it call it first).
   void copy_inputs_from_host();
 
  private:
@@ -141,6 +147,7 @@ class Model {
   };
   std::map<TensorId, Sample> samples_;  // set_sample_values, main graph
   bool h2d_per_step_ = false;
+  int data_shard_ = 0;
   int64_t samples_per_step_ = 1;
   std::map<std::string, double> extra_items_;
 };

@@ -71,6 +71,7 @@ std::map<std::string, std::string> context_entries(const RunContext& c) {
   // threads hold cores that descheduled peers need), so it is part of what was measured.
   m["omp_wait_policy"] = c.omp_wait_policy;
   for (const auto& [k, v] : c.backend_facts) m.emplace(k, v);  // library versions etc.
+  for (const auto& [k, v] : c.dist) m.emplace(k, v);
   m["git_commit"] = c.git.commit;
   m["git_dirty"] = c.git.dirty;
   if (c.peaks_measured) {
@@ -110,6 +111,10 @@ std::vector<std::string> context_lines(const RunContext& c) {
               ")");
   v.push_back("tbd: peak bandwidth " + rate(c.bandwidth.per_s, "GB/s") + " (" + c.bandwidth.method +
               ")");
+  if (auto it = c.dist.find("dist_summary"); it != c.dist.end())
+    v.push_back("tbd: data-parallel " + it->second);
+  if (auto it = c.dist.find("dist_shared_cores"); it != c.dist.end() && it->second != "no")
+    v.push_back("tbd: " + it->second);
   v.push_back("tbd: commit " + c.git.commit.substr(0, 12) +
               (c.git.dirty == "true" ? " (dirty)" : ""));
   return v;

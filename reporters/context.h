@@ -46,6 +46,9 @@ struct RunContext {
   std::string denormals;  // what the CPU's FTZ/DAZ setting did
   std::string omp_wait_policy = "default";
   std::map<std::string, std::string> backend_facts;  // Backend::describe()
+  // --tbd_dist runs: "dist_backend", "dist_ranks", "dist_library", the bucket caps and plans,
+  // the launch command, whether ranks share cores (fixtures/dist_fixture.cpp); empty otherwise.
+  std::map<std::string, std::string> dist;
   GitState git;
 
   // The peaks, measured unless the run only lists its benchmarks (then none of them, nor

@@ -10,8 +10,9 @@ cd "$(dirname "$0")/.."
 # ocl-icd-opencl-dev: Debian's oneDNN CMake config (dnnl-config.cmake) calls find_package(OpenCL)
 # although libdnnl-dev only *recommends* the package; without it configure fails.
 # python3-scipy (with numpy): tools/tbd_track, the per-commit tracker, and its tests.
+# libopenmpi-dev, openmpi-bin: data-parallel training over MPI (--tbd_dist=mpi, mpirun).
 ensure_packages setup cmake ninja-build g++ git libbenchmark-dev libgtest-dev nlohmann-json3-dev \
-  libdnnl-dev ocl-icd-opencl-dev python3 python3-scipy python3-numpy
+  libdnnl-dev ocl-icd-opencl-dev python3 python3-scipy python3-numpy libopenmpi-dev openmpi-bin
 
 if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH=/usr/local/cuda/bin:$PATH; fi
 preset=${TBD_PRESET:-release}

@@ -232,6 +232,25 @@ TEST(BenchNames, ParsesModelParametersAfterTheBatch) {
   }
 }
 
+TEST(BenchNames, DataParallelRowsAndCollectives) {
+  auto m = parse_bench_name("ResNet50/train/batch:32/ranks:2/manual_time");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->family, BenchFamily::kModel);
+  EXPECT_EQ(m->params, (NameParams{{"ranks", 2}}));
+  EXPECT_EQ(m->str(), "ResNet50/train/batch:32/ranks:2");
+  auto c = parse_bench_name("AllReduce/mpi/bytes:1048576/ranks:4/manual_time");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->family, BenchFamily::kCollective);
+  EXPECT_EQ(c->kind, "AllReduce");
+  EXPECT_EQ(c->subject, "mpi");
+  EXPECT_EQ(c->str(), "AllReduce/mpi/bytes:1048576/ranks:4");
+  EXPECT_EQ(c->str(), collective_bench_parts("AllReduce", "mpi", 1048576, 4).str());
+  for (const char* bad : {"AllReduce/mpi/bytes:0/ranks:2", "AllReduce/mpi/ranks:2/bytes:8",
+                          "AllReduce/mpi/bytes:8"}) {
+    EXPECT_FALSE(parse_bench_name(bad)) << bad;
+  }
+}
+
 TEST(BenchNames, KeepsGoogleBenchmarkSuffixesApart) {
   auto n = parse_bench_name("LSTM/seq2seq.decoder/bwd/batch:64/repeats:3/manual_time_stddev");
   ASSERT_TRUE(n);

@@ -44,6 +44,8 @@ def family_of(name: str) -> str:
         return "models"
     if len(parts) >= 3 and parts[2] == "step":
         return "optimizers"
+    if len(parts) >= 3 and parts[2].startswith("bytes:"):
+        return "collectives"
     if len(parts) >= 3 and re.match(r"^(fwd|bwd|fwdbwd)$", parts[2]):
         return "layers"
     return "other"

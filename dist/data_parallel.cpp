@@ -1,0 +1,178 @@
+// dist/data_parallel.cpp
+#include "dist/data_parallel.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.h"
+#include "core/splitmix.h"
+
+namespace tbd {
+
+void check_data_parallel_model(const Model& m) {
+  TBD_CHECK(m.num_graphs() == 1 && m.num_optimizers() == 1, m.name(),
+            " cannot run data-parallel: it trains with a step of its own (", m.num_graphs(),
+            " graphs, ", m.num_optimizers(),
+            " optimizers); data-parallel runs the default step of one graph and one optimizer");
+}
+
+uint64_t BucketPlan::hash() const {
+  uint64_t h = splitmix64(static_cast<uint64_t>(buckets.size()));
+  for (const Bucket& b : buckets) {
+    h = splitmix64(h ^ static_cast<uint64_t>(b.offset));
+    h = splitmix64(h ^ static_cast<uint64_t>(b.numel));
+    for (const std::string& p : b.params) {
+      for (char c : p) h = splitmix64(h ^ static_cast<unsigned char>(c));
+    }
+  }
+  return h;
+}
+
+std::string BucketPlan::describe() const {
+  char buf[64];
+  std::string s = std::to_string(buckets.size()) + (buckets.size() == 1 ? " bucket" : " buckets");
+  s += " (MiB, launch order):";
+  for (std::size_t k = 0; k < buckets.size(); ++k) {
+    std::snprintf(buf, sizeof buf, "%s %.3g", k ? "," : "", buckets[k].bytes() / (1 << 20));
+    s += buf;
+  }
+  return s;
+}
+
+BucketPlan plan_buckets(Graph& g, const DistOptions& opt) {
+  // A finalized graph's arena must be in this order; a build-only graph (no storage) gets the
+  // plan it would have (the bucket sizes, for the all-reduce benchmarks).
+  const bool bound = g.finalized() && g.arena().grads.defined();
+  TBD_CHECK(!bound || g.param_order() == ParamOrder::kBackward,
+            "plan_buckets: the graph's parameters are not laid out in backward order (build the "
+            "model under ParamOrderScope(ParamOrder::kBackward))");
+  struct Item {
+    int64_t offset;
+    int64_t numel;
+    int ready;
+    const Param* p;
+  };
+  std::vector<Item> items;
+  int64_t next = 0;
+  for (Param* p : g.params_by_grad_ready()) {
+    const int ready = g.grad_ready_node(p);
+    if (ready < 0) break;  // frozen ones come last: no gradient to reduce
+    const int64_t n = p->value.numel();
+    items.push_back(Item{bound ? p->grad.f32() - g.arena().grads.f32() : next, n, ready, p});
+    next += n;
+  }
+  BucketPlan plan;
+  const double cap = opt.bucket_mib > 0 ? opt.bucket_mib * (1 << 20) : 0;
+  const double first_cap = opt.first_bucket_mib > 0 ? opt.first_bucket_mib * (1 << 20) : cap;
+  Bucket cur;
+  bool open = false;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    const Item& it = items[k];
+    if (open) {
+      TBD_CHECK(it.offset == cur.offset + cur.numel && it.ready <= cur.ready_node,
+                "plan_buckets: gradient '", it.p->name, "' does not follow '",
+                cur.params.back(), "' in the arena in backward order");
+    } else {
+      cur = Bucket{};
+      cur.offset = it.offset;
+      cur.ready_node = it.ready;
+      open = true;
+    }
+    cur.numel += it.numel;
+    cur.ready_node = std::min(cur.ready_node, it.ready);
+    cur.params.push_back(it.p->name);
+    const double this_cap = plan.buckets.empty() ? first_cap : cap;
+    if (this_cap > 0 && cur.bytes() >= this_cap) {
+      plan.grad_numel += cur.numel;
+      plan.buckets.push_back(std::move(cur));
+      open = false;
+    }
+  }
+  if (open) {
+    plan.grad_numel += cur.numel;
+    plan.buckets.push_back(std::move(cur));
+  }
+  return plan;
+}
+
+DataParallel::DataParallel(Model& m, Communicator& comm, DistOptions opt)
+    : m_(m), comm_(comm), opt_(opt) {
+  check_data_parallel_model(m);
+  Graph& g = m.graph();
+  TBD_CHECK(m.data_shard() == comm.rank(), "DataParallel: rank ", comm.rank(),
+            " must train on data shard ", comm.rank(), ", the model has shard ", m.data_shard());
+  plan_ = plan_buckets(g, opt_);
+  scale_ = 1.f / static_cast<float>(comm.size());
+  // Every rank must reduce the same buckets in the same order, or the collectives pair up
+  // wrongly (a hang or garbage): compare the plans before the first step.
+  const uint64_t h = plan_.hash();
+  const double lo = static_cast<double>(h & 0xffffffffu), hi = static_cast<double>(h >> 32);
+  const bool same = comm.min(lo) == comm.max(lo) && comm.min(hi) == comm.max(hi);
+  TBD_CHECK(same, "data-parallel ", m.name(), ": the ranks' bucket plans differ (this rank: ",
+            plan_.describe(), "); every rank must build the same model with the same flags");
+  // Rank 0's initial weights on every rank (they are equal when seeds are; this makes it so).
+  if (g.arena().values.defined()) comm.broadcast(g.arena().values, 0);
+  g.set_backward_hook([this](std::size_t node) { on_backward_node(node); });
+}
+
+DataParallel::~DataParallel() { m_.graph().set_backward_hook({}); }
+
+void DataParallel::on_backward_node(std::size_t node) {
+  while (next_bucket_ < plan_.buckets.size() &&
+         plan_.buckets[next_bucket_].ready_node >= static_cast<int>(node)) {
+    const Bucket& b = plan_.buckets[next_bucket_];
+    if (!opt_.skip_comm) {
+      // The bucket's gradients must be written before the comm thread reads them.
+      m_.backend().synchronize();
+      const Tensor span = m_.graph().arena().grads.slice(
+          static_cast<std::size_t>(b.offset) * sizeof(float), TensorDesc{Shape{b.numel}});
+      comm_.start_allreduce(static_cast<int>(next_bucket_), span, scale_);
+    }
+    ++next_bucket_;
+  }
+}
+
+void DataParallel::train_step() {
+  Graph& g = m_.graph();
+  Backend& be = m_.backend();
+  next_bucket_ = 0;
+  t0_ = dist_now_s();
+  m_.copy_inputs_from_host();
+  g.zero_grad();
+  g.forward();
+  be.synchronize();
+  const double t_fwd = dist_now_s();
+  g.backward();  // the hook starts every bucket, the last after node 0
+  be.synchronize();
+  const double t_bwd = dist_now_s();
+  std::vector<CommEvent> events = comm_.wait_all();
+  const double t_comm = dist_now_s();
+  m_.optimizer().step();
+  be.synchronize();
+  const double t_end = dist_now_s();
+
+  times_ = DistStepTimes{};
+  times_.step = t_end - t0_;
+  times_.forward_compute = t_fwd - t0_;
+  times_.backward_compute = t_bwd - t_fwd;
+  times_.wait = t_comm - t_bwd;
+  if (!events.empty()) {
+    const double first = events.front().queued_s;
+    times_.backward_comm = std::max(t_comm, events.back().end_s) - first;
+    times_.backward_compute_comm_overlap = std::max(0.0, t_bwd - first);
+  }
+  for (CommEvent& e : events) {
+    times_.comm_busy += e.end_s - e.start_s;
+    e.queued_s -= t0_;
+    e.start_s -= t0_;
+    e.end_s -= t0_;
+  }
+  times_.events = std::move(events);
+}
+
+double DataParallel::wire_bytes_per_rank() const {
+  const double p = comm_.size();
+  return 2.0 * (p - 1) / p * 4.0 * static_cast<double>(plan_.grad_numel);
+}
+
+}  // namespace tbd

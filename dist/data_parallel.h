@@ -1,0 +1,105 @@
+// dist/data_parallel.h: a model's training step, data-parallel over a Communicator.
+//
+// The PyTorch DDP algorithm on tbd's static graph (shared/notes/distributed.md):
+//   - Plan. The graph's parameters are laid out in the order backward completes their
+//     gradients (ParamOrder::kBackward, set while the model is built), and cut into buckets of
+//     consecutive gradients: each bucket is one contiguous span of the gradient arena, so its
+//     all-reduce needs no copy. A bucket closes once it reaches its cap (DDP's rule: checked
+//     after adding a gradient); the first bucket, reduced first, has a smaller cap so that
+//     communication starts early. Frozen parameters (no gradient) are in no bucket.
+//   - Step. Zero the gradients, forward, backward; after each node's backward a hook counts
+//     the gradients it completed and starts every bucket that is complete, in bucket order (all
+//     ranks start the same buckets in the same order), on the communicator's comm thread or
+//     stream, overlapped with the rest of backward. Each all-reduce sums and scales by 1/P.
+//     The optimizer runs once the last bucket is done.
+//   - Start. Rank 0's initial weights are broadcast; every rank checks that all ranks have the
+//     same bucket plan (a hash) before the first step; rank r trains on shard r of the global
+//     batch (Model::set_data_shard).
+// Only models with the default training step (one graph, one optimizer) run data-parallel.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "models/model.h"
+
+namespace tbd {
+
+struct DistOptions {
+  double bucket_mib = 25;       // --tbd_bucket_mb; <= 0: one bucket for everything
+  double first_bucket_mib = 1;  // the first bucket's cap (DDP's 1 MiB)
+  bool skip_comm = false;       // run the step with the all-reduces left out (exposed comm)
+};
+
+struct Bucket {
+  int64_t offset = 0;  // first element in the gradient arena
+  int64_t numel = 0;
+  int ready_node = 0;  // complete after this node's backward (the lowest of its parameters)
+  std::vector<std::string> params;
+  double bytes() const { return 4.0 * static_cast<double>(numel); }
+};
+
+struct BucketPlan {
+  std::vector<Bucket> buckets;  // in launch order
+  int64_t grad_numel = 0;       // elements all-reduced per step (the buckets' sum)
+  // A hash of the bucket sizes and parameter names (ranks compare it before the first step).
+  uint64_t hash() const;
+  // "3 buckets: 0.25 MiB (fc.weight ..), 24.1 MiB (..), .."
+  std::string describe() const;
+};
+
+// Cuts a finalized graph whose arena is in ParamOrder::kBackward into buckets.
+BucketPlan plan_buckets(Graph& g, const DistOptions& opt);
+
+// What one data-parallel step spent, in seconds, on this rank (PyTorch DDP's four timeline
+// fields under its names, plus the totals tbd reports).
+struct DistStepTimes {
+  double step = 0;              // zero_grad .. optimizer done
+  double forward_compute = 0;   // forward (zero_grad included)
+  double backward_compute = 0;  // backward's own work
+  double backward_comm = 0;     // first bucket started .. last bucket done
+  double backward_compute_comm_overlap = 0;  // first bucket started .. backward done
+  double comm_busy = 0;                      // sum of the all-reduces' own durations
+  double wait = 0;                           // backward done .. last bucket done (exposed)
+  std::vector<CommEvent> events;             // per bucket, relative to the step's start
+};
+
+class DataParallel {
+ public:
+  // `m` must have been built under ParamOrderScope(ParamOrder::kBackward) and finalized, with
+  // its data shard set to comm.rank(). Broadcasts rank 0's weights and checks the plans agree
+  // (a named error on every rank when they do not).
+  DataParallel(Model& m, Communicator& comm, DistOptions opt);
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+  ~DataParallel();
+
+  // One data-parallel training step (the default step with the buckets' all-reduces).
+  void train_step();
+  const DistStepTimes& last_times() const { return times_; }
+  const BucketPlan& plan() const { return plan_; }
+  Communicator& comm() { return comm_; }
+
+  // Gradient bytes each rank sends (and receives) per step in a ring all-reduce:
+  // 2 (P-1)/P x the bytes all-reduced.
+  double wire_bytes_per_rank() const;
+
+ private:
+  void on_backward_node(std::size_t node);
+
+  Model& m_;
+  Communicator& comm_;
+  DistOptions opt_;
+  BucketPlan plan_;
+  float scale_ = 1;
+  std::size_t next_bucket_ = 0;
+  double t0_ = 0;
+  DistStepTimes times_;
+};
+
+// Throws a named error unless `m` can run data-parallel (one graph, one optimizer).
+void check_data_parallel_model(const Model& m);
+
+}  // namespace tbd
