@@ -23,9 +23,12 @@ std::unique_ptr<Communicator> make_nccl_communicator(Backend& be);
 
 const char* to_string(DistBackend b) {
   switch (b) {
-    case DistBackend::kNone: return "none";
-    case DistBackend::kMpi: return "mpi";
-    case DistBackend::kNccl: return "nccl";
+    case DistBackend::kNone:
+      return "none";
+    case DistBackend::kMpi:
+      return "mpi";
+    case DistBackend::kNccl:
+      return "nccl";
   }
   return "?";
 }
@@ -42,9 +45,12 @@ bool parse_dist_backend(const std::string& s, DistBackend* out) {
 
 bool dist_backend_built(DistBackend b) {
   switch (b) {
-    case DistBackend::kNone: return true;
-    case DistBackend::kMpi: return TBD_HAVE_MPI != 0;
-    case DistBackend::kNccl: return TBD_HAVE_NCCL != 0;
+    case DistBackend::kNone:
+      return true;
+    case DistBackend::kMpi:
+      return TBD_HAVE_MPI != 0;
+    case DistBackend::kNccl:
+      return TBD_HAVE_NCCL != 0;
   }
   return false;
 }
@@ -111,7 +117,8 @@ std::unique_ptr<Communicator> make_communicator(DistBackend b, Backend& be) {
             b == DistBackend::kMpi ? "MPI (install libopenmpi-dev and reconfigure)"
                                    : "NCCL (needs the CUDA backend and nccl.h under CUDA_HOME)");
   switch (b) {
-    case DistBackend::kNone: return make_local_communicator(be);
+    case DistBackend::kNone:
+      return make_local_communicator(be);
     case DistBackend::kMpi:
 #if TBD_HAVE_MPI
       TBD_CHECK(be.kind() == DeviceKind::kCpu, "--tbd_dist=mpi moves host memory: it needs ",

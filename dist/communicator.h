@@ -65,7 +65,9 @@ class Communicator {
 
   // ---- a data-parallel step's buckets ----
   // Starts t = scale * (sum over ranks of t) in place, for bucket `bucket`; buckets are started
-  // in increasing order on every rank, and t must not be touched until wait_all() returns.
+  // in increasing order on every rank, and t must not be touched until wait_all() returns. It
+  // reduces what the backend's work queued before the call wrote (NCCL orders its stream after
+  // the compute stream with an event; the CPU backend has finished it already).
   virtual void start_allreduce(int bucket, const Tensor& t, float scale) = 0;
   // Waits for every started all-reduce; returns their events in start order and forgets them.
   virtual std::vector<CommEvent> wait_all() = 0;

@@ -70,8 +70,8 @@ BucketPlan plan_buckets(Graph& g, const DistOptions& opt) {
     const Item& it = items[k];
     if (open) {
       TBD_CHECK(it.offset == cur.offset + cur.numel && it.ready <= cur.ready_node,
-                "plan_buckets: gradient '", it.p->name, "' does not follow '",
-                cur.params.back(), "' in the arena in backward order");
+                "plan_buckets: gradient '", it.p->name, "' does not follow '", cur.params.back(),
+                "' in the arena in backward order");
     } else {
       cur = Bucket{};
       cur.offset = it.offset;
@@ -81,6 +81,7 @@ BucketPlan plan_buckets(Graph& g, const DistOptions& opt) {
     cur.numel += it.numel;
     cur.ready_node = std::min(cur.ready_node, it.ready);
     cur.params.push_back(it.p->name);
+    plan.grads.push_back(PlannedGrad{it.p->name, it.numel, it.ready});
     const double this_cap = plan.buckets.empty() ? first_cap : cap;
     if (this_cap > 0 && cur.bytes() >= this_cap) {
       plan.grad_numel += cur.numel;
@@ -108,8 +109,9 @@ DataParallel::DataParallel(Model& m, Communicator& comm, DistOptions opt)
   const uint64_t h = plan_.hash();
   const double lo = static_cast<double>(h & 0xffffffffu), hi = static_cast<double>(h >> 32);
   const bool same = comm.min(lo) == comm.max(lo) && comm.min(hi) == comm.max(hi);
-  TBD_CHECK(same, "data-parallel ", m.name(), ": the ranks' bucket plans differ (this rank: ",
-            plan_.describe(), "); every rank must build the same model with the same flags");
+  TBD_CHECK(same, "data-parallel ", m.name(),
+            ": the ranks' bucket plans differ (this rank: ", plan_.describe(),
+            "); every rank must build the same model with the same flags");
   // Rank 0's initial weights on every rank (they are equal when seeds are; this makes it so).
   if (g.arena().values.defined()) comm.broadcast(g.arena().values, 0);
   g.set_backward_hook([this](std::size_t node) { on_backward_node(node); });
@@ -118,16 +120,16 @@ DataParallel::DataParallel(Model& m, Communicator& comm, DistOptions opt)
 DataParallel::~DataParallel() { m_.graph().set_backward_hook({}); }
 
 void DataParallel::on_backward_node(std::size_t node) {
+  // The CPU backend runs each node synchronously, so the clock says when its gradients were
+  // done; on a device with queued work it would say when the work was queued (not recorded).
+  if (node < node_done_.size() && m_.backend().kind() == DeviceKind::kCpu)
+    node_done_[node] = dist_now_s() - t0_;
   while (next_bucket_ < plan_.buckets.size() &&
          plan_.buckets[next_bucket_].ready_node >= static_cast<int>(node)) {
     const Bucket& b = plan_.buckets[next_bucket_];
-    if (!opt_.skip_comm) {
-      // The bucket's gradients must be written before the comm thread reads them.
-      m_.backend().synchronize();
-      const Tensor span = m_.graph().arena().grads.slice(
-          static_cast<std::size_t>(b.offset) * sizeof(float), TensorDesc{Shape{b.numel}});
-      comm_.start_allreduce(static_cast<int>(next_bucket_), span, scale_);
-    }
+    const Tensor span = m_.graph().arena().grads.slice(
+        static_cast<std::size_t>(b.offset) * sizeof(float), TensorDesc{Shape{b.numel}});
+    comm_.start_allreduce(static_cast<int>(next_bucket_), span, scale_);
     ++next_bucket_;
   }
 }
@@ -136,6 +138,7 @@ void DataParallel::train_step() {
   Graph& g = m_.graph();
   Backend& be = m_.backend();
   next_bucket_ = 0;
+  node_done_.assign(g.nodes().size(), 0.0);
   t0_ = dist_now_s();
   m_.copy_inputs_from_host();
   g.zero_grad();
@@ -168,6 +171,37 @@ void DataParallel::train_step() {
     e.end_s -= t0_;
   }
   times_.events = std::move(events);
+  times_.optimizer = t_end - t_comm;
+
+  DistProfile& p = profile_;
+  if (p.node_done.size() != node_done_.size()) p.node_done.assign(node_done_.size(), 0.0);
+  if (p.bucket_start.size() != times_.events.size()) {
+    p.bucket_start.assign(times_.events.size(), 0.0);
+    p.bucket_end.assign(times_.events.size(), 0.0);
+  }
+  ++p.steps;
+  p.step += times_.step;
+  p.forward += times_.forward_compute;
+  p.backward += times_.backward_compute;
+  p.optimizer += times_.optimizer;
+  p.wait += times_.wait;
+  p.comm_busy += times_.comm_busy;
+  for (std::size_t i = 0; i < node_done_.size(); ++i) p.node_done[i] += node_done_[i];
+  for (std::size_t k = 0; k < times_.events.size(); ++k) {
+    p.bucket_start[k] += times_.events[k].start_s;
+    p.bucket_end[k] += times_.events[k].end_s;
+  }
+}
+
+DistProfile DataParallel::profile() const {
+  DistProfile p = profile_;
+  if (p.steps == 0) return p;
+  const double n = p.steps;
+  for (double* v : {&p.step, &p.forward, &p.backward, &p.optimizer, &p.wait, &p.comm_busy}) *v /= n;
+  for (double& v : p.node_done) v /= n;
+  for (double& v : p.bucket_start) v /= n;
+  for (double& v : p.bucket_end) v /= n;
+  return p;
 }
 
 double DataParallel::wire_bytes_per_rank() const {

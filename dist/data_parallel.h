@@ -30,7 +30,6 @@ namespace tbd {
 struct DistOptions {
   double bucket_mib = 25;       // --tbd_bucket_mb; <= 0: one bucket for everything
   double first_bucket_mib = 1;  // the first bucket's cap (DDP's 1 MiB)
-  bool skip_comm = false;       // run the step with the all-reduces left out (exposed comm)
 };
 
 struct Bucket {
@@ -41,9 +40,17 @@ struct Bucket {
   double bytes() const { return 4.0 * static_cast<double>(numel); }
 };
 
+// One trained gradient, in arena (= completion) order.
+struct PlannedGrad {
+  std::string name;
+  int64_t numel = 0;
+  int ready_node = 0;
+};
+
 struct BucketPlan {
-  std::vector<Bucket> buckets;  // in launch order
-  int64_t grad_numel = 0;       // elements all-reduced per step (the buckets' sum)
+  std::vector<Bucket> buckets;     // in launch order
+  std::vector<PlannedGrad> grads;  // every bucketed gradient, in arena order
+  int64_t grad_numel = 0;          // elements all-reduced per step (the buckets' sum)
   // A hash of the bucket sizes and parameter names (ranks compare it before the first step).
   uint64_t hash() const;
   // "3 buckets: 0.25 MiB (fc.weight ..), 24.1 MiB (..), .."
@@ -56,14 +63,24 @@ BucketPlan plan_buckets(Graph& g, const DistOptions& opt);
 // What one data-parallel step spent, in seconds, on this rank (PyTorch DDP's four timeline
 // fields under its names, plus the totals tbd reports).
 struct DistStepTimes {
-  double step = 0;              // zero_grad .. optimizer done
-  double forward_compute = 0;   // forward (zero_grad included)
-  double backward_compute = 0;  // backward's own work
-  double backward_comm = 0;     // first bucket started .. last bucket done
+  double step = 0;                           // zero_grad .. optimizer done
+  double forward_compute = 0;                // forward (zero_grad included)
+  double backward_compute = 0;               // backward's own work
+  double backward_comm = 0;                  // first bucket started .. last bucket done
   double backward_compute_comm_overlap = 0;  // first bucket started .. backward done
   double comm_busy = 0;                      // sum of the all-reduces' own durations
   double wait = 0;                           // backward done .. last bucket done (exposed)
   std::vector<CommEvent> events;             // per bucket, relative to the step's start
+  double optimizer = 0;                      // last bucket done .. optimizer done
+};
+
+// Means over the steps since DataParallel::reset_profile(), for the scaling model
+// (tools/track/dist_sim.py): when each gradient was complete, how long each phase took.
+struct DistProfile {
+  int steps = 0;
+  double step = 0, forward = 0, backward = 0, optimizer = 0, wait = 0, comm_busy = 0;
+  std::vector<double> node_done;  // per node: its backward done, seconds from the step's start
+  std::vector<double> bucket_start, bucket_end;  // per bucket, seconds from the step's start
 };
 
 class DataParallel {
@@ -79,6 +96,8 @@ class DataParallel {
   // One data-parallel training step (the default step with the buckets' all-reduces).
   void train_step();
   const DistStepTimes& last_times() const { return times_; }
+  void reset_profile() { profile_ = DistProfile{}; }
+  DistProfile profile() const;  // the means
   const BucketPlan& plan() const { return plan_; }
   Communicator& comm() { return comm_; }
 
@@ -97,6 +116,8 @@ class DataParallel {
   std::size_t next_bucket_ = 0;
   double t0_ = 0;
   DistStepTimes times_;
+  std::vector<double> node_done_;  // this step's, seconds from t0_
+  DistProfile profile_;            // sums
 };
 
 // Throws a named error unless `m` can run data-parallel (one graph, one optimizer).

@@ -35,7 +35,8 @@ void mpi_check(int rc, const char* call) {
 // MPI counts are int: a larger buffer goes in pieces of at most INT_MAX elements.
 template <class F>
 void in_pieces(int64_t n, F&& f) {
-  for (int64_t off = 0; off < n; off += INT_MAX) f(off, static_cast<int>(std::min<int64_t>(INT_MAX, n - off)));
+  for (int64_t off = 0; off < n; off += INT_MAX)
+    f(off, static_cast<int>(std::min<int64_t>(INT_MAX, n - off)));
 }
 
 class MpiComm final : public Communicator {

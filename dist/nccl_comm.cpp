@@ -64,10 +64,10 @@ ncclUniqueId bootstrap_id(int* rank, int* size) {
 #endif
   *rank = env_int({"TBD_RANK", "RANK"}, 0);
   *size = env_int({"TBD_WORLD_SIZE", "WORLD_SIZE"}, 1);
-  TBD_CHECK(*size >= 1 && *rank >= 0 && *rank < *size, "--tbd_dist=nccl: rank ", *rank,
-            " of ", *size, " (TBD_RANK, TBD_WORLD_SIZE) is not a place in the group");
-  TBD_CHECK(*size == 1 || std::getenv("NCCL_COMM_ID") != nullptr,
-            "--tbd_dist=nccl with ", *size, " ranks and no MPI: set NCCL_COMM_ID=<host>:<port> "
+  TBD_CHECK(*size >= 1 && *rank >= 0 && *rank < *size, "--tbd_dist=nccl: rank ", *rank, " of ",
+            *size, " (TBD_RANK, TBD_WORLD_SIZE) is not a place in the group");
+  TBD_CHECK(*size == 1 || std::getenv("NCCL_COMM_ID") != nullptr, "--tbd_dist=nccl with ", *size,
+            " ranks and no MPI: set NCCL_COMM_ID=<host>:<port> "
             "(rank 0's address) in every rank's environment, or launch with mpirun");
   TBD_NCCL_CHECK(ncclGetUniqueId(&id));
   return id;
@@ -116,8 +116,8 @@ class NcclComm final : public Communicator {
   double sum(double v) override { return scalar(v, ncclSum); }
   void barrier() override { scalar(0, ncclSum); }
   std::vector<double> allgather(double v) override {
-    TBD_STATUS_CHECK(CudaTraits, cudaMemcpyAsync(scalars_, &v, sizeof v, cudaMemcpyHostToDevice,
-                                                 stream_));
+    TBD_STATUS_CHECK(CudaTraits,
+                     cudaMemcpyAsync(scalars_, &v, sizeof v, cudaMemcpyHostToDevice, stream_));
     TBD_NCCL_CHECK(ncclAllGather(scalars_, scalars_ + 1, 1, ncclFloat64, comm_, stream_));
     std::vector<double> all(static_cast<std::size_t>(size_));
     TBD_STATUS_CHECK(CudaTraits, cudaMemcpyAsync(all.data(), scalars_ + 1, sizeof(double) * size_,
@@ -198,12 +198,12 @@ class NcclComm final : public Communicator {
   }
   void sync() { TBD_STATUS_CHECK(CudaTraits, cudaStreamSynchronize(stream_)); }
   double scalar(double v, ncclRedOp_t op) {
-    TBD_STATUS_CHECK(CudaTraits, cudaMemcpyAsync(scalars_, &v, sizeof v, cudaMemcpyHostToDevice,
-                                                 stream_));
+    TBD_STATUS_CHECK(CudaTraits,
+                     cudaMemcpyAsync(scalars_, &v, sizeof v, cudaMemcpyHostToDevice, stream_));
     TBD_NCCL_CHECK(ncclAllReduce(scalars_, scalars_, 1, ncclFloat64, op, comm_, stream_));
     double out = 0;
-    TBD_STATUS_CHECK(CudaTraits, cudaMemcpyAsync(&out, scalars_, sizeof out,
-                                                 cudaMemcpyDeviceToHost, stream_));
+    TBD_STATUS_CHECK(CudaTraits,
+                     cudaMemcpyAsync(&out, scalars_, sizeof out, cudaMemcpyDeviceToHost, stream_));
     sync();
     return out;
   }

@@ -37,6 +37,14 @@ TensorId Model::data_input(const std::string& name, Shape shape, DType dtype, do
   return id;
 }
 
+std::vector<TensorId> Model::data_input_ids() const {
+  std::vector<TensorId> ids;
+  for (const Data& d : data_) {
+    if (d.graph == &graph_) ids.push_back(d.id);
+  }
+  return ids;
+}
+
 bool Model::data_range(TensorId id, double* lo, double* hi) const {
   for (const Data& d : data_) {
     if (d.id != id || d.graph != &graph_) continue;

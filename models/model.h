@@ -62,6 +62,8 @@ class Model {
   using HostFill = std::function<void(void* host, int64_t numel)>;
   TensorId data_input(const std::string& name, Shape shape, DType dtype, double lo, double hi,
                       HostFill fill);
+  // The main graph's data inputs, in declaration order.
+  std::vector<TensorId> data_input_ids() const;
   // The value range of a data input (layer benchmarks feed a layer what the model feeds it);
   // false for other tensors.
   bool data_range(TensorId id, double* lo, double* hi) const;

@@ -29,6 +29,9 @@
 #        actor-learner (the CUDA backend runs no concurrent workers), 8 updates per iteration
 #      - in a fifth run at batch 1 (FRCNN_FILTER, FRCNN_BATCHES): the Faster R-CNN training
 #        step (one 600x1000 image, about 200 GMACs forward)
+#      - in fp32, the data-parallel step over NCCL at one rank (DIST_FILTER, DIST_BATCHES,
+#        --tbd_dist=nccl: the box has one GPU, so one rank; bench_fp32_nccl.json), beside the
+#        NCCL test (tests/cuda/nccl_cuda_test: that step equals the default step bit for bit)
 #   4. scripts/torch_side_by_side.py: PyTorch timings of the same layers and of the
 #      Inception-v3, Seq2Seq, DeepSpeech2, WGAN-GP, A3C and Faster R-CNN training steps (the
 #      models of scripts/torch_cpu_compare.py; CUDA
@@ -68,6 +71,9 @@ A3C_ARGS=${A3C_ARGS:-"--tbd_model_args=actors:1"}
 # Faster R-CNN at one image (TBD's batch; PyTorch's side: 1), in a run of its own.
 FRCNN_FILTER=${FRCNN_FILTER:-'^FasterRCNN/train/'}
 FRCNN_BATCHES=${FRCNN_BATCHES:-1}
+# The data-parallel ResNet-50 step over NCCL at one rank (fp32 only).
+DIST_FILTER=${DIST_FILTER:-'^ResNet50/train/batch:32/ranks:1'}
+DIST_BATCHES=${DIST_BATCHES:-32}
 BENCH_MATHS=${BENCH_MATHS:-"fp32 tf32"}
 BENCH_ARGS=${BENCH_ARGS:-"--benchmark_min_time=0.05"}  # plus the flags below
 BENCH_COUNTER_ARGS=${BENCH_COUNTER_ARGS:-""}           # e.g. "--tbd_counters=all" if the fixtures want one
@@ -77,6 +83,7 @@ DS2_TIMEOUT_S=${DS2_TIMEOUT_S:-60}       # per math mode, the DS2_FILTER run
 GAN_TIMEOUT_S=${GAN_TIMEOUT_S:-40}       # per math mode, the GAN_FILTER run
 A3C_TIMEOUT_S=${A3C_TIMEOUT_S:-20}       # per math mode, the A3C_FILTER run
 FRCNN_TIMEOUT_S=${FRCNN_TIMEOUT_S:-30}   # per math mode, the FRCNN_FILTER run
+DIST_TIMEOUT_S=${DIST_TIMEOUT_S:-30}     # the DIST_FILTER run (fp32)
 TORCH_TIMEOUT_S=${TORCH_TIMEOUT_S:-120}
 TOTAL_BUDGET_S=${TOTAL_BUDGET_S:-470}    # the whole check; every limit above is cut to what is left
 TORCH_RESERVE_S=${TORCH_RESERVE_S:-75}   # of it, keeping this much for the PyTorch step (its table)
@@ -264,6 +271,7 @@ if [[ -x "$BUNDLE/bin/tbd_bench" ]]; then
     run_bench "$m" _a3c "$A3C_FILTER" "$A3C_BATCHES" "$A3C_TIMEOUT_S" "$A3C_ARGS"
     run_bench "$m" _frcnn "$FRCNN_FILTER" "$FRCNN_BATCHES" "$FRCNN_TIMEOUT_S"
   done
+  run_bench fp32 _nccl "$DIST_FILTER" "$DIST_BATCHES" "$DIST_TIMEOUT_S" "--tbd_dist=nccl"
 fi
 say "benchmarks done after $(elapsed) s"
 

@@ -63,7 +63,7 @@ fi
 
 # Libraries the GPU machine provides itself (glibc and the dynamic loader) or through PyTorch's
 # pip wheels (CUDA): never packed.
-skip_re='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libutil\.so|libresolv\.so|libcudart|libcublas|libcublasLt|libcudnn|libcupti|libnvperf|libcuda\.so|libnvrtc|libnvJitLink|libtbd_)'
+skip_re='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libutil\.so|libresolv\.so|libcudart|libcublas|libcublasLt|libcudnn|libcupti|libnvperf|libcuda\.so|libnvrtc|libnvJitLink|libnccl|libtbd_)'
 declare -A packed=()
 for b in "${binaries[@]}" "${engine_libs[@]}"; do
   while read -r name _ path _; do
@@ -83,6 +83,7 @@ commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
     awk '{printf "%s=%s ", $2, $3} END {print ""}'
   echo "needs from the GPU machine: libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcupti.so.13"
   echo "  libnvperf_host.so (loaded by CUPTI for FLOP counters) libcudnn.so.9 (>= the version above)"
+  echo "  libnccl.so.2 (--tbd_dist=nccl; PyTorch's nvidia-nccl wheel)"
   echo "  and glibc >= 2.34"
   echo "files:"
   (cd "$BUNDLE_DIR" && find bin lib -type f -printf '  %p %s\n' | sort)

@@ -148,64 +148,72 @@ TEST(NcclBootstrap, RankZerosIdReachesEveryRank) {
 
 struct TinyModel {
   const char* name;
-  std::function<std::unique_ptr<Model>(Backend&)> build;
+  std::function<std::unique_ptr<Model>(Backend&, int64_t batch)> build;
   // False where the micro-batch reference cannot see what the ranks see: Faster R-CNN's
   // samplers draw from (layer, forward call), and the reference makes P forward calls a step.
   bool micro_batch_reference = true;
+  // True where one batch of P*B is the same training as P shards of B up to rounding and its
+  // inputs are the shards' concatenated along one axis: not with BatchNorm (its statistics are
+  // per batch), nor with Seq2Seq's labels (time-major, flattened: the shards interleave).
+  bool one_batch_reference = false;
+  int64_t batch = 2;  // per rank
 };
 
 std::vector<TinyModel> tiny_models() {
   std::vector<TinyModel> out;
-  out.push_back({"ResNet50", [](Backend& be) {
+  out.push_back({"ResNet50", [](Backend& be, int64_t batch) {
                    ResNetOptions o;
-                   o.batch = 2, o.image = 32, o.classes = 10, o.width_div = 16;
+                   o.batch = batch, o.image = 32, o.classes = 10, o.width_div = 16;
                    o.num_stages = 2, o.blocks_per_stage = 1, o.lr = 0.05, o.seed = 3;
                    return build_resnet50(be, o);
                  }});
-  out.push_back({"Transformer", [](Backend& be) {
+  out.push_back({"Transformer",
+                 [](Backend& be, int64_t batch) {
                    TransformerOptions o;
                    o.spec.layers = 1, o.spec.d_model = 16, o.spec.heads = 2, o.spec.ffn = 32;
                    o.spec.vocab = 40, o.spec.src_len = o.spec.tgt_len = 6;
                    o.spec.dropout = 0;
-                   o.batch = 2, o.lr = 3e-3, o.seed = 5;
+                   o.batch = batch, o.lr = 3e-3, o.seed = 5;
                    return build_transformer(be, o);
-                 }});
-  out.push_back({"Seq2Seq", [](Backend& be) {
+                 },
+                 true, true});
+  out.push_back({"Seq2Seq", [](Backend& be, int64_t batch) {
                    Seq2SeqOptions o;
                    o.spec.src_vocab = o.spec.tgt_vocab = 30;
                    o.spec.embed = o.spec.hidden = o.spec.attention = 8;
                    o.spec.src_len = o.spec.tgt_len = 5;
-                   o.batch = 2, o.lr = 1e-2, o.seed = 7;
+                   o.batch = batch, o.lr = 1e-2, o.seed = 7;
                    return build_seq2seq(be, o);
                  }});
-  out.push_back({"DeepSpeech2", [](Backend& be) {
+  out.push_back({"DeepSpeech2", [](Backend& be, int64_t batch) {
                    DeepSpeech2Options o;
                    DeepSpeech2Spec& s = o.spec;
                    s.freq = 20, s.frames = 40, s.channels = 4;
                    s.k1_time = 5, s.k1_freq = 5, s.s1_time = 2, s.s1_freq = 2;
                    s.k2_time = 5, s.k2_freq = 3, s.s2_time = 1, s.s2_freq = 2;
                    s.rnn_layers = 1, s.hidden = 8, s.label_len = 4;
-                   o.batch = 2, o.lr = 2e-2, o.seed = 11;
+                   o.batch = batch, o.lr = 2e-2, o.seed = 11;
                    return build_deepspeech2(be, o);
                  }});
-  out.push_back({"InceptionV3", [](Backend& be) {
+  out.push_back({"InceptionV3", [](Backend& be, int64_t batch) {
                    InceptionV3Options o;
-                   o.batch = 2, o.image = 75, o.classes = 10, o.aux = false;
+                   o.batch = batch, o.image = 75, o.classes = 10, o.aux = false;
                    o.width_div = 16, o.dropout = 0, o.lr = 0.05, o.seed = 11;
                    return build_inception_v3(be, o);
                  }});
-  out.push_back({"FasterRCNN", [](Backend& be) -> std::unique_ptr<Model> {
+  out.push_back({"FasterRCNN",
+                 [](Backend& be, int64_t batch) -> std::unique_ptr<Model> {
                    FasterRcnnOptions o = faster_rcnn_tiny();
-                   o.batch = 1;
+                   o.batch = batch;
                    return build_faster_rcnn(be, o);
                  },
-                 false});
+                 false, false, 1});
   return out;
 }
 
 std::unique_ptr<Model> build_in_backward_order(const TinyModel& t, Backend& be, int shard) {
   ParamOrderScope order(ParamOrder::kBackward);
-  std::unique_ptr<Model> m = t.build(be);
+  std::unique_ptr<Model> m = t.build(be, t.batch);
   m->set_data_shard(shard);
   return m;
 }
@@ -298,6 +306,72 @@ TEST(DataParallel, EqualsAccumulatedMicroBatches) {
     Trained ref = train_micro_batches(t, *w.be, p, steps);
     expect_match(dp.grads, ref.grads, bitwise, std::string(t.name) + " gradients");
     expect_match(dp.weights, ref.weights, bitwise, std::string(t.name) + " weights");
+  }
+}
+
+// The P shards' inputs, concatenated along the axis that holds the batch, into a model built
+// for P*B (batch-major and time-major inputs alike).
+void load_concatenated_shards(const TinyModel& t, Backend& be, int p, Model& big) {
+  std::vector<std::unique_ptr<Model>> shards;
+  for (int r = 0; r < p; ++r) shards.push_back(build_in_backward_order(t, be, r));
+  Graph& bg = big.graph();
+  for (TensorId id : big.data_input_ids()) {
+    const std::string& name = bg.tensor_name(id);
+    const Shape& bs = bg.desc(id).shape;
+    Graph& sg = shards[0]->graph();
+    TensorId sid = -1;
+    for (TensorId s : shards[0]->data_input_ids())
+      if (sg.tensor_name(s) == name) sid = s;
+    ASSERT_GE(sid, 0) << name;
+    const Shape& ss = sg.desc(sid).shape;
+    ASSERT_EQ(bs.rank(), ss.rank()) << name;
+    int axis = -1;
+    for (int d = 0; d < bs.rank() && axis < 0; ++d)
+      if (bs[d] == p * ss[d] && ss[d] > 0) axis = d;
+    ASSERT_GE(axis, 0) << name << ": no batch axis";
+    const std::size_t elem = bg.desc(id).bytes() / static_cast<std::size_t>(bs.numel());
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= ss[d];
+    for (int d = axis + 1; d < ss.rank(); ++d) inner *= ss[d];
+    const std::size_t block = static_cast<std::size_t>(ss[axis] * inner) * elem;
+    std::vector<char> out(bg.desc(id).bytes());
+    for (int r = 0; r < p; ++r) {
+      std::vector<char> in(sg.desc(sid).bytes());
+      be.copy_to_host(in.data(), shards[r]->graph().tensor(sid));
+      for (int64_t o = 0; o < outer; ++o)
+        std::memcpy(out.data() + (o * p + r) * block, in.data() + o * block, block);
+    }
+    be.copy_from_host(bg.tensor(id), out.data());
+  }
+}
+
+// Against one batch of P*B (the Transformer): the same gradients up to rounding, the batch's
+// sums running in another order. Tolerance: within 1e-5 of the largest gradient, after one
+// step. (Not the weights after k steps: Adam scales each update to about lr whatever the
+// gradient's size, so a rounding difference in a near-zero gradient moves a weight by up to lr.)
+TEST(DataParallel, MatchesOneBatchOfAllShardsWithinTolerance) {
+  World w;
+  const int p = w.comm->size();
+  for (const TinyModel& t : tiny_models()) {
+    if (!t.one_batch_reference) continue;
+    Trained dp = train_data_parallel(t, w, DistOptions{}, 1);
+    std::unique_ptr<Model> big;
+    {
+      ParamOrderScope order(ParamOrder::kBackward);
+      big = t.build(*w.be, p * t.batch);
+    }
+    load_concatenated_shards(t, *w.be, p, *big);
+    big->train_step();
+    const std::vector<float> want = host(*w.be, big->graph().arena().grads);
+    ASSERT_EQ(dp.grads.size(), want.size()) << t.name;
+    float maxabs = 0;
+    double worst = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      maxabs = std::max(maxabs, std::fabs(want[i]));
+      worst = std::max(worst, static_cast<double>(std::fabs(dp.grads[i] - want[i])));
+    }
+    EXPECT_GT(maxabs, 0) << t.name;
+    EXPECT_LE(worst, 1e-5 * maxabs) << t.name << " gradients: max |diff| " << worst;
   }
 }
 

@@ -152,10 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="contender files (a set of runs)")
     add_compare_options(c)
 
-    from . import abrun, bisect, history  # noqa: PLC0415 (subcommand modules)
+    from . import abrun, bisect, dist_sim, history  # noqa: PLC0415 (subcommand modules)
     abrun.add_parser(sub, add_compare_options)
     history.add_parser(sub)
     bisect.add_parser(sub, add_compare_options)
+    dist_sim.add_parser(sub)
     try:
         from . import report  # noqa: PLC0415
         report.add_parser(sub)

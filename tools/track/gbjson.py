@@ -60,6 +60,7 @@ class Run:
     benches: dict[str, Bench]
     breakdown: list[dict]
     metrics_meta: dict          # context.tbd_metrics, or {} for files without it
+    dist_steps: list[dict] = field(default_factory=list)  # tbd_dist_steps (--tbd_dist runs)
 
     @property
     def commit(self) -> str:
@@ -172,8 +173,10 @@ def load_run(path: str) -> Run:
         benches[key] = b
 
     bd = doc.get("tbd_breakdown")
+    ds = doc.get("tbd_dist_steps")
     return Run(path=path, context=ctx, benches=benches,
-               breakdown=bd if isinstance(bd, list) else [], metrics_meta=meta)
+               breakdown=bd if isinstance(bd, list) else [], metrics_meta=meta,
+               dist_steps=[r for r in ds if isinstance(r, dict)] if isinstance(ds, list) else [])
 
 
 def load_runs(paths: list[str], warn=None) -> list[Run]:

@@ -969,8 +969,9 @@ def _med(b, metric):
 
 
 def line_chart(kind: str, title: str, series: list[tuple[str, list[tuple[int, float]]]],
-               unit: str, w: int = 620, h: int = 300, zero: bool = True) -> str:
-    """y vs batch size on a log2 x axis, one line per series."""
+               unit: str, w: int = 620, h: int = 300, zero: bool = True,
+               xlabel: str = "batch size") -> str:
+    """y vs batch size (or `xlabel`) on a log2 x axis, one line per series."""
     xs = sorted({n for _, pts in series for n, _ in pts})
     ys = [v for _, pts in series for _, v in pts]
     if not xs or not ys:
@@ -1002,7 +1003,7 @@ def line_chart(kind: str, title: str, series: list[tuple[str, list[tuple[int, fl
                    f'y2="{_c(top + ph + 4)}"/>')
         out.append(f'<text x="{_c(x)}" y="{_c(top + ph + 16)}" text-anchor="middle">{n}</text>')
     out.append(f'<text class="axt" x="{_c(w - right)}" y="{_c(top + ph + 30)}" '
-               'text-anchor="end">batch size (log2)</text>')
+               f'text-anchor="end">{_e(xlabel)} (log2)</text>')
     for k, (name, pts) in enumerate(series):
         colour = PALETTE[k % len(PALETTE)]
         pts = sorted(pts)
@@ -1012,8 +1013,8 @@ def line_chart(kind: str, title: str, series: list[tuple[str, list[tuple[int, fl
             out.append(f'<path class="sline" d="{d}" stroke="{colour}"/>')
         for n, v in pts:
             out.append(f'<circle class="mark" cx="{_c(x_of(n))}" cy="{_c(y_of(v))}" r="3.5" '
-                       f'fill="{colour}"><title>{_e(name)} batch {n}: {_e(fmt(v, unit))}</title>'
-                       "</circle>")
+                       f'fill="{colour}"><title>{_e(name)} {_e(xlabel)} {n}: '
+                       f'{_e(fmt(v, unit))}</title></circle>')
     out += _legend([("dot", PALETTE[k % len(PALETTE)], name) for k, (name, _) in
                     enumerate(series)], left, top + ph + 46, w - left - right)
     out.append("</svg>")
@@ -1740,7 +1741,51 @@ summary();window.addEventListener('load',summary);
 SECTIONS = (("verdict", "Verdict"), ("tables", "Comparison tables"), ("ab", "A/B samples"),
             ("history", "History and change points"), ("throughput", "Throughput vs batch"),
             ("memory", "Memory by category"), ("layers", "Per-layer breakdown"),
-            ("context", "Context"))
+            ("scaling", "Data-parallel scaling"), ("context", "Context"))
+
+
+def section_scaling(runs: list[Run]) -> str:
+    """Weak-scaling efficiency predicted by tbd_track simulate for each model with a one-rank
+    data-parallel profile, on each named link (ring all-reduce, 25 MiB buckets), and the
+    model's validation against the measured multi-rank rows."""
+    from . import dist_sim  # noqa: PLC0415
+    profs = [p for p in dist_sim.profiles(runs) if p.ranks == 1]
+    ranks = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    out = ['<p class="caption">Predicted from the one-rank step profile of a '
+           "<code>--tbd_dist</code> run (when backward completed each gradient) and an "
+           "alpha-beta model of a ring all-reduce over each link (nominal figures; "
+           "<code>tbd_track simulate</code> prints them and other algorithms). Efficiency is "
+           "the one-rank step over the P-rank step at the same per-rank batch.</p>"]
+    for prof in profs:
+        series = []
+        for key, link in dist_sim.LINKS.items():
+            pts = [(p, dist_sim.simulate(prof, p, link).efficiency) for p in ranks]
+            series.append((link.name, pts))
+        chart = line_chart("scaling", f"weak-scaling efficiency of {prof.name}", series,
+                           "fraction", xlabel="ranks")
+        grad_mb = sum(b for b, _ in prof.grads) / 1e6
+        out.append(f"<figure><h3>{_e(prof.name)}</h3>{chart}<figcaption>one-rank step "
+                   f"{_e(fmt(prof.step_s, 's'))}, {grad_mb:.4g} MB of gradients per step"
+                   "</figcaption></figure>")
+    try:
+        val = dist_sim.validate(runs, dist_sim.profiles(runs), "ring", 25.0, 1.0)
+    except InputError as e:
+        val = []
+        out.append(f'<p class="absent">No validation: {_e(str(e))}</p>')
+    if val:
+        rows = [[Cell(f"<code>{_e(v['name'])}</code>", cls="name"),
+                 Cell(_e(fmt(v["measured_s"], "s")), v["measured_s"]),
+                 Cell(_e(fmt(v["predicted_s"], "s")), v["predicted_s"]),
+                 Cell(f"{v['error'] * 100:+.1f}%", v["error"]), Cell(_e(v["link"]))]
+                for v in val]
+        out.append("<h3>The model against this machine</h3>")
+        out.append('<p class="caption">Each measured multi-rank row against the model fed with '
+                   "the same run's one-rank row and AllReduce rows (and its ranks' share of "
+                   "cores: CPU ranks without a spare core share them with the all-reduce).</p>")
+        out.append(_table([("row", "text"), ("measured step", "num"), ("predicted", "num"),
+                           ("error", "num"), ("link fitted from the AllReduce rows", "text")],
+                          rows))
+    return "".join(out)
 
 
 def build_html(comparison: dict | None, history: dict | None, runs: list, title: str) -> str:
@@ -1760,6 +1805,10 @@ def build_html(comparison: dict | None, history: dict | None, runs: list, title:
     body["memory"] = (True, section_memory(runs)) if runs else (False, no_runs)
     bd_present = bool(runs) or bool(c and c.get("breakdowns"))
     body["layers"] = (True, section_layers(runs, c)) if bd_present else (False, no_runs)
+    has_dist = any(r.dist_steps for r in runs)
+    body["scaling"] = ((True, section_scaling(runs)) if has_dist else
+                       (False, "No data-parallel profile in the runs (tbd_bench --tbd_dist=mpi "
+                        "writes one; see README, Data-parallel training)."))
     body["context"] = ((True, section_context(runs, c)) if runs or c else
                        (False, "No runs or comparison: no context to show."))
 

@@ -1,0 +1,76 @@
+// tests/cuda/nccl_cuda_test.cpp: the NCCL communicator on a GPU (skipped, with the reason,
+// where no CUDA device is usable): one rank's data-parallel step equals the default step bit for
+// bit (ncclAvg over one rank is the identity), and an all-reduce sweep of odd sizes keeps its
+// values. Multi-rank NCCL needs one GPU per rank; the lent box has one.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "backends/backends.h"
+#include "dist/data_parallel.h"
+#include "models/resnet50.h"
+#include "tests/support/check.h"
+
+namespace tbd {
+namespace {
+
+ResNetOptions tiny_resnet() {
+  ResNetOptions o;
+  o.batch = 2, o.image = 32, o.classes = 10, o.width_div = 16;
+  o.num_stages = 2, o.blocks_per_stage = 1, o.lr = 0.05, o.seed = 3;
+  return o;
+}
+
+std::vector<float> host(Backend& be, const Tensor& t) {
+  std::vector<float> v(static_cast<std::size_t>(t.numel()));
+  be.synchronize();
+  be.copy_to_host(v.data(), t);
+  return v;
+}
+
+TEST(NcclCuda, OneRankStepEqualsTheDefaultStep) {
+  TBD_SKIP_WITHOUT_CUDA();
+  if (!dist_backend_built(DistBackend::kNccl)) GTEST_SKIP() << "built without NCCL";
+  auto be = make_backend(BackendChoice::kCuda);
+  std::unique_ptr<Model> plain, dist;
+  {
+    ParamOrderScope order(ParamOrder::kBackward);
+    plain = build_resnet50(*be, tiny_resnet());
+    dist = build_resnet50(*be, tiny_resnet());
+  }
+  auto comm = make_communicator(DistBackend::kNccl, *be);
+  ASSERT_EQ(comm->size(), 1);
+  DataParallel dp(*dist, *comm, DistOptions{});
+  for (int s = 0; s < 3; ++s) {
+    plain->train_step();
+    dp.train_step();
+    EXPECT_EQ(plain->loss(), dist->loss()) << "step " << s;
+  }
+  std::vector<float> a = host(*be, plain->graph().arena().values);
+  std::vector<float> b = host(*be, dist->graph().arena().values);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  EXPECT_EQ(dp.last_times().events.size(), dp.plan().buckets.size());
+}
+
+TEST(NcclCuda, AllReduceKeepsValuesOnOneRank) {
+  TBD_SKIP_WITHOUT_CUDA();
+  if (!dist_backend_built(DistBackend::kNccl)) GTEST_SKIP() << "built without NCCL";
+  auto be = make_backend(BackendChoice::kCuda);
+  auto comm = make_communicator(DistBackend::kNccl, *be);
+  for (int64_t n : {1, 3, 1023, 100003}) {
+    Tensor t = be->empty(Shape{n}, MemCategory::kDynamic);
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 7 + 1);
+    be->copy_from_host(t, v.data());
+    comm->allreduce_sum(t);
+    comm->start_allreduce(0, t, 1.f);
+    EXPECT_EQ(comm->wait_all().size(), 1u);
+    EXPECT_EQ(host(*be, t), v) << "n=" << n;
+  }
+  EXPECT_EQ(comm->max(3.0), 3.0);
+  EXPECT_EQ(comm->allgather(2.0), std::vector<double>{2.0});
+}
+
+}  // namespace
+}  // namespace tbd
