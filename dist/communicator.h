@@ -62,6 +62,10 @@ class Communicator {
   virtual void barrier() = 0;
   // Every rank's `v` (rank order), for the context and a timeline gathered on rank 0.
   virtual std::vector<double> allgather(double v) = 0;
+  // A barrier, then t = sum over ranks of t, in place, timed alone on the thread (or stream)
+  // that makes the call, as OSU's osu_allreduce and nccl-tests time it: the library's time, not
+  // the hand-over to that thread. Returns this rank's seconds (the AllReduce rows).
+  virtual double timed_allreduce(const Tensor& t) = 0;
 
   // ---- a data-parallel step's buckets ----
   // Starts t = scale * (sum over ranks of t) in place, for bucket `bucket`; buckets are started

@@ -100,6 +100,18 @@ class MpiComm final : public Communicator {
     return all;
   }
 
+  double timed_allreduce(const Tensor& t) override {
+    check_host(t);
+    double s = 0;
+    comm_thread_.run([&] {
+      TBD_MPI(MPI_Barrier(comm_));
+      const double t0 = dist_now_s();
+      reduce_in_place(t.f32(), t.numel(), 1.f);
+      s = dist_now_s() - t0;
+    });
+    return s;
+  }
+
   void start_allreduce(int bucket, const Tensor& t, float scale) override {
     check_host(t);
     const double queued = dist_now_s();

@@ -134,7 +134,19 @@ void TableReporter::print_row(const Run& r, int k) {
                 std::isnan(util) ? "-" : fmt("%.1f%%", util).c_str(), bound,
                 std::isnan(roof) ? "-" : fmt("%.1f%%", roof).c_str(),
                 std::isnan(mib) ? "-" : fmt("%.1f MiB", mib).c_str());
-  out << buf << "\n";
+  out << buf;
+  // Data-parallel rows (--tbd_dist): the all-reduce's bus bandwidth; a step's scaling and the
+  // communication it waits for.
+  const double busbw = counter_value(r, counter::kBusBw);
+  if (!std::isnan(busbw)) out << "  busbw " << fmt("%.3g GB/s", busbw / 1e9);
+  const double eff = counter_value(r, counter::kWeakScaling);
+  if (!std::isnan(eff)) out << "  scaling " << fmt("%.0f%%", eff * 100);
+  const double exposed = counter_value(r, counter::kCommExposed);
+  const double comm = counter_value(r, counter::kComm);
+  if (!std::isnan(exposed) && !std::isnan(comm)) {
+    out << "  comm " << format_seconds(comm) << ", exposed " << format_seconds(exposed);
+  }
+  out << "\n";
 }
 
 void TableReporter::Finalize() {

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# scripts/test.sh: runs every test (after scripts/setup.sh built the release preset), then the
-# core, layer and model tests again under ASan+UBSan (preset `asan`), then the concurrent ones
-# (A3C's actor-learner threads, the tracking allocator) under ThreadSanitizer (preset `tsan`,
-# which builds only those two test binaries). Exits non-zero when any test fails. CUDA tests (ctest label `cuda`) skip with their reason where no GPU is usable.
+# scripts/test.sh: runs every test (after scripts/setup.sh built the release preset; the
+# data-parallel ones under mpiexec), then the core, layer, model and data-parallel tests again
+# under ASan+UBSan (preset `asan`), then the concurrent ones (A3C's actor-learner threads, the
+# tracking allocator, the communication thread) under ThreadSanitizer (preset `tsan`, which
+# builds only those three test binaries). Exits non-zero when any test fails. CUDA tests (ctest
+# label `cuda`) skip with their reason where no GPU is usable.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -21,7 +23,7 @@ cmake --preset asan >/dev/null
 cmake --build --preset asan
 ctest --preset asan -j "$jobs"
 
-echo "== ThreadSanitizer build and tests (A3C workers, tracking allocator)"
+echo "== ThreadSanitizer build and tests (A3C workers, tracking allocator, comm thread)"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan
 ctest --preset tsan -j "$jobs"

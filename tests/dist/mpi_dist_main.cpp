@@ -122,6 +122,8 @@ TEST(AllReduce, BroadcastAndScalars) {
   EXPECT_EQ(w.comm->max(r), p - 1);
   EXPECT_EQ(w.comm->min(r), 0);
   EXPECT_EQ(w.comm->sum(1), p);
+  w.comm->timed_allreduce(t);  // t = p x 10 everywhere
+  for (float x : host(*w.be, t)) EXPECT_EQ(x, 10.f * p);
   std::vector<double> all = w.comm->allgather(r * 2.0);
   ASSERT_EQ(static_cast<int>(all.size()), p);
   for (int k = 0; k < p; ++k) EXPECT_EQ(all[k], 2.0 * k);

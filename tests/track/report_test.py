@@ -46,6 +46,9 @@ HISTORY = os.path.join(ROOT, "tests", "track", "data", "history-example.json")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from track_support import CONV_CL as CHANNELS_LAST, GEMM_CONV, MODELS  # noqa: E402
 
+# A 2-rank --tbd_dist run (ResNet-50's ranks:1 and ranks:2 rows, AllReduce rows).
+DIST_RUN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "dist-np2.json")
+
 # ---------------------------------------------------------------------------------------------
 # Synthetic tbd-shaped runs: model sweeps with 5 repetitions, layer rows, errors, a breakdown.
 
@@ -290,7 +293,7 @@ class ReportTestBase(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def full(self) -> str:
-        runs = load_runs([self.new, MODELS])
+        runs = load_runs([self.new, MODELS, DIST_RUN])
         return report.build_html(self.synth_cmp, self.history, runs, "tbd nightly")
 
 
@@ -421,7 +424,8 @@ class ReportHtmlTest(ReportTestBase):
                                 {"verdict", "tables", "ab", "context"}),
             "history only": (None, self.history, [], {"history"}),
             "runs only": (None, None, runs, {"throughput", "memory", "layers", "context"}),
-            "everything": (self.synth_cmp, self.history, runs, set(names)),
+            "everything": (self.synth_cmp, self.history, load_runs([MODELS, DIST_RUN]),
+                           set(names)),
         }
         for what, (c, h, r, present) in cases.items():
             with self.subTest(what):
@@ -437,7 +441,8 @@ class ReportHtmlTest(ReportTestBase):
         doc = self.full()
         expect = {"ab": {"ab-strip"}, "history": {"history"},
                   "throughput": {"throughput", "utilization", "layer-throughput"},
-                  "memory": {"memory"}, "layers": {"layer-share", "kind-share", "roofline"}}
+                  "memory": {"memory"}, "layers": {"layer-share", "kind-share", "roofline"},
+                  "scaling": {"scaling"}}
         for sid, kinds in expect.items():
             with self.subTest(sid):
                 found = charts(section_html(doc, sid))
