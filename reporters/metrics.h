@@ -91,8 +91,8 @@ const char* to_string(MetricDirection d);  // "lower", "higher", "work", "info"
     "data-parallel: the ranks:1 row's step time over this row's (same per-rank batch, same "    \
     "run); absent where the run has no ranks:1 row")                                            \
   X(kSharedCores, "shared_cores", kInfo, "flag", true,                                          \
-    "data-parallel: 1 when the ranks on one machine use more threads than it has cores (the "   \
-    "ranks then slow each other down: no compute-scaling number)")                              \
+    "data-parallel, CPU: 1 when the ranks on one machine take all its cores, leaving none for " \
+    "their communication threads (no compute-scaling number)")                                  \
   X(kAlgBw, "algbw", kHigher, "bytes/s", false,                                                 \
     "AllReduce: bytes / time (nccl-tests' algorithm bandwidth)")                                \
   X(kBusBw, "busbw", kHigher, "bytes/s", false,                                                 \

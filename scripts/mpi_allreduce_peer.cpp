@@ -50,8 +50,8 @@ int main(int argc, char** argv) {
     for (double t : times) mean += t / static_cast<double>(times.size());
     std::sort(times.begin(), times.end());
     if (rank == 0)
-      std::printf("{\"bytes\": %lld, \"ranks\": %d, \"time_s\": %.9g, \"median_s\": %.9g}\n",
-                  bytes, size, mean, times[times.size() / 2]);
+      std::printf("{\"bytes\": %lld, \"ranks\": %d, \"time_s\": %.9g, \"median_s\": %.9g}\n", bytes,
+                  size, mean, times[times.size() / 2]);
     if (aligned) std::free(data);
   }
   MPI_Finalize();

@@ -269,6 +269,14 @@ Trained train_micro_batches(const TinyModel& t, Backend& be, int p, int steps) {
   return {host(be, g.arena().values), host(be, g.arena().grads)};
 }
 
+// Whether P ranks' sums have known bits: beyond two ranks they depend on the library's
+// reduction tree, which it may pick by message size; ctest pins Open MPI's recursive doubling
+// (the reference's pairwise tree) for P = 4. Otherwise the tests use a tolerance.
+bool bitwise_at(int p) {
+  const char* algo = std::getenv("OMPI_MCA_coll_tuned_allreduce_algorithm");
+  return p <= 2 || ((p & (p - 1)) == 0 && algo && std::string(algo) == "3");
+}
+
 // Frozen parameters (no bucket) keep zero gradients on both sides, so arenas compare whole.
 void expect_match(const std::vector<float>& got, const std::vector<float>& want, bool bitwise,
                   const std::string& what) {
@@ -293,10 +301,7 @@ TEST(DataParallel, EqualsAccumulatedMicroBatches) {
   World w;
   const int p = w.comm->size();
   const int steps = 3;
-  // Beyond two ranks the bits depend on the library's reduction tree: ctest pins Open MPI's
-  // recursive doubling (the reference's pairwise tree) for P = 4; otherwise a tolerance.
-  const char* algo = std::getenv("OMPI_MCA_coll_tuned_allreduce_algorithm");
-  const bool bitwise = p <= 2 || ((p & (p - 1)) == 0 && algo && std::string(algo) == "3");
+  const bool bitwise = bitwise_at(p);
   for (const TinyModel& t : tiny_models()) {
     if (!t.micro_batch_reference) continue;
     Trained dp = train_data_parallel(t, w, DistOptions{}, steps);
@@ -379,22 +384,24 @@ TEST(DataParallel, MatchesOneBatchOfAllShardsWithinTolerance) {
 
 TEST(DataParallel, BucketCapsDoNotChangeTheResult) {
   World w;
-  const TinyModel t = tiny_models()[0];
-  std::vector<Trained> runs;
-  std::vector<std::size_t> counts;
-  for (double cap : {1.0 / 1024, 25.0, 0.0}) {
-    DistOptions opt;
-    opt.bucket_mib = cap;
-    opt.first_bucket_mib = cap;
-    runs.push_back(train_data_parallel(t, w, opt, 2));
-    std::unique_ptr<Model> m = build_in_backward_order(t, *w.be, w.comm->rank());
-    counts.push_back(plan_buckets(m->graph(), opt).buckets.size());
+  for (const TinyModel& t : tiny_models()) {
+    std::vector<Trained> runs;
+    std::vector<std::size_t> counts;
+    for (double cap : {1.0 / 1024, 25.0, 0.0}) {
+      DistOptions opt;
+      opt.bucket_mib = cap;
+      opt.first_bucket_mib = cap;
+      runs.push_back(train_data_parallel(t, w, opt, 2));
+      std::unique_ptr<Model> m = build_in_backward_order(t, *w.be, w.comm->rank());
+      counts.push_back(plan_buckets(m->graph(), opt).buckets.size());
+    }
+    EXPECT_GT(counts[0], counts[1]) << t.name;  // 1 KiB cuts a tiny model into many buckets
+    EXPECT_EQ(counts[2], 1u) << t.name;
+    const bool bitwise = bitwise_at(w.comm->size());
+    for (std::size_t k = 1; k < runs.size(); ++k)
+      expect_match(runs[k].weights, runs[0].weights, bitwise,
+                   std::string(t.name) + " cap " + std::to_string(k));
   }
-  EXPECT_GT(counts[0], counts[1]);  // 1 KiB cuts the tiny ResNet into many buckets
-  EXPECT_EQ(counts[2], 1u);
-  const bool bitwise = w.comm->size() <= 2;
-  for (std::size_t k = 1; k < runs.size(); ++k)
-    expect_match(runs[k].weights, runs[0].weights, bitwise, "cap " + std::to_string(k));
 }
 
 TEST(DataParallel, DifferentBucketPlansAreANamedError) {

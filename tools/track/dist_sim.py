@@ -169,7 +169,8 @@ def cpu_share_of(run: Run) -> float:
     ctx = run.context
     if ctx.get("backend") != "cpu":
         return 0.0
-    m = re.search(r"\((\d+) on this machine, (\d+) threads each\)", str(ctx.get("dist_summary", "")))
+    m = re.search(r"\((\d+) on this machine, (\d+) threads each\)",
+                  str(ctx.get("dist_summary", "")))
     cores = int(ctx.get("num_cpus") or 0)
     if not m or not cores:
         return 1.0
