@@ -90,6 +90,10 @@ TORCH_RESERVE_S=${TORCH_RESERVE_S:-75}   # of it, keeping this much for the PyTo
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUNDLE=${BUNDLE:-$ROOT/build/gpu_bundle}
+# What is carried to the GPU machine is the compressed bundle (pack_gpu_bundle.sh): unpack it.
+if [[ ! -d "$BUNDLE" && -f "$BUNDLE.tar.xz" ]]; then
+  mkdir -p "$(dirname "$BUNDLE")" && tar -xJf "$BUNDLE.tar.xz" -C "$(dirname "$BUNDLE")"
+fi
 OUT=${OUT:-$ROOT/results/gpu/$(date -u +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"
 SUMMARY=$OUT/summary.txt
