@@ -55,4 +55,19 @@ bool sanitize_json_file(const std::string& path) {
   return static_cast<bool>(out);
 }
 
+bool set_json_file_key(const std::string& path, const std::string& key,
+                       const nlohmann::ordered_json& value) {
+  nlohmann::ordered_json doc;  // ordered: Google Benchmark's key order stays as written
+  {
+    std::ifstream in(path);
+    if (!in) return false;
+    doc = nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
+  }
+  if (doc.is_discarded()) return false;
+  doc[key] = value;
+  std::ofstream out(path, std::ios::trunc);
+  out << doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+  return static_cast<bool>(out);
+}
+
 }  // namespace tbd
