@@ -61,8 +61,8 @@ struct FasterRcnnOptions {
 // The feature map (stride 16) the RPN runs on: (h, w).
 std::pair<int64_t, int64_t> faster_rcnn_feature_size(const FasterRcnnOptions& o);
 // The tests' tiny configuration (CPU and CUDA alike): 2 images of 64x64, 3 classes, one real
-// box each, 4 one-unit stages with channels / 8, 2 anchors per cell (16 and 32 pixels) on a 4x4
-// map, 16 anchors and 8 RoIs sampled per image, 4x4 RoI bins, lr 0.01.
+// box each, 4 one-unit stages with channels / 4, 2 anchors per cell (16 and 32 pixels) on a 4x4
+// map, 16 anchors and 8 RoIs sampled per image, 4x4 RoI bins, lr 0.01, seed 14.
 FasterRcnnOptions faster_rcnn_tiny();
 // Parameters stored (every layer's weights, the frozen ones included; BatchNorm's gamma and
 // beta, not its running statistics) or trained (without conv0, stage 1 and every BatchNorm).

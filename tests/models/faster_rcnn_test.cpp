@@ -1,6 +1,7 @@
 // tests/models/faster_rcnn_test.cpp: Faster R-CNN has the note's parameter counts (stored and
 // trained); its frozen stem runs no backward; a tiny configuration (small backbone, 64x64
-// image, 3 classes, 2 anchors per cell) trains all four losses down and reruns identically.
+// image, 3 classes, 2 anchors per cell) trains all four losses down within 100 steps and reruns
+// identically.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -74,16 +75,17 @@ TEST(FasterRcnn, FrozenStemRunsNoBackward) {
   }
 }
 
-// All four losses fall on one fixed batch, and a rerun repeats every term bit for bit. The
-// anchors and RoIs are sampled anew every step, so each term's mean over the first 20 steps is
-// compared with its mean over the last 100 of 300. The detector's box loss is why the run is
-// this long and the bar only half: while the RPN is still random, the detector's foreground
-// RoIs are mostly the ground truth itself (appended to the proposals, delta 0), so that loss
-// first rises as the RPN starts proposing near-misses, and when it falls depends on the
-// trajectory (step 100 to 240 over seeds and builds; here, in the release build, under 6% of
-// its start from step 100 on). The other three fall within 100 steps by 80-98%.
+// All four losses fall within 100 steps on one fixed batch, and a rerun repeats every term bit
+// for bit. The anchors and RoIs are sampled anew every step, so each term's mean over steps
+// 1-20 is compared with its mean over steps 81-100. The detector's box loss is the one that
+// decides the bar: while the RPN is still random the detector's foreground RoIs are mostly the
+// ground truth itself (appended to the proposals, delta 0), and the loss rises again as the RPN
+// starts proposing near-misses; it falls for good once the RPN's proposals settle. At channels
+// / 8 that took 100 to 240 steps; at / 4 (the tiny configuration) the RPN settles sooner: over
+// seeds 0-15, 15 meet this bar (seed 8 does not: its box loss climbs back at steps 50-80).
+// Seed 14, the configuration's, ends under 2% of its start on every term.
 TEST(FasterRcnn, TinyConfigurationTrainsAllFourLossesAndReruns) {
-  constexpr int kSteps = 300, kFirst = 20, kLast = 100;
+  constexpr int kSteps = 100, kFirst = 20, kLast = 20;
   auto be = make_cpu_backend();
   auto a = train(*build_faster_rcnn(*be, tiny()), kSteps);
   for (const char* term : {"rpn_cls", "rpn_bbox", "rcnn_cls", "rcnn_bbox"}) {
