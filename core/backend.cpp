@@ -1,6 +1,7 @@
 // core/backend.cpp: what every backend shares (timers, checked allocation).
 #include "core/backend.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/error.h"
@@ -44,6 +45,21 @@ void Backend::start_timer() {
 double Backend::stop_timer() {
   synchronize();
   return static_cast<double>(steady_ns() - timer_start_ns_) * 1e-9;
+}
+
+void Backend::mark_start() {
+  mark_start_ns_ = steady_ns();
+  std::fill(mark_ns_.begin(), mark_ns_.end(), int64_t{-1});
+}
+
+void Backend::mark(std::size_t slot) {
+  if (slot >= mark_ns_.size()) mark_ns_.resize(slot + 1, -1);
+  mark_ns_[slot] = steady_ns();
+}
+
+double Backend::marked_s(std::size_t slot) {
+  if (slot >= mark_ns_.size() || mark_ns_[slot] < 0) return -1;
+  return static_cast<double>(mark_ns_[slot] - mark_start_ns_) * 1e-9;
 }
 
 Tensor Backend::empty(const TensorDesc& desc, MemCategory category) {

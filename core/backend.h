@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/allocator.h"
 #include "core/tensor.h"
@@ -89,6 +90,15 @@ class Backend {
   virtual bool device_timer() const { return false; }
   virtual void start_timer();
   virtual double stop_timer();
+  // Marks on the work queue, for a step's timeline (the data-parallel profile: when backward
+  // completed each node's gradients). mark_start() opens a timeline at the work queued so far;
+  // mark(slot) notes the point after the work queued so far; once synchronize() has returned,
+  // marked_s(slot) is the seconds from the start to that point, or -1 for a slot not marked
+  // since mark_start(). The default reads the host's clock at each call, which is right for a
+  // backend whose work is done when its calls return (the CPU); CUDA records events.
+  virtual void mark_start();
+  virtual void mark(std::size_t slot);
+  virtual double marked_s(std::size_t slot);
   // Evicts device caches (the GPU's L2) before a cold-cache iteration; no-op by default.
   virtual void flush_l2() {}
   // The peak rates utilizations and the roofline divide by. peak_flops(m): the arithmetic peak
@@ -102,6 +112,8 @@ class Backend {
  private:
   TrackingAllocator allocator_;
   int64_t timer_start_ns_ = 0;
+  int64_t mark_start_ns_ = 0;
+  std::vector<int64_t> mark_ns_;  // per slot; -1: not marked since mark_start()
 };
 
 }  // namespace tbd

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/splitmix.h"
+#include "layers/batchnorm2d.h"
 
 namespace tbd {
 
@@ -18,6 +19,7 @@ void check_data_parallel_model(const Model& m) {
 
 uint64_t BucketPlan::hash() const {
   uint64_t h = splitmix64(static_cast<uint64_t>(buckets.size()));
+  h = splitmix64(h ^ static_cast<uint64_t>(buffer_numel));
   for (const Bucket& b : buckets) {
     h = splitmix64(h ^ static_cast<uint64_t>(b.offset));
     h = splitmix64(h ^ static_cast<uint64_t>(b.numel));
@@ -36,8 +38,28 @@ std::string BucketPlan::describe() const {
     std::snprintf(buf, sizeof buf, "%s %.3g", k ? "," : "", buckets[k].bytes() / (1 << 20));
     s += buf;
   }
+  if (buffer_tensors > 0) {
+    std::snprintf(buf, sizeof buf, "; %lld BatchNorm buffers (%.3g MiB)",
+                  static_cast<long long>(buffer_tensors), 4.0 * buffer_numel / (1 << 20));
+    s += buf;
+    s += " from rank 0 before each forward";
+  }
   return s;
 }
+
+namespace {
+
+// The BatchNorm layers whose running statistics change in training (DDP's buffers).
+std::vector<const BatchNormLayer*> buffer_layers(Graph& g) {
+  std::vector<const BatchNormLayer*> out;
+  for (const Graph::Node& n : g.nodes()) {
+    const auto* bn = dynamic_cast<const BatchNormLayer*>(n.layer.get());
+    if (bn != nullptr && !bn->frozen()) out.push_back(bn);
+  }
+  return out;
+}
+
+}  // namespace
 
 BucketPlan plan_buckets(Graph& g, const DistOptions& opt) {
   // A finalized graph's arena must be in this order; a build-only graph (no storage) gets the
@@ -93,6 +115,13 @@ BucketPlan plan_buckets(Graph& g, const DistOptions& opt) {
     plan.grad_numel += cur.numel;
     plan.buckets.push_back(std::move(cur));
   }
+  if (opt.broadcast_buffers) {
+    for (const BatchNormLayer* bn : buffer_layers(g)) {
+      // C from the weight (a build-only graph has the shapes, not the running statistics).
+      plan.buffer_tensors += 2;
+      plan.buffer_numel += 2 * bn->params().at(0).value.numel();
+    }
+  }
   return plan;
 }
 
@@ -114,16 +143,39 @@ DataParallel::DataParallel(Model& m, Communicator& comm, DistOptions opt)
             "); every rank must build the same model with the same flags");
   // Rank 0's initial weights on every rank (they are equal when seeds are; this makes it so).
   if (g.arena().values.defined()) comm.broadcast(g.arena().values, 0);
+  if (plan_.buffer_numel > 0 && comm.size() > 1) {
+    for (const BatchNormLayer* bn : buffer_layers(g)) {
+      buffers_.push_back(bn->running_mean());
+      buffers_.push_back(bn->running_var());
+    }
+    buffer_staging_ = m.backend().empty(Shape{plan_.buffer_numel}, MemCategory::kDynamic);
+  }
   g.set_backward_hook([this](std::size_t node) { on_backward_node(node); });
 }
 
 DataParallel::~DataParallel() { m_.graph().set_backward_hook({}); }
 
+void DataParallel::sync_buffers() {
+  if (buffers_.empty()) return;
+  Backend& be = m_.backend();
+  // Packed into one staging buffer: one broadcast instead of one per tensor (DDP coalesces
+  // them too).
+  auto each = [&](auto&& fn) {
+    std::size_t off = 0;
+    for (const Tensor& t : buffers_) {
+      fn(buffer_staging_.slice(off, t.desc()), t);
+      off += t.bytes();
+    }
+  };
+  if (comm_.rank() == 0) each([&](const Tensor& span, const Tensor& t) { be.reorder(span, t); });
+  comm_.broadcast(buffer_staging_, 0);
+  if (comm_.rank() != 0) each([&](const Tensor& span, const Tensor& t) { be.reorder(t, span); });
+}
+
 void DataParallel::on_backward_node(std::size_t node) {
-  // The CPU backend runs each node synchronously, so the clock says when its gradients were
-  // done; on a device with queued work it would say when the work was queued (not recorded).
-  if (node < node_done_.size() && m_.backend().kind() == DeviceKind::kCpu)
-    node_done_[node] = dist_now_s() - t0_;
+  // When the node's gradients are done: the CPU's clock now (its nodes run synchronously), a
+  // device's event after the node's queued work (read once backward has synchronized).
+  m_.backend().mark(node);
   while (next_bucket_ < plan_.buckets.size() &&
          plan_.buckets[next_bucket_].ready_node >= static_cast<int>(node)) {
     const Bucket& b = plan_.buckets[next_bucket_];
@@ -140,7 +192,14 @@ void DataParallel::train_step() {
   next_bucket_ = 0;
   node_done_.assign(g.nodes().size(), 0.0);
   t0_ = dist_now_s();
+  be.mark_start();
   m_.copy_inputs_from_host();
+  double t_buf = 0;
+  if (!buffers_.empty()) {  // DistOptions::broadcast_buffers, more than one rank
+    const double b0 = dist_now_s();
+    sync_buffers();
+    t_buf = dist_now_s() - b0;
+  }
   g.zero_grad();
   g.forward();
   be.synchronize();
@@ -148,6 +207,8 @@ void DataParallel::train_step() {
   g.backward();  // the hook starts every bucket, the last after node 0
   be.synchronize();
   const double t_bwd = dist_now_s();
+  for (std::size_t i = 0; i < node_done_.size(); ++i)
+    node_done_[i] = std::max(0.0, be.marked_s(i));  // 0: no backward ran
   std::vector<CommEvent> events = comm_.wait_all();
   const double t_comm = dist_now_s();
   m_.optimizer().step();
@@ -157,6 +218,7 @@ void DataParallel::train_step() {
   times_ = DistStepTimes{};
   times_.step = t_end - t0_;
   times_.forward_compute = t_fwd - t0_;
+  times_.buffers = t_buf;
   times_.backward_compute = t_bwd - t_fwd;
   times_.wait = t_comm - t_bwd;
   if (!events.empty()) {
@@ -182,6 +244,7 @@ void DataParallel::train_step() {
   ++p.steps;
   p.step += times_.step;
   p.forward += times_.forward_compute;
+  p.buffers += times_.buffers;
   p.backward += times_.backward_compute;
   p.optimizer += times_.optimizer;
   p.wait += times_.wait;
@@ -197,7 +260,9 @@ DistProfile DataParallel::profile() const {
   DistProfile p = profile_;
   if (p.steps == 0) return p;
   const double n = p.steps;
-  for (double* v : {&p.step, &p.forward, &p.backward, &p.optimizer, &p.wait, &p.comm_busy}) *v /= n;
+  for (double* v :
+       {&p.step, &p.forward, &p.backward, &p.optimizer, &p.wait, &p.comm_busy, &p.buffers})
+    *v /= n;
   for (double& v : p.node_done) v /= n;
   for (double& v : p.bucket_start) v /= n;
   for (double& v : p.bucket_end) v /= n;

@@ -15,6 +15,10 @@
 //   - Start. Rank 0's initial weights are broadcast; every rank checks that all ranks have the
 //     same bucket plan (a hash) before the first step; rank r trains on shard r of the global
 //     batch (Model::set_data_shard).
+//   - Buffers. As DDP's broadcast_buffers (its default): before each forward, rank 0's running
+//     statistics of every BatchNorm that keeps them (not the frozen ones) are broadcast, packed
+//     into one buffer, so every rank's model equals rank 0's for evaluation. Training itself
+//     uses each batch's own statistics, so this changes no gradient.
 // Only models with the default training step (one graph, one optimizer) run data-parallel.
 #pragma once
 
@@ -28,8 +32,9 @@
 namespace tbd {
 
 struct DistOptions {
-  double bucket_mib = 25;       // --tbd_bucket_mb; <= 0: one bucket for everything
-  double first_bucket_mib = 1;  // the first bucket's cap (DDP's 1 MiB)
+  double bucket_mib = 25;         // --tbd_bucket_mb; <= 0: one bucket for everything
+  double first_bucket_mib = 1;    // the first bucket's cap (DDP's 1 MiB)
+  bool broadcast_buffers = true;  // DDP's: rank 0's BatchNorm running statistics each step
 };
 
 struct Bucket {
@@ -51,9 +56,13 @@ struct BucketPlan {
   std::vector<Bucket> buckets;     // in launch order
   std::vector<PlannedGrad> grads;  // every bucketed gradient, in arena order
   int64_t grad_numel = 0;          // elements all-reduced per step (the buckets' sum)
+  // The BatchNorm running statistics broadcast before each forward (DistOptions::
+  // broadcast_buffers): tensors (a mean and a variance per layer) and their elements.
+  int64_t buffer_tensors = 0, buffer_numel = 0;
   // A hash of the bucket sizes and parameter names (ranks compare it before the first step).
   uint64_t hash() const;
-  // "3 buckets: 0.25 MiB (fc.weight ..), 24.1 MiB (..), .."
+  // "3 buckets (MiB, launch order): 0.25, 24.1, 0.6; 106 BatchNorm buffers (0.04 MiB) from
+  // rank 0 before each forward"
   std::string describe() const;
 };
 
@@ -64,7 +73,8 @@ BucketPlan plan_buckets(Graph& g, const DistOptions& opt);
 // fields under its names, plus the totals tbd reports).
 struct DistStepTimes {
   double step = 0;                           // zero_grad .. optimizer done
-  double forward_compute = 0;                // forward (zero_grad included)
+  double forward_compute = 0;                // forward (zero_grad and the buffers included)
+  double buffers = 0;                        // the BatchNorm buffers' broadcast
   double backward_compute = 0;               // backward's own work
   double backward_comm = 0;                  // first bucket started .. last bucket done
   double backward_compute_comm_overlap = 0;  // first bucket started .. backward done
@@ -78,7 +88,7 @@ struct DistStepTimes {
 // (tools/track/dist_sim.py): when each gradient was complete, how long each phase took.
 struct DistProfile {
   int steps = 0;
-  double step = 0, forward = 0, backward = 0, optimizer = 0, wait = 0, comm_busy = 0;
+  double step = 0, forward = 0, backward = 0, optimizer = 0, wait = 0, comm_busy = 0, buffers = 0;
   std::vector<double> node_done;  // per node: its backward done, seconds from the step's start
   std::vector<double> bucket_start, bucket_end;  // per bucket, seconds from the step's start
 };
@@ -95,6 +105,9 @@ class DataParallel {
 
   // One data-parallel training step (the default step with the buckets' all-reduces).
   void train_step();
+  // Rank 0's BatchNorm running statistics to every rank (train_step does it before forward
+  // when DistOptions::broadcast_buffers; a group of one has nothing to do).
+  void sync_buffers();
   const DistStepTimes& last_times() const { return times_; }
   void reset_profile() { profile_ = DistProfile{}; }
   DistProfile profile() const;  // the means
@@ -113,6 +126,8 @@ class DataParallel {
   DistOptions opt_;
   BucketPlan plan_;
   float scale_ = 1;
+  std::vector<Tensor> buffers_;  // the running statistics, in graph order
+  Tensor buffer_staging_;        // buffer_numel elements: one broadcast for all of them
   std::size_t next_bucket_ = 0;
   double t0_ = 0;
   DistStepTimes times_;

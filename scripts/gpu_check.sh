@@ -31,7 +31,8 @@
 #        step (one 600x1000 image, about 200 GMACs forward)
 #      - in fp32, the data-parallel step over NCCL at one rank (DIST_FILTER, DIST_BATCHES,
 #        --tbd_dist=nccl: the box has one GPU, so one rank; bench_fp32_nccl.json), beside the
-#        NCCL test (tests/cuda/nccl_cuda_test: that step equals the default step bit for bit)
+#        NCCL test (tests/cuda/nccl_cuda_test: that step equals the default step bit for bit),
+#        and the scaling model (tools/track/dist_sim.py) on its profile (simulate_nccl.txt)
 #   4. scripts/torch_side_by_side.py: PyTorch timings of the same layers and of the
 #      Inception-v3, Seq2Seq, DeepSpeech2, WGAN-GP, A3C and Faster R-CNN training steps (the
 #      models of scripts/torch_cpu_compare.py; CUDA
@@ -276,6 +277,25 @@ if [[ -x "$BUNDLE/bin/tbd_bench" ]]; then
     run_bench "$m" _frcnn "$FRCNN_FILTER" "$FRCNN_BATCHES" "$FRCNN_TIMEOUT_S"
   done
   run_bench fp32 _nccl "$DIST_FILTER" "$DIST_BATCHES" "$DIST_TIMEOUT_S" "--tbd_dist=nccl"
+  # The scaling model on the GPU's one-rank profile (its ready times are CUDA events): what
+  # NVLink and InfiniBand would give at 2..512 GPUs. dist_sim needs no scipy (the box has none
+  # from Debian), so it runs without the tbd_track front end.
+  if [[ -s "$OUT/bench_fp32_nccl.json" ]]; then
+    if PYTHONPATH="$ROOT/tools" python3 - "$OUT/bench_fp32_nccl.json" > "$OUT/simulate_nccl.txt" \
+        2>&1 <<'PY'
+import argparse, sys
+from track import dist_sim
+p = argparse.ArgumentParser()
+dist_sim.add_parser(p.add_subparsers())
+a = p.parse_args(["simulate", sys.argv[1], "--link", "NVLink,100GbIB", "--ranks", "2,8,64,512"])
+sys.exit(a.func(a))
+PY
+    then
+      say "scaling model on the GPU profile: ok (simulate_nccl.txt)"
+    else
+      say "scaling model on the GPU profile: FAILED; see simulate_nccl.txt"
+    fi
+  fi
   # Two NCCL ranks on the one GPU (each its own NCCL_HOSTID, so NCCL takes them for two nodes
   # over loopback sockets: a third party's recipe, unverified here): the AllReduce sweep's
   # correctness check and its loopback times, not a GPU link's.

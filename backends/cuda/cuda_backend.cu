@@ -203,6 +203,8 @@ CudaBackend::CudaBackend(int device, DevicePool* pool)
   timer_start_ = CudaEvent(ev);
   TBD_CUDA_CHECK(cudaEventCreate(&ev));
   timer_stop_ = CudaEvent(ev);
+  TBD_CUDA_CHECK(cudaEventCreate(&ev));
+  mark_start_ = CudaEvent(ev);
 
   cudnnHandle_t dnn = nullptr;
   TBD_CUDNN_CHECK(cudnnCreate(&dnn));
@@ -236,6 +238,29 @@ double CudaBackend::stop_timer() {
   TBD_CUDA_CHECK(cudaEventSynchronize(timer_stop_));
   float ms = 0;
   TBD_CUDA_CHECK(cudaEventElapsedTime(&ms, timer_start_, timer_stop_));
+  return static_cast<double>(ms) * 1e-3;
+}
+
+void CudaBackend::mark_start() {
+  TBD_CUDA_CHECK(cudaEventRecord(mark_start_, stream_));
+  std::fill(marked_.begin(), marked_.end(), char{0});
+}
+
+void CudaBackend::mark(std::size_t slot) {
+  while (mark_events_.size() <= slot) {
+    cudaEvent_t ev = nullptr;
+    TBD_CUDA_CHECK(cudaEventCreate(&ev));
+    mark_events_.emplace_back(ev);
+    marked_.push_back(0);
+  }
+  TBD_CUDA_CHECK(cudaEventRecord(mark_events_[slot], stream_));
+  marked_[slot] = 1;
+}
+
+double CudaBackend::marked_s(std::size_t slot) {
+  if (slot >= marked_.size() || !marked_[slot]) return -1;
+  float ms = 0;
+  TBD_CUDA_CHECK(cudaEventElapsedTime(&ms, mark_start_, mark_events_[slot]));
   return static_cast<double>(ms) * 1e-3;
 }
 

@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/backend.h"
 #include "core/error.h"
@@ -148,6 +149,10 @@ class CudaBackend final : public Backend {
   void start_timer() override;
   double stop_timer() override;
   void flush_l2() override;
+  // Timeline marks are events on the stream (one per slot, created on first use).
+  void mark_start() override;
+  void mark(std::size_t slot) override;
+  double marked_s(std::size_t slot) override;
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
@@ -199,6 +204,9 @@ class CudaBackend final : public Backend {
   Tensor cublas_workspace_;
   Tensor workspace_;
   CudaEvent timer_start_, timer_stop_;
+  CudaEvent mark_start_;
+  std::vector<CudaEvent> mark_events_;
+  std::vector<char> marked_;  // per slot: recorded since mark_start()
   // L2 flush buffer: straight from the pool, not the tracking allocator, since it is the
   // harness's memory, not the model's (allocated on the first flush_l2()).
   void* flush_buf_ = nullptr;

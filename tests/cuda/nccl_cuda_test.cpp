@@ -1,7 +1,8 @@
 // tests/cuda/nccl_cuda_test.cpp: the NCCL communicator on a GPU (skipped, with the reason,
 // where no CUDA device is usable): one rank's data-parallel step equals the default step bit for
 // bit (ncclAvg over one rank is the identity), and an all-reduce sweep of odd sizes keeps its
-// values. Multi-rank NCCL needs one GPU per rank; the lent box has one.
+// values. Multi-rank NCCL needs one GPU per rank; the lent box has one. Also the data-parallel
+// profile's device-side ready times (CUDA events), which need no NCCL.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -9,6 +10,7 @@
 #include "backends/backends.h"
 #include "dist/data_parallel.h"
 #include "models/resnet50.h"
+#include "tests/dist/ready_times.h"
 #include "tests/support/check.h"
 
 namespace tbd {
@@ -51,6 +53,24 @@ TEST(NcclCuda, OneRankStepEqualsTheDefaultStep) {
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
   EXPECT_EQ(dp.last_times().events.size(), dp.plan().buckets.size());
+}
+
+// On a device the profile's ready times are events after each node's queued backward work
+// (Backend::mark): after forward, before backward ended (host and device clocks agree to
+// within the tolerance), in the arena's order; the scaling model reads them.
+TEST(DataParallelCuda, ProfileHasDeviceReadyTimes) {
+  TBD_SKIP_WITHOUT_CUDA();
+  auto be = make_backend(BackendChoice::kCuda);
+  std::unique_ptr<Model> m;
+  {
+    ParamOrderScope order(ParamOrder::kBackward);
+    m = build_resnet50(*be, tiny_resnet());
+  }
+  auto comm = make_local_communicator(*be);
+  DataParallel dp(*m, *comm, DistOptions{});
+  for (int s = 0; s < 3; ++s) dp.train_step();
+  const DistProfile p = dp.profile();
+  EXPECT_GT(test::expect_ready_times_in_backward(dp, 1e-4 + 0.05 * (p.forward + p.backward)), 0.0);
 }
 
 TEST(NcclCuda, AllReduceKeepsValuesOnOneRank) {

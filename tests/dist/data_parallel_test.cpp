@@ -9,6 +9,7 @@
 #include "dist/data_parallel.h"
 #include "models/resnet50.h"
 #include "models/transformer.h"
+#include "tests/dist/ready_times.h"
 
 namespace tbd {
 namespace {
@@ -49,6 +50,30 @@ TEST(DataParallel, OneRankEqualsTheDefaultStepBitForBit) {
   EXPECT_EQ(t.events.size(), dp.plan().buckets.size());
   EXPECT_GT(t.step, 0);
   EXPECT_EQ(dp.wire_bytes_per_rank(), 0);  // one rank sends nothing
+}
+
+// The profile says when backward completed each gradient (Backend::mark, the host clock here):
+// after forward, before backward ended, and in the arena's order, the order of completion.
+TEST(DataParallel, ProfileHasEveryGradientsReadyTime) {
+  auto be = make_cpu_backend();
+  std::unique_ptr<Model> m;
+  {
+    ParamOrderScope order(ParamOrder::kBackward);
+    m = build_resnet50(*be, tiny_resnet());
+  }
+  auto comm = make_local_communicator(*be);
+  DataParallel dp(*m, *comm, DistOptions{});
+  for (int s = 0; s < 2; ++s) dp.train_step();
+  ASSERT_EQ(dp.profile().steps, 2);
+  // The marks' clock starts just after the step's.
+  EXPECT_GT(test::expect_ready_times_in_backward(dp, 1e-6), 0.0);
+  // A slot not marked since the timeline's start reads -1.
+  be->mark_start();
+  EXPECT_EQ(be->marked_s(0), -1.0);
+  be->mark(5);
+  EXPECT_GE(be->marked_s(5), 0.0);
+  EXPECT_EQ(be->marked_s(4), -1.0);
+  EXPECT_EQ(be->marked_s(1000), -1.0);
 }
 
 TEST(DataParallel, BackwardOrderArenaTrainsAsTheAlignedOne) {

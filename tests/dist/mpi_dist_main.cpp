@@ -13,6 +13,7 @@
 //     tiny configurations without dropout (a mask depends on the step's forward count).
 //   - Bucket caps of 1 KiB, 25 MiB and unbounded give bit-identical weights.
 //   - Ranks with different bucket plans get a named error before the first step.
+//   - BatchNorm running statistics follow rank 0's (DDP's broadcast_buffers).
 // `--abort-test` instead makes rank 1 abort (ctest checks that every rank ends with its
 // message).
 #include <gtest/gtest.h>
@@ -27,6 +28,7 @@
 #include "backends/backends.h"
 #include "dist/communicator.h"
 #include "dist/data_parallel.h"
+#include "layers/batchnorm2d.h"
 #include "models/deepspeech2.h"
 #include "models/faster_rcnn.h"
 #include "models/inception_v3.h"
@@ -402,6 +404,69 @@ TEST(DataParallel, BucketCapsDoNotChangeTheResult) {
       expect_match(runs[k].weights, runs[0].weights, bitwise,
                    std::string(t.name) + " cap " + std::to_string(k));
   }
+}
+
+// Every BatchNorm's running statistics that training updates, in graph order.
+std::vector<float> running_stats(Backend& be, Model& m, int64_t* layers = nullptr) {
+  std::vector<float> out;
+  int64_t n = 0;
+  for (const Graph::Node& node : m.graph().nodes()) {
+    const auto* bn = dynamic_cast<const BatchNormLayer*>(node.layer.get());
+    if (bn == nullptr || bn->frozen()) continue;
+    ++n;
+    for (const Tensor* t : {&bn->running_mean(), &bn->running_var()}) {
+      const std::vector<float> v = host(be, *t);
+      out.insert(out.end(), v.begin(), v.end());
+    }
+  }
+  if (layers) *layers = n;
+  return out;
+}
+
+// DDP's broadcast_buffers: the plan counts every trained BatchNorm's statistics (none of Faster
+// R-CNN's frozen ones); rank 0's statistics are the source, so they and every weight are the
+// same bits with and without it; on the other ranks the step starts from rank 0's statistics
+// (they end differently from a run without it), and sync_buffers makes all ranks rank 0's.
+TEST(DataParallel, BatchNormBuffersFollowRankZero) {
+  World w;
+  const int p = w.comm->size();
+  int with_buffers = 0;
+  for (const TinyModel& t : tiny_models()) {
+    std::vector<float> stats[2], weights[2];
+    for (bool on : {true, false}) {
+      std::unique_ptr<Model> m = build_in_backward_order(t, *w.be, w.comm->rank());
+      DistOptions opt;
+      opt.broadcast_buffers = on;
+      DataParallel dp(*m, *w.comm, opt);
+      int64_t layers = 0;
+      const std::vector<float> initial = running_stats(*w.be, *m, &layers);
+      EXPECT_EQ(dp.plan().buffer_tensors, on ? 2 * layers : 0) << t.name;
+      EXPECT_EQ(dp.plan().buffer_numel, on ? static_cast<int64_t>(initial.size()) : 0) << t.name;
+      if (initial.empty()) break;
+      for (int s = 0; s < 2; ++s) dp.train_step();
+      stats[on] = running_stats(*w.be, *m);
+      weights[on] = host(*w.be, m->graph().arena().values);
+      if (p > 1 && !on) {
+        EXPECT_FALSE(same_on_every_rank(*w.comm, stats[on])) << t.name << ": shards alike";
+      }
+      if (on) {
+        dp.sync_buffers();
+        EXPECT_TRUE(same_on_every_rank(*w.comm, running_stats(*w.be, *m))) << t.name;
+        if (w.comm->rank() == 0) {
+          EXPECT_EQ(running_stats(*w.be, *m), stats[on]) << t.name;
+        }
+      }
+    }
+    if (stats[0].empty()) continue;
+    ++with_buffers;
+    EXPECT_EQ(weights[0], weights[1]) << t.name;
+    if (w.comm->rank() == 0 || p == 1) {
+      EXPECT_EQ(stats[0], stats[1]) << t.name;
+    } else {
+      EXPECT_NE(stats[0], stats[1]) << t.name;
+    }
+  }
+  EXPECT_EQ(with_buffers, 3);  // ResNet-50, DeepSpeech2, Inception-v3
 }
 
 TEST(DataParallel, DifferentBucketPlansAreANamedError) {

@@ -149,7 +149,7 @@ def profiles(runs: list[Run]) -> list[Profile]:
                 continue
             grads = r.get("grads") or []
             if not grads or any("ready_s" not in g for g in grads):
-                continue  # no per-gradient completion times (CUDA rows)
+                continue  # no per-gradient completion times (a run from before they were recorded)
             fwd, bwd = float(r["forward_s"]), float(r["backward_s"])
             opt, wait = float(r["optimizer_s"]), float(r.get("wait_s", 0))
             step = float(r["step_s"])
@@ -288,8 +288,8 @@ def run_simulate(args) -> int:
     if not ones:
         raise InputError("no one-rank data-parallel profile (a <Model>/train/batch:<N>/ranks:1 "
                          "row with per-gradient times) in the runs; run tbd_bench --tbd_dist=mpi "
-                         "on the CPU backend, e.g. mpirun -np 2 tbd_bench --tbd_dist=mpi "
-                         "--tbd_quick --benchmark_out=dist.json")
+                         "(CPU) or --tbd_dist=nccl (CUDA), e.g. mpirun -np 2 tbd_bench "
+                         "--tbd_dist=mpi --tbd_quick --benchmark_out=dist.json")
     ranks = _ranks_list(args.ranks)
     links: list[Link] = []
     for name in args.link.split(","):
