@@ -202,6 +202,16 @@ class Layer {
   void set_param_grads(bool on) { param_grads_ = on; }
   bool param_grads() const { return param_grads_; }
 
+  // The detection samplers draw anew on every call, keyed by the call's index (identical on a
+  // rerun). Rank r of a data-parallel group of P numbers its calls r, r + P, r + 2P, ..., so
+  // that the P ranks together draw what one process running the P shards in turn draws (the
+  // default numbering is 0, 1, 2, ...). Dropout keeps its own step counter (on CUDA a device
+  // counter, for graph capture) and ignores this.
+  void set_call_numbering(uint64_t stride, uint64_t offset) {
+    call_stride_ = stride;
+    call_offset_ = offset;
+  }
+
   // y: outputs (allocated by the caller with output_descs()), x: inputs.
   virtual void forward(MutTensorRefs y, TensorRefs x) = 0;
   // dx: input gradients (assign; entries may be null), x/y: the forward's inputs and outputs,
@@ -223,6 +233,8 @@ class Layer {
     flops_ = flops;
     bytes_ = bytes;
   }
+  // This call's index under set_call_numbering, counting the call.
+  uint64_t next_call_index() { return call_count_++ * call_stride_ + call_offset_; }
 
   Backend& be_;
   std::string name_;
@@ -237,6 +249,7 @@ class Layer {
  private:
   Flops flops_;
   Bytes bytes_;
+  uint64_t call_count_ = 0, call_stride_ = 1, call_offset_ = 0;
 };
 
 // Helpers for the shape checks every layer makes at build. They throw tbd::Error with messages

@@ -184,7 +184,7 @@ class AnchorTargetCpu final : public Layer {
   // labels (N, K) i32, bbox_targets (N, 4A, H, W), bbox_weights (N, 4A, H, W); gt (N, G, 5)
   void forward(MutTensorRefs y, TensorRefs x) override {
     check_arity(x.size(), 1, "forward inputs");
-    const uint64_t call = call_++;
+    const uint64_t call = next_call_index();
     const float* gt = x[0]->f32();
     int32_t* labels = y[0]->data<int32_t>();
     float* targets = y[1]->f32();
@@ -281,7 +281,7 @@ class AnchorTargetCpu final : public Layer {
   AnchorTargetConfig cfg_;
   int64_t N_ = 0, G_ = 0, HW_ = 0, K_ = 0;
   uint64_t key_ = 0;
-  uint64_t call_ = 0;
+
   std::vector<float> anchors_;   // (K, 4)
   std::vector<int64_t> inside_;  // anchors inside the image, ascending
   std::vector<int64_t> gt_rows_;
@@ -326,7 +326,7 @@ class ProposalTargetCpu final : public Layer {
   // gt (N, G, 5)
   void forward(MutTensorRefs y, TensorRefs x) override {
     check_arity(x.size(), 2, "forward inputs");
-    const uint64_t call = call_++;
+    const uint64_t call = next_call_index();
     const float* rois = x[0]->f32();
     const float* gt = x[1]->f32();
     const int64_t R = cfg_.rois_per_image, C4 = 4 * cfg_.num_classes;
@@ -406,7 +406,7 @@ class ProposalTargetCpu final : public Layer {
   ProposalTargetConfig cfg_;
   int64_t N_ = 0, G_ = 0, P_ = 0, M_ = 0;
   uint64_t key_ = 0;
-  uint64_t call_ = 0;
+
   std::vector<float> cand_;  // (N, P + G, 4): the RoIs, then the real gt
   std::vector<float> best_;
   std::vector<int64_t> assign_, fg_, bg_, keep_, gt_rows_;

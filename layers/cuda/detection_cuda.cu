@@ -425,7 +425,7 @@ class AnchorTargetCuda final : public Layer {
     p.positive_iou = static_cast<float>(cfg_.positive_iou);
     p.negative_iou = static_cast<float>(cfg_.negative_iou);
     p.key = key_;
-    p.call = call_++;
+    p.call = next_call_index();
     p.labels = y[0]->data<int32_t>();
     p.argmax = argmax_.data<int32_t>();
     p.targets = y[1]->f32();
@@ -441,7 +441,7 @@ class AnchorTargetCuda final : public Layer {
   AnchorTargetConfig cfg_;
   CudaBackend& cu_;
   int64_t N_ = 0, G_ = 0, HW_ = 0, K_ = 0;
-  uint64_t key_ = 0, call_ = 0;
+  uint64_t key_ = 0;
   Tensor anchors_, argmax_;
 };
 
@@ -586,7 +586,7 @@ class ProposalTargetCuda final : public Layer {
     p.bg_lo = static_cast<float>(cfg_.bg_iou_lo);
     for (int j = 0; j < 4; ++j) p.stds[j] = static_cast<float>(cfg_.stds[j]);
     p.key = key_;
-    p.call = call_++;
+    p.call = next_call_index();
     p.best = best_.f32();
     p.assign = assign_.data<int32_t>();
     p.keep = keep_.data<int32_t>();
@@ -605,7 +605,7 @@ class ProposalTargetCuda final : public Layer {
   ProposalTargetConfig cfg_;
   CudaBackend& cu_;
   int64_t N_ = 0, G_ = 0, P_ = 0;
-  uint64_t key_ = 0, call_ = 0;
+  uint64_t key_ = 0;
   Tensor best_, assign_, keep_;
 };
 

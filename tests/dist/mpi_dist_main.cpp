@@ -10,7 +10,8 @@
 //     P shards of B as micro-batches, accumulates their gradients in rank order and averages
 //     (P = 2: bit for bit, as PyTorch DDP; P = 4: within a stated tolerance, since MPI's
 //     reduction tree is not the sequential sum); for every model with the default step, in
-//     tiny configurations without dropout (a mask depends on the step's forward count).
+//     tiny configurations without dropout (a mask depends on the step's forward count), Faster
+//     R-CNN included (its samplers number their calls by rank: Layer::set_call_numbering).
 //   - Bucket caps of 1 KiB, 25 MiB and unbounded give bit-identical weights.
 //   - Ranks with different bucket plans get a named error before the first step.
 //   - BatchNorm running statistics follow rank 0's (DDP's broadcast_buffers).
@@ -153,8 +154,9 @@ TEST(NcclBootstrap, RankZerosIdReachesEveryRank) {
 struct TinyModel {
   const char* name;
   std::function<std::unique_ptr<Model>(Backend&, int64_t batch)> build;
-  // False where the micro-batch reference cannot see what the ranks see: Faster R-CNN's
-  // samplers draw from (layer, forward call), and the reference makes P forward calls a step.
+  // False where the micro-batch reference cannot see what the ranks see (none now: Faster
+  // R-CNN's samplers draw by call index, and rank r numbers its calls as the reference's r-th
+  // micro-batch of each step is numbered; dropout's masks would not, so no model has dropout).
   bool micro_batch_reference = true;
   // True where one batch of P*B is the same training as P shards of B up to rounding and its
   // inputs are the shards' concatenated along one axis: not with BatchNorm (its statistics are
@@ -211,7 +213,7 @@ std::vector<TinyModel> tiny_models() {
                    o.batch = batch;
                    return build_faster_rcnn(be, o);
                  },
-                 false, false, 1});
+                 true, false, 1});
   return out;
 }
 
