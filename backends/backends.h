@@ -16,7 +16,10 @@ enum class BackendChoice { kAuto, kCpu, kCuda };
 
 // kAuto: CUDA when a device is usable, else CPU; `notice` (if given) receives a one-line
 // explanation of the fallback. kCuda without a usable device throws with the CUDA error text.
-std::unique_ptr<Backend> make_backend(BackendChoice choice, std::string* notice = nullptr);
+// cuda_device: which visible CUDA device a CUDA backend runs on (modulo the visible count, so
+// any index names one; a data-parallel rank passes its local rank).
+std::unique_ptr<Backend> make_backend(BackendChoice choice, std::string* notice = nullptr,
+                                      int cuda_device = 0);
 std::unique_ptr<Backend> make_cpu_backend();
 // Whether this build has the CUDA backend, and if so whether a device is usable (why not).
 bool cuda_compiled();

@@ -147,6 +147,11 @@ int launch_rank() {
   return env_int({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "TBD_RANK", "RANK"}, 0);
 }
 
+int launch_local_rank() {
+  return env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "TBD_LOCAL_RANK", "LOCAL_RANK"},
+                 0);
+}
+
 int launch_size() {
 #if TBD_HAVE_MPI
   if (mpi_initialized()) return mpi_world_size();

@@ -100,6 +100,12 @@ bool dist_init(int* argc, char*** argv);
 // OMPI_COMM_WORLD_RANK, PMI_RANK, RANK / TBD_RANK; 0 and 1 when none is set).
 int launch_rank();
 int launch_size();
+// This process's rank among those of its node, from the launcher's environment
+// (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, TBD_LOCAL_RANK, LOCAL_RANK; 0 when none is set).
+// With --tbd_dist=nccl it picks the rank's GPU: local rank modulo the visible devices (one GPU
+// per rank when all are visible; device 0 when the launcher gives each rank its own
+// CUDA_VISIBLE_DEVICES).
+int launch_local_rank();
 // Ends MPI if dist_init started it (registered with atexit by dist_init as well).
 void dist_finalize();
 

@@ -77,7 +77,7 @@ class NcclComm final : public Communicator {
  public:
   explicit NcclComm(Backend& be) : be_(dynamic_cast<cuda::CudaBackend&>(be)) {
     ncclUniqueId id = bootstrap_id(&rank_, &size_);
-    local_rank_ = env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"}, 0);
+    local_rank_ = launch_local_rank();
     TBD_STATUS_CHECK(CudaTraits, cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     TBD_STATUS_CHECK(CudaTraits, cudaMalloc(&scalars_, 2 * sizeof(double) * (size_ + 1)));
     TBD_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
@@ -97,7 +97,10 @@ class NcclComm final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int local_rank() const override { return local_rank_; }
-  std::string describe() const override { return library_ + " (own stream, ncclAvg)"; }
+  std::string describe() const override {
+    return library_ + " (own stream, ncclAvg; rank 0 on CUDA device " +
+           std::to_string(be_.device()) + ")";
+  }
 
   void broadcast(const Tensor& t, int root) override {
     after_compute();

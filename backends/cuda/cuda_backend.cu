@@ -468,10 +468,13 @@ bool cuda_usable(std::string* why_not) {
   return p.ok;
 }
 
-std::unique_ptr<Backend> make_cuda_backend_or_throw() {
+std::unique_ptr<Backend> make_cuda_backend_or_throw(int device) {
   std::string why;
   if (!cuda_usable(&why)) TBD_FAIL("--tbd_backend=cuda: no usable CUDA device: ", why);
-  return std::make_unique<cuda::CudaBackend>(0);
+  int count = 0;
+  TBD_CUDA_CHECK(cudaGetDeviceCount(&count));
+  TBD_CHECK(device >= 0, "CUDA device ", device, " is negative");
+  return std::make_unique<cuda::CudaBackend>(device % count);
 }
 
 }  // namespace tbd

@@ -3,7 +3,11 @@
 // as the non-distributed step does.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/backends.h"
 #include "dist/data_parallel.h"
@@ -154,6 +158,24 @@ TEST(DataParallel, ArenaInAlignedOrderIsANamedError) {
 #if TBD_HAVE_NCCL
 // Without MPI, --tbd_dist=nccl takes its place from the environment and NCCL_COMM_ID names
 // rank 0's bootstrap address; no GPU is needed to get that far.
+// The local rank (which GPU an NCCL rank takes) from the launchers' variables, Open MPI's first.
+TEST(LaunchLocalRank, FromTheEnvironment) {
+  const char* vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "TBD_LOCAL_RANK",
+                        "LOCAL_RANK"};
+  std::vector<std::pair<std::string, std::string>> saved;
+  for (const char* v : vars) {
+    if (const char* s = std::getenv(v)) saved.emplace_back(v, s);
+    unsetenv(v);
+  }
+  EXPECT_EQ(launch_local_rank(), 0);
+  setenv("LOCAL_RANK", "3", 1);
+  EXPECT_EQ(launch_local_rank(), 3);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+  EXPECT_EQ(launch_local_rank(), 1);
+  for (const char* v : vars) unsetenv(v);
+  for (const auto& [k, s] : saved) setenv(k.c_str(), s.c_str(), 1);
+}
+
 TEST(NcclBootstrap, FromTheEnvironment) {
   setenv("TBD_RANK", "1", 1);
   setenv("TBD_WORLD_SIZE", "2", 1);
