@@ -195,7 +195,6 @@ void DataParallel::train_step() {
   Graph& g = m_.graph();
   Backend& be = m_.backend();
   next_bucket_ = 0;
-  node_done_.assign(g.nodes().size(), 0.0);
   t0_ = dist_now_s();
   be.mark_start();
   m_.copy_inputs_from_host();
@@ -212,6 +211,7 @@ void DataParallel::train_step() {
   g.backward();  // the hook starts every bucket, the last after node 0
   be.synchronize();
   const double t_bwd = dist_now_s();
+  node_done_.resize(g.nodes().size());
   for (std::size_t i = 0; i < node_done_.size(); ++i)
     node_done_[i] = std::max(0.0, be.marked_s(i));  // 0: no backward ran
   std::vector<CommEvent> events = comm_.wait_all();

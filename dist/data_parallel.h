@@ -132,7 +132,7 @@ class DataParallel {
   std::size_t next_bucket_ = 0;
   double t0_ = 0;
   DistStepTimes times_;
-  std::vector<double> node_done_;  // this step's, seconds from t0_
+  std::vector<double> node_done_;  // this step's, seconds from Backend::mark_start()
   DistProfile profile_;            // sums
 };
 
