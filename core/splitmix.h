@@ -24,4 +24,13 @@ TBD_HOST_DEVICE inline uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// How a layer numbers its random draws (Layer::set_call_numbering): its c-th call (c = 0, 1,
+// ...) draws with index c * stride + offset. The default is 0, 1, 2, ...; rank r of a
+// data-parallel group of P uses (P, r), the numbers one process running the P shards in turn
+// gives its r-th shard. Kernels take it by value.
+struct CallNumbering {
+  uint64_t stride = 1, offset = 0;
+  TBD_HOST_DEVICE uint64_t index(uint64_t count) const { return count * stride + offset; }
+};
+
 }  // namespace tbd

@@ -143,7 +143,8 @@ DataParallel::DataParallel(Model& m, Communicator& comm, DistOptions opt)
             "); every rank must build the same model with the same flags");
   // Rank 0's initial weights on every rank (they are equal when seeds are; this makes it so).
   if (g.arena().values.defined()) comm.broadcast(g.arena().values, 0);
-  // The samplers' draws: rank r takes calls r, r + P, ... (Layer::set_call_numbering).
+  // Per-call draws (samplers, dropout masks): rank r takes calls r, r + P, ...
+  // (Layer::set_call_numbering).
   for (Graph::Node& n : g.nodes()) {
     n.layer->set_call_numbering(static_cast<uint64_t>(comm.size()),
                                 static_cast<uint64_t>(comm.rank()));

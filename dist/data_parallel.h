@@ -14,8 +14,9 @@
 //     The optimizer runs once the last bucket is done.
 //   - Start. Rank 0's initial weights are broadcast; every rank checks that all ranks have the
 //     same bucket plan (a hash) before the first step; rank r trains on shard r of the global
-//     batch (Model::set_data_shard), and its layers that sample (the detection targets) draw
-//     as the r-th of P shards run in turn would (Layer::set_call_numbering).
+//     batch (Model::set_data_shard), and its layers that draw per call (the detection
+//     targets, dropout masks) draw as the r-th of P shards run in turn would
+//     (Layer::set_call_numbering).
 //   - Buffers. As DDP's broadcast_buffers (its default): before each forward, rank 0's running
 //     statistics of every BatchNorm that keeps them (not the frozen ones) are broadcast, packed
 //     into one buffer, so every rank's model equals rank 0's for evaluation. Training itself

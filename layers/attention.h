@@ -12,8 +12,9 @@
 // Masks: query i sees key j iff j < kv_lengths[n] (padding_mask) and j <= i (causal); the
 //   padding mask applies to keys only (queries at padded positions still produce rows).
 // Dropout (training mode only): keep[i] = attention_dropout_keep(seed, step, i, p) for the
-//   flat index i of P in (N, h, Tq, Tk); `step` counts the layer's training forwards from 0,
-//   so a rerun with the same seed repeats the masks and every forward draws a new one.
+//   flat index i of P in (N, h, Tq, Tk); `step` is the training forward's index (0, 1, 2, ...,
+//   or as Layer::set_call_numbering numbers it on a data-parallel rank), so a rerun with the
+//   same seed repeats the masks and every forward draws a new one.
 //
 // FLOPs (FMA = 2; Mq = N*Tq, Mk = N*Tk, E = N*h*Tq*Tk scores, E*dh = N*Tq*Tk*D). Exact for the
 // CPU implementation, with the softmax counted densely over all E scores (the GEMMs compute

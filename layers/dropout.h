@@ -3,11 +3,12 @@
 //   x: any shape (row-major or blocked)  y: like x
 //   Training: y = x * mask / (1 - p), mask[i] ~ Bernoulli(1 - p) from a counter-based hash of
 //   (seed, layer name, step, i): the same seed gives the same sequence of masks on a rerun, a
-//   new mask every forward (step counts training forwards), and layers with the same seed
-//   still get independent masks. The mask is kept for backward (feature_maps, one byte per
-//   element). Eval: y = x. p = 1 drops everything (y = 0).
-//   Element i is the i-th element in memory order, so a blocked tensor's mask is a different
-//   (equally distributed) one than its row-major twin's.
+//   new mask every forward (step is the training forward's index under the layer's call
+//   numbering: 0, 1, 2, ... by default, r, r + P, ... on data-parallel rank r of P, see
+//   Layer::set_call_numbering), and layers with the same seed still get independent masks. The mask
+//   is kept for backward (feature_maps, one byte per element). Eval: y = x. p = 1 drops everything
+//   (y = 0). Element i is the i-th element in memory order, so a blocked tensor's mask is a
+//   different (equally distributed) one than its row-major twin's.
 // FLOPs: fprop 2*E (compare, scale), dgrad E.
 // Bytes (training; a lower bound, layers/layer.h): fprop 4*2E + E (read x, write y and the
 //   one-byte mask), dgrad 4*2E + E (read dy and the mask, write dx), wgrad 0.

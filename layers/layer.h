@@ -30,6 +30,7 @@
 
 #include "core/backend.h"
 #include "core/error.h"
+#include "core/splitmix.h"
 #include "core/tensor.h"
 
 namespace tbd {
@@ -202,15 +203,13 @@ class Layer {
   void set_param_grads(bool on) { param_grads_ = on; }
   bool param_grads() const { return param_grads_; }
 
-  // The detection samplers draw anew on every call, keyed by the call's index (identical on a
-  // rerun). Rank r of a data-parallel group of P numbers its calls r, r + P, r + 2P, ..., so
-  // that the P ranks together draw what one process running the P shards in turn draws (the
-  // default numbering is 0, 1, 2, ...). Dropout keeps its own step counter (on CUDA a device
-  // counter, for graph capture) and ignores this.
-  void set_call_numbering(uint64_t stride, uint64_t offset) {
-    call_stride_ = stride;
-    call_offset_ = offset;
-  }
+  // Layers that draw anew on every training call (the detection samplers, Dropout, attention's
+  // dropout, RandomInterpolation) key the draw by the call's index, so a rerun draws the same.
+  // Rank r of a data-parallel group of P numbers its calls r, r + P, r + 2P, ..., so that the
+  // P ranks together draw what one process running the P shards in turn draws (the default is
+  // 0, 1, 2, ...). Set it before the first forward: a captured CUDA graph keeps the numbering
+  // it was captured with (the count itself lives in device memory there).
+  void set_call_numbering(uint64_t stride, uint64_t offset) { numbering_ = {stride, offset}; }
 
   // y: outputs (allocated by the caller with output_descs()), x: inputs.
   virtual void forward(MutTensorRefs y, TensorRefs x) = 0;
@@ -234,7 +233,9 @@ class Layer {
     bytes_ = bytes;
   }
   // This call's index under set_call_numbering, counting the call.
-  uint64_t next_call_index() { return call_count_++ * call_stride_ + call_offset_; }
+  uint64_t next_call_index() { return numbering_.index(call_count_++); }
+  // For layers that keep their own count (a CUDA device counter): index = numbering.index(count).
+  const CallNumbering& call_numbering() const { return numbering_; }
 
   Backend& be_;
   std::string name_;
@@ -249,7 +250,8 @@ class Layer {
  private:
   Flops flops_;
   Bytes bytes_;
-  uint64_t call_count_ = 0, call_stride_ = 1, call_offset_ = 0;
+  uint64_t call_count_ = 0;
+  CallNumbering numbering_;
 };
 
 // Helpers for the shape checks every layer makes at build. They throw tbd::Error with messages

@@ -3,7 +3,8 @@
 //
 // RandomInterpolation:  x0, x1: (N, ...) same shape, row-major f32  y: like x0
 //   y_n = x0_n + alpha_n (x1_n - x0_n) for each sample n, alpha_n ~ U[0, 1) drawn anew every
-//   forward from a counter-based hash of (seed, layer name, step, n), as Dropout draws its
+//   forward from a counter-based hash of (seed, layer name, step, n), step the forward's index
+//   (Layer::set_call_numbering), as Dropout draws its
 //   masks: a rerun with the same seed draws the same sequence, and the CPU and CUDA backends
 //   draw the same values. alpha (N) is kept for backward (feature_maps).
 //   Gradients: dx1 = alpha_n dy, dx0 = dy - dx1.

@@ -322,7 +322,7 @@ class MultiHeadAttentionOneDnn final : public Layer {
     const bool causal = cfg_.causal, drop = dropout_used_;
     const float scale = scale_;
     const float inv_keep = static_cast<float>(1.0 / (1.0 - cfg_.dropout));
-    const uint64_t base = attention_dropout_base(cfg_.seed, step_);
+    const uint64_t base = attention_dropout_base(cfg_.seed, call_numbering().index(step_));
     const uint64_t threshold = attention_dropout_threshold(cfg_.dropout);
     float* p = p_.f32();
     float* w = w_.f32();

@@ -48,7 +48,7 @@ class DropoutCpu final : public Layer {
       return;
     }
     uint8_t* mask = mask_.data<uint8_t>();
-    const uint64_t base = dropout_step_base(key_, step_++);
+    const uint64_t base = dropout_step_base(key_, call_numbering().index(step_++));
     const uint32_t thr = threshold_;
     const float s = scale_;
     const int64_t E = E_, groups = (E_ + 3) / 4;

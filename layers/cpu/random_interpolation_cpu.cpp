@@ -28,7 +28,7 @@ class RandomInterpolationCpu final : public Layer {
   void forward(MutTensorRefs y, TensorRefs x) override {
     check_arity(x.size(), 2, "forward inputs");
     float* alpha = alpha_.f32();
-    const uint64_t step = step_++;
+    const uint64_t step = call_numbering().index(step_++);
     for (int64_t n = 0; n < N_; ++n) alpha[n] = random_interpolation_alpha(key_, step, n);
     const float* a = x[0]->f32();
     const float* b = x[1]->f32();

@@ -110,9 +110,10 @@ struct DropoutParams {
   uint64_t seed, threshold;
   float inv_keep;  // 1 / (1 - p)
   const int32_t* counter;
+  CallNumbering numbering;  // Layer::set_call_numbering: step = numbering.index(counter[1])
 };
 __device__ __forceinline__ uint64_t dropout_base(const DropoutParams& d) {
-  return splitmix64(d.seed ^ splitmix64(static_cast<uint64_t>(d.counter[1])));
+  return splitmix64(d.seed ^ splitmix64(d.numbering.index(static_cast<uint64_t>(d.counter[1]))));
 }
 __device__ __forceinline__ bool dropout_keep(uint64_t base, const DropoutParams& d, uint64_t i) {
   return splitmix64(base + i) >= d.threshold;
@@ -282,7 +283,8 @@ class MultiHeadAttentionCublas final : public Layer {
     gemm_rm(cb_, false, true, Tq_, Tk_, dh_, scale, qh_.f32(), dh_, Tq_ * dh_, kh_.f32(), dh_,
             Tk_ * dh_, 0.0f, p_.f32(), Tk_, Tq_ * Tk_, B);
     // The mask of this forward (layers/attention.h): step counts training forwards from 0.
-    drop_ = DropoutParams{training_ && cfg_.dropout > 0, 0, 0, 1.0f, step_counter_.data<int32_t>()};
+    drop_ = DropoutParams{
+        training_ && cfg_.dropout > 0, 0, 0, 1.0f, step_counter_.data<int32_t>(), call_numbering()};
     if (drop_.active) {
       advance_step_kernel<<<1, 1, 0, cb_.stream()>>>(step_counter_.data<int32_t>());
       TBD_CUDA_CHECK_LAST();

@@ -18,9 +18,10 @@ namespace {
 // The step comes from device memory (advance_step_kernel), the mask from (key, step, i).
 __global__ void dropout_fwd_kernel(const float* __restrict__ x, float* __restrict__ y,
                                    uint8_t* __restrict__ mask, int64_t n, uint64_t key,
-                                   const int32_t* __restrict__ counter, uint32_t threshold,
-                                   float scale) {
-  const uint64_t step_base = dropout_step_base(key, static_cast<uint64_t>(counter[1]));
+                                   const int32_t* __restrict__ counter, CallNumbering numbering,
+                                   uint32_t threshold, float scale) {
+  const uint64_t step_base =
+      dropout_step_base(key, numbering.index(static_cast<uint64_t>(counter[1])));
   TBD_GRID_STRIDE(i, n) {
     const bool keep = dropout_keep(step_base, i, threshold);
     mask[i] = keep;
@@ -64,7 +65,7 @@ class DropoutCuda final : public Layer {
     TBD_CUDA_CHECK_LAST();
     dropout_fwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(
         x[0]->f32(), y[0]->f32(), mask_.data<uint8_t>(), n_, key_, counter_.data<int32_t>(),
-        threshold_, scale_);
+        call_numbering(), threshold_, scale_);
     TBD_CUDA_CHECK_LAST();
   }
 

@@ -12,10 +12,9 @@ namespace tbd::cuda {
 namespace {
 
 __global__ void draw_alpha_kernel(float* __restrict__ alpha, int64_t N, uint64_t key,
-                                  const int32_t* __restrict__ counter) {
-  TBD_GRID_STRIDE(n, N) {
-    alpha[n] = random_interpolation_alpha(key, static_cast<uint64_t>(counter[1]), n);
-  }
+                                  const int32_t* __restrict__ counter, CallNumbering numbering) {
+  const uint64_t step = numbering.index(static_cast<uint64_t>(counter[1]));
+  TBD_GRID_STRIDE(n, N) { alpha[n] = random_interpolation_alpha(key, step, n); }
 }
 
 __global__ void interp_fwd_kernel(const float* __restrict__ a, const float* __restrict__ b,
@@ -58,8 +57,8 @@ class RandomInterpolationCuda final : public Layer {
     check_arity(x.size(), 2, "forward inputs");
     advance_step_kernel<<<1, 1, 0, cu_.stream()>>>(counter_.data<int32_t>());
     TBD_CUDA_CHECK_LAST();
-    draw_alpha_kernel<<<grid_for(N_), kBlock, 0, cu_.stream()>>>(alpha_.f32(), N_, key_,
-                                                                 counter_.data<int32_t>());
+    draw_alpha_kernel<<<grid_for(N_), kBlock, 0, cu_.stream()>>>(
+        alpha_.f32(), N_, key_, counter_.data<int32_t>(), call_numbering());
     TBD_CUDA_CHECK_LAST();
     interp_fwd_kernel<<<grid_for(E_), kBlock, 0, cu_.stream()>>>(
         x[0]->f32(), x[1]->f32(), alpha_.f32(), y[0]->f32(), E_, E_ / N_);

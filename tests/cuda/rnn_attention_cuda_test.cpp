@@ -55,7 +55,12 @@ TEST_F(RnnAttentionCuda, AttentionDropoutEvalIsIdentityAndMasksAreSeeded) {
   Vec first_b = forward(*b, true), first_c = forward(*c, true);
   EXPECT_EQ(first_b, first_c) << "same seed and step must give the same mask";
   EXPECT_NE(first_b, ref) << "p = 0.5 must change the output";
-  EXPECT_NE(forward(*b, true), first_b) << "each forward must draw a new mask";
+  const Vec second_b = forward(*b, true);
+  EXPECT_NE(second_b, first_b) << "each forward must draw a new mask";
+  // Numbered (2, 1), as data-parallel rank 1 of 2: its first forward draws step 1's mask.
+  auto d = make_layer(be, "a", drop, in);
+  d->set_call_numbering(2, 1);
+  EXPECT_EQ(forward(*d, true), second_b) << "rank 1 of 2's first mask is step 1's";
 }
 
 TEST_F(RnnAttentionCuda, WrongRankNamesLayerArgumentAndDims) {

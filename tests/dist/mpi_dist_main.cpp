@@ -10,8 +10,9 @@
 //     P shards of B as micro-batches, accumulates their gradients in rank order and averages
 //     (P = 2: bit for bit, as PyTorch DDP; P = 4: within a stated tolerance, since MPI's
 //     reduction tree is not the sequential sum); for every model with the default step, in
-//     tiny configurations without dropout (a mask depends on the step's forward count), Faster
-//     R-CNN included (its samplers number their calls by rank: Layer::set_call_numbering).
+//     tiny configurations, with dropout (Transformer's layers and attention, Inception-v3's
+//     classifier) and Faster R-CNN's samplers: their per-call draws are numbered by rank
+//     (Layer::set_call_numbering) as the reference numbers its micro-batches.
 //   - Bucket caps of 1 KiB, 25 MiB and unbounded give bit-identical weights.
 //   - Ranks with different bucket plans get a named error before the first step.
 //   - BatchNorm running statistics follow rank 0's (DDP's broadcast_buffers).
@@ -154,13 +155,14 @@ TEST(NcclBootstrap, RankZerosIdReachesEveryRank) {
 struct TinyModel {
   const char* name;
   std::function<std::unique_ptr<Model>(Backend&, int64_t batch)> build;
-  // False where the micro-batch reference cannot see what the ranks see (none now: Faster
-  // R-CNN's samplers draw by call index, and rank r numbers its calls as the reference's r-th
-  // micro-batch of each step is numbered; dropout's masks would not, so no model has dropout).
+  // False where the micro-batch reference cannot see what the ranks see (none now: dropout
+  // masks and Faster R-CNN's samplers draw by call index, and rank r numbers its calls as the
+  // reference's r-th micro-batch of each step is numbered).
   bool micro_batch_reference = true;
   // True where one batch of P*B is the same training as P shards of B up to rounding and its
   // inputs are the shards' concatenated along one axis: not with BatchNorm (its statistics are
-  // per batch), nor with Seq2Seq's labels (time-major, flattened: the shards interleave).
+  // per batch), nor with dropout (one batch's masks are not the shards'), nor with Seq2Seq's
+  // labels (time-major, flattened: the shards interleave).
   bool one_batch_reference = false;
   int64_t batch = 2;  // per rank
 };
@@ -173,16 +175,18 @@ std::vector<TinyModel> tiny_models() {
                    o.num_stages = 2, o.blocks_per_stage = 1, o.lr = 0.05, o.seed = 3;
                    return build_resnet50(be, o);
                  }});
-  out.push_back({"Transformer",
-                 [](Backend& be, int64_t batch) {
-                   TransformerOptions o;
-                   o.spec.layers = 1, o.spec.d_model = 16, o.spec.heads = 2, o.spec.ffn = 32;
-                   o.spec.vocab = 40, o.spec.src_len = o.spec.tgt_len = 6;
-                   o.spec.dropout = 0;
-                   o.batch = batch, o.lr = 3e-3, o.seed = 5;
-                   return build_transformer(be, o);
-                 },
-                 true, true});
+  const auto transformer = [](double dropout) {
+    return [dropout](Backend& be, int64_t batch) {
+      TransformerOptions o;
+      o.spec.layers = 1, o.spec.d_model = 16, o.spec.heads = 2, o.spec.ffn = 32;
+      o.spec.vocab = 40, o.spec.src_len = o.spec.tgt_len = 6;
+      o.spec.dropout = dropout;
+      o.batch = batch, o.lr = 3e-3, o.seed = 5;
+      return build_transformer(be, o);
+    };
+  };
+  out.push_back({"Transformer", transformer(0), true, true});
+  out.push_back({"TransformerDropout", transformer(0.3)});
   out.push_back({"Seq2Seq", [](Backend& be, int64_t batch) {
                    Seq2SeqOptions o;
                    o.spec.src_vocab = o.spec.tgt_vocab = 30;
@@ -204,7 +208,7 @@ std::vector<TinyModel> tiny_models() {
   out.push_back({"InceptionV3", [](Backend& be, int64_t batch) {
                    InceptionV3Options o;
                    o.batch = batch, o.image = 75, o.classes = 10, o.aux = false;
-                   o.width_div = 16, o.dropout = 0, o.lr = 0.05, o.seed = 11;
+                   o.width_div = 16, o.dropout = 0.5, o.lr = 0.05, o.seed = 11;
                    return build_inception_v3(be, o);
                  }});
   out.push_back({"FasterRCNN",

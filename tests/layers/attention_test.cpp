@@ -294,6 +294,23 @@ TEST(MultiHeadAttentionDropout, SameSeedSameMasksNewMaskEveryForward) {
   EXPECT_NE(c.forward(), a1) << "another seed, other masks";
 }
 
+// Layer::set_call_numbering: ranks numbered (2, 0) and (2, 1) draw the masks of one default
+// layer's forwards 0, 2 and 1, 3 (a data-parallel rank r of P draws as the r-th micro-batch).
+TEST(MultiHeadAttentionDropout, CallNumberingInterleavesTheMasks) {
+  MhaCase tc{"d", 2, 6, 0, 8, mha(2, false, false, false, true, 0.3)};
+  Runner one(tc);
+  std::vector<Vec> seq;
+  for (int s = 0; s < 4; ++s) seq.push_back(one.forward());
+  for (uint64_t r = 0; r < 2; ++r) {
+    Runner rank(tc);
+    rank.layer->set_call_numbering(2, r);
+    EXPECT_EQ(rank.forward(), seq[r]) << "rank " << r << ", forward 0";
+    EXPECT_EQ(rank.forward(), seq[2 + r]) << "rank " << r << ", forward 1";
+  }
+  expect_close("rank 1's first forward vs reference at step 1", seq[1],
+               RefMha(tc, /*step=*/1).forward(one.xh, one.ph)[0], kF32);
+}
+
 TEST(MultiHeadAttentionDropout, DropsAboutPOfTheProbabilities) {
   // A row-sum check on a bigger problem: with p = 0.5 about half the keys survive.
   const uint64_t base = attention_dropout_base(7, 3);

@@ -161,6 +161,32 @@ TEST(DropoutMask, NewMaskEachForwardSameSequenceOnRerun) {
   EXPECT_NE(step(*be, *d, 5).y, a1.y);
 }
 
+// Layer::set_call_numbering (a data-parallel rank r of P numbers its forwards r, r + P, ...):
+// two layers numbered (2, 0) and (2, 1) draw, between them, the masks of one default layer's
+// forwards 0, 1, 2, 3, on every backend (the CUDA count lives in device memory).
+class DropoutNumbering : public ::testing::TestWithParam<Target> {};
+
+TEST_P(DropoutNumbering, RanksDrawTheInterleavedSequence) {
+  Backend* be = nullptr;
+  TBD_USE_TARGET(be, GetParam());
+  const std::vector<TensorDesc> in{TensorDesc{Shape{16, 37}}};
+  auto one = make_layer(*be, "dec.drop", dcfg(0.3, 9), in);
+  std::vector<Step> seq;
+  for (int s = 0; s < 4; ++s) seq.push_back(step(*be, *one, 5));
+  for (uint64_t r = 0; r < 2; ++r) {
+    auto rank = make_layer(*be, "dec.drop", dcfg(0.3, 9), in);
+    rank->set_call_numbering(2, r);
+    for (uint64_t c = 0; c < 2; ++c) {
+      Step got = step(*be, *rank, 5);
+      EXPECT_EQ(got.y, seq[2 * c + r].y) << "rank " << r << " of 2, forward " << c;
+      EXPECT_EQ(got.dx, seq[2 * c + r].dx) << "rank " << r << " of 2, forward " << c;
+    }
+  }
+  EXPECT_NE(seq[0].y, seq[1].y);
+}
+INSTANTIATE_TEST_SUITE_P(Targets, DropoutNumbering,
+                         ::testing::Values(Target::kCpu, Target::kCudaFp32), TargetName());
+
 TEST(DropoutMask, EvalIsIdentity) {
   auto be = make_cpu_backend();
   auto layer = make_layer(*be, "drop", dcfg(0.5), {TensorDesc{Shape{3, 50}}});

@@ -58,13 +58,15 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RandomInterpolationTest,
                          CaseOnTarget());
 
 // Every alpha in [0, 1), spread over it, and different in the next step; a rerun of the same
-// seed draws the same sequence.
+// seed draws the same sequence; numbered (2, 1) (Layer::set_call_numbering, data-parallel rank
+// 1 of 2) a layer draws that sequence's steps 1 and 3.
 TEST(RandomInterpolationDraws, UniformFreshPerStepAndReproducible) {
   auto be = make_cpu_backend();
   const int64_t N = 4000;
   RandomInterpolationConfig cfg;
-  auto run = [&](int steps) {
+  auto run = [&](int steps, uint64_t stride = 1, uint64_t offset = 0) {
     auto layer = make_layer(*be, "mix", cfg, {TensorDesc{Shape{N, 1}}, TensorDesc{Shape{N, 1}}});
+    layer->set_call_numbering(stride, offset);
     Tensor a = be->empty(Shape{N, 1}, MemCategory::kDynamic);
     Tensor b = be->empty(Shape{N, 1}, MemCategory::kDynamic);
     Tensor y = be->empty(Shape{N, 1}, MemCategory::kDynamic);
@@ -79,7 +81,7 @@ TEST(RandomInterpolationDraws, UniformFreshPerStepAndReproducible) {
     }
     return out;
   };
-  const std::vector<Vec> first = run(2);
+  const std::vector<Vec> first = run(4);
   double mean = 0;
   int same = 0;
   for (int64_t n = 0; n < N; ++n) {
@@ -90,7 +92,8 @@ TEST(RandomInterpolationDraws, UniformFreshPerStepAndReproducible) {
   }
   EXPECT_NEAR(mean, 0.5, 0.03);  // 0.5 +- 6.5 standard errors of the mean of 4000 uniforms
   EXPECT_LT(same, 5);
-  EXPECT_EQ(run(2), first);
+  EXPECT_EQ(run(4), first);
+  EXPECT_EQ(run(2, 2, 1), (std::vector<Vec>{first[1], first[3]}));
 }
 
 TEST(RandomInterpolationErrors, NameTheLayerAndTheShapes) {
