@@ -103,8 +103,9 @@ __global__ void add_bias_kernel(float* y, const float* bias, int64_t M, int64_t 
 
 // attention_dropout_keep (layers/attention.h): element i of P is kept iff
 // splitmix64(base + i) >= threshold with base = splitmix64(seed ^ splitmix64(step)). The step is
-// read from device memory (counter[1], advanced by advance_step_kernel per training forward),
-// so a captured CUDA graph draws a new mask on every replay; backward reads the same step.
+// the call numbering's index of counter[1] (the training forwards so far, in device memory,
+// advanced by advance_step_kernel), so a captured CUDA graph draws a new mask on every replay;
+// backward reads the same step.
 struct DropoutParams {
   bool active;
   uint64_t seed, threshold;
@@ -282,7 +283,8 @@ class MultiHeadAttentionCublas final : public Layer {
     const float scale = 1.0f / std::sqrt(static_cast<float>(dh_));
     gemm_rm(cb_, false, true, Tq_, Tk_, dh_, scale, qh_.f32(), dh_, Tq_ * dh_, kh_.f32(), dh_,
             Tk_ * dh_, 0.0f, p_.f32(), Tk_, Tq_ * Tk_, B);
-    // The mask of this forward (layers/attention.h): step counts training forwards from 0.
+    // The mask of this forward (layers/attention.h): step is this training forward's index
+    // under the layer's call numbering (0, 1, 2, ... by default).
     drop_ = DropoutParams{
         training_ && cfg_.dropout > 0, 0, 0, 1.0f, step_counter_.data<int32_t>(), call_numbering()};
     if (drop_.active) {
