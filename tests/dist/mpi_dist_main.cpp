@@ -191,19 +191,20 @@ std::vector<TinyModel> tiny_models() {
   out.push_back({"TransformerDropout", transformer(0.3)});
   // Full-length sentences, so that the loss's mean over valid tokens of one batch of P*B is
   // the mean of the shards' means (with random lengths the shards' token counts differ).
+  constexpr int64_t kSeq2SeqLen = 5;  // source and target steps; the labels are (T*N)
   out.push_back({"Seq2Seq",
                  [](Backend& be, int64_t batch) {
                    Seq2SeqOptions o;
                    o.spec.src_vocab = o.spec.tgt_vocab = 30;
                    o.spec.embed = o.spec.hidden = o.spec.attention = 8;
-                   o.spec.src_len = o.spec.tgt_len = 5;
+                   o.spec.src_len = o.spec.tgt_len = kSeq2SeqLen;
                    o.batch = batch, o.lr = 1e-2, o.seed = 7;
                    return build_seq2seq(be, o);
                  },
                  true,
                  true,
                  2,
-                 {{"labels", 5}}});
+                 {{"labels", kSeq2SeqLen}}});
   out.push_back({"DeepSpeech2", [](Backend& be, int64_t batch) {
                    DeepSpeech2Options o;
                    DeepSpeech2Spec& s = o.spec;
