@@ -1,0 +1,53 @@
+"""The benchmark name grammar in Python (tools/track/names.py) accepts and refuses what the C++
+parser (fixtures/names.cpp, tests/bench/bench_test.cpp) does; bench_names_test.py parses every
+name tbd_bench lists."""
+
+import unittest
+
+import track_support  # noqa: F401 (puts tools/ on the path)
+from track.names import parse, strip_gbench
+
+
+class NamesTest(unittest.TestCase):
+    def test_models_with_parameters(self):
+        n = parse("Transformer/train/batch:8/len:32")
+        self.assertEqual((n.family, n.kind, n.batch, n.params), ("model", "Transformer", 8,
+                                                                 [("len", 32)]))
+        self.assertEqual(n.str(), "Transformer/train/batch:8/len:32")
+        n = parse("FasterRCNN/train/batch:1/height:600/width:800/gt:5")
+        self.assertEqual(n.param("width"), 800)
+        self.assertIsNone(n.param("len"))
+        n = parse("ResNet50/train/batch:32/ranks:2")
+        self.assertEqual(n.param("ranks"), 2)
+
+    def test_layers_optimizers_collectives(self):
+        n = parse("Conv2d/resnet50.layer2.0.conv2/fwd/batch:32")
+        self.assertEqual((n.family, n.kind, n.model, n.layer, n.phase, n.batch),
+                         ("layer", "Conv2d", "resnet50", "layer2.0.conv2", "fwd", 32))
+        n = parse("Gemm/square1024/fwdbwd/batch:1")
+        self.assertEqual((n.model, n.layer), ("", "square1024"))
+        n = parse("SGD/resnet50/step")
+        self.assertEqual((n.family, n.subject, n.batch), ("optimizer", "resnet50", None))
+        n = parse("AllReduce/mpi/bytes:1048576/ranks:2")
+        self.assertEqual((n.family, n.params), ("collective", [("bytes", 1048576), ("ranks", 2)]))
+
+    def test_google_benchmark_suffixes_and_aggregates(self):
+        n = parse("ResNet50/train/batch:4/manual_time/repeats:3_median")
+        self.assertEqual((n.suffixes, n.aggregate), (["manual_time", "repeats:3"], "median"))
+        self.assertEqual(n.str(), "ResNet50/train/batch:4")
+        self.assertEqual(strip_gbench("Conv2d/x.y/bwd/batch:2/real_time_cv"),
+                         "Conv2d/x.y/bwd/batch:2")
+        self.assertEqual(strip_gbench("BM_custom/16/real_time"), "BM_custom/16")
+
+    def test_refused(self):
+        for bad in ("ResNet50/train/batch:0", "ResNet50/train/batch:x", "ResNet50/train",
+                    "ResNet50/train/batch:4/len", "ResNet50/train/batch:4/len:0",
+                    "ResNet50/train/batch:4/batch:8", "Conv2d/.x/fwd/batch:1",
+                    "Conv2d/x./fwd/batch:1", "Conv2d/a b/fwd/batch:1", "AllReduce/mpi/bytes:8",
+                    "AllReduce/mpi/ranks:2/bytes:8", "SGD/resnet50/step/extra", "BM_custom/16",
+                    "", "Res?Net/train/batch:1"):
+            self.assertIsNone(parse(bad), bad)
+
+
+if __name__ == "__main__":
+    unittest.main()
