@@ -35,7 +35,7 @@
 #        and the scaling model (tools/track/dist_sim.py) on its profile (simulate_nccl.txt)
 #   4. scripts/torch_side_by_side.py: PyTorch timings of the same layers and of the
 #      Inception-v3, Seq2Seq, DeepSpeech2, WGAN-GP, A3C and Faster R-CNN training steps (the
-#      models of scripts/torch_cpu_compare.py; CUDA
+#      models of tools/peers (the CPU side-by-side's peers); CUDA
 #      events, warm-up) in fp32-strict and tf32, joined with the tbd JSON; its table of times
 #      and ratios is printed LAST
 # Everything goes under $OUT if set, else results/gpu/<UTC date-time>/ (logs, JSON, XML,
@@ -114,11 +114,12 @@ limit_s() {
 
 # ---- 0. what can be checked anywhere ----
 say "output in $OUT"
-for py in torch_side_by_side.py torch_cpu_compare.py; do  # the second is imported by the first
-  if python3 -m py_compile "$ROOT/scripts/$py"; then
-    say "scripts/$py compiles"
+# torch_side_by_side.py imports the peers (tools/peers) for its model cases.
+for py in scripts/torch_side_by_side.py tools/peers/*.py; do
+  if python3 -m py_compile "$ROOT/$py"; then
+    say "$py compiles"
   else
-    say "FAIL: scripts/$py does not compile"
+    say "FAIL: $py does not compile"
     status=1
   fi
 done

@@ -18,19 +18,19 @@ The cases:
     self-attention and a ResNet-50 BatchNorm (PyTorch's modules at tbd's shapes);
   - Seq2Seq's encoder LSTM (T = 30), decoder LSTMCell (layer 0: input 1024 = embedding and
     attentional state, hidden 512) and MLP attention (S = 30), run by the modules of the
-    Seq2Seq model of scripts/torch_cpu_compare.py;
+    Seq2Seq model of tools/peers/seq2seq.py;
   - DeepSpeech2's GRU layers 0 (672 -> 1760) and 1 (1760 -> 1760) over T2 = 485 steps (1000
     frames) and its CTC loss (29 classes, 150 labels; handed to cuDNN, which PyTorch does only
-    for targets in the form torch_cpu_compare.ctc_args makes; the table's notes say whether
-    it did), at the shapes of the DeepSpeech2 model of scripts/torch_cpu_compare.py;
+    for targets in the form peers.deepspeech2.ctc_args makes; the table's notes say whether
+    it did), at the shapes of the DeepSpeech2 model of tools/peers/deepspeech2.py;
   - Inception-v3's 1x7 convolution of Mixed_6e (192 -> 192 at 17x17, padding (0, 3));
   - Inception-v3's (batch 32, torchvision's, aux classifier trained; --tiny: batch 2),
     Seq2Seq's (batch 32) and DeepSpeech2's (batch 8, 1000 frames) whole training steps,
     WGAN-GP's iteration (batch 16: one generator and 5 critic steps), A3C's (t_max 5, one
     actor-learner, 8 updates) and Faster R-CNN's training step (1 image of 600x1000, anchor
     targets, proposals with torchvision's NMS, proposal targets and roi_pool on the device),
-    the models, data and steps of scripts/torch_cpu_compare.py (inception_setup,
-    seq2seq_setup, ds2_setup, wgan_setup, a3c_setup, frcnn_setup) on CUDA.
+    the models, data and steps of the CPU side-by-side's peers (tools/peers: each model's
+    module's setup()) on CUDA.
 TBD_ROWS is the one table that pairs each case (its builder case_<case> below) with the
 tbd_bench rows it is compared against and the batch both run at: tbd_bench's names look like
 `Conv2d/resnet50.layer2.0.conv2/fwd/batch:32` and `DeepSpeech2/train/batch:8`; adjust the table
@@ -219,7 +219,7 @@ def case_ds2_ctc(torch, dev, n, models):
     t2, classes = ds2["ctc_steps"], ds2["net"].cls.out_features
     z = torch.randn(t2, n, classes, device=dev, requires_grad=True)
     lab = torch.randint(1, classes, (n, ds2["label_len"]))
-    targets, in_len, lab_len = models.tcc.ctc_args(lab, t2, dev)
+    targets, in_len, lab_len = models.peers.module("DeepSpeech2").ctc_args(lab, t2, dev)
 
     def fwd():
         return F.ctc_loss(F.log_softmax(z, 2), targets, in_len, lab_len, blank=0,
@@ -250,7 +250,7 @@ def case_inception_conv_1x7(torch, dev, n, models):
 
 
 def case_inception_train(torch, dev, n, models):
-    return {"step": models.inception(n)[1], "note": "aux classifier trained (0.4)"}
+    return {"step": models.inception(n)["step"], "note": "aux classifier trained (0.4)"}
 
 
 def case_a3c_train(torch, dev, n, models):
@@ -277,11 +277,11 @@ def case_frcnn_train(torch, dev, n, models):
 
 
 class Models:
-    """The models of scripts/torch_cpu_compare.py on the device, built once per batch. Layer
+    """The models of tools/peers on the device, built once per batch. Layer
     cases take their modules and shapes from the model at its model case's batch."""
 
-    def __init__(self, tcc, dev, tiny):
-        self.tcc, self.dev, self.tiny = tcc, dev, tiny
+    def __init__(self, peers, dev, tiny):
+        self.peers, self.dev, self.tiny = peers, dev, tiny
         self.built = {}
 
     @staticmethod
@@ -291,38 +291,44 @@ class Models:
     def seq2seq(self, n=None):
         n = n or self.model_batch("seq2seq_train")
         if ("seq2seq", n) not in self.built:
-            self.built[("seq2seq", n)] = self.tcc.seq2seq_setup(n, tiny=self.tiny, device=self.dev)
+            self.built[("seq2seq", n)] = self.peers.module("Seq2Seq").setup(
+                n, tiny=self.tiny, device=self.dev)
         return self.built[("seq2seq", n)]
 
     def a3c(self, n=None):
         n = n or self.model_batch("a3c_train")  # t_max
         if ("a3c", n) not in self.built:
-            self.built[("a3c", n)] = self.tcc.a3c_setup(n, tiny=self.tiny, device=self.dev)
+            self.built[("a3c", n)] = self.peers.module("A3C").setup(
+                n, tiny=self.tiny, device=self.dev)
         return self.built[("a3c", n)]
 
     def inception(self, n=None):
         # --tiny: a batch of 2 (the network has no smaller configuration in PyTorch).
         n = 2 if self.tiny else n or self.model_batch("inception_train")
         if ("inception", n) not in self.built:
-            self.built[("inception", n)] = self.tcc.inception_setup(n, device=self.dev)
+            self.built[("inception", n)] = self.peers.module("InceptionV3").setup(
+                n, device=self.dev)
         return self.built[("inception", n)]
 
     def ds2(self, n=None):
         n = n or self.model_batch("ds2_train")
         if ("ds2", n) not in self.built:
-            self.built[("ds2", n)] = self.tcc.ds2_setup(n, tiny=self.tiny, device=self.dev)
+            self.built[("ds2", n)] = self.peers.module("DeepSpeech2").setup(
+                n, tiny=self.tiny, device=self.dev)
         return self.built[("ds2", n)]
 
     def frcnn(self, n=None):
         n = n or self.model_batch("frcnn_train")
         if ("frcnn", n) not in self.built:
-            self.built[("frcnn", n)] = self.tcc.frcnn_setup(n, tiny=self.tiny, device=self.dev)
+            self.built[("frcnn", n)] = self.peers.module("FasterRCNN").setup(
+                n, tiny=self.tiny, device=self.dev)
         return self.built[("frcnn", n)]
 
     def wgan(self, n=None):
         n = n or self.model_batch("wgan_train")
         if ("wgan", n) not in self.built:
-            self.built[("wgan", n)] = self.tcc.wgan_setup(n, tiny=self.tiny, device=self.dev)
+            self.built[("wgan", n)] = self.peers.module("WGAN").setup(
+                n, tiny=self.tiny, device=self.dev)
         return self.built[("wgan", n)]
 
 
@@ -364,9 +370,10 @@ def error_text(e):
 
 def build_cases(torch, dev, tiny):
     """name -> case, or -> {"error": ...} where building failed."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import torch_cpu_compare as tcc
-    models = Models(tcc, dev, tiny)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                    "tools"))
+    import peers
+    models = Models(peers, dev, tiny)
     cases = {}
     for name, rows in TBD_ROWS.items():
         try:

@@ -1,4 +1,5 @@
-"""Command line of tbd_track: one command, subcommands compare, run, history, bisect, report.
+"""Command line of tbd_track: one command, subcommands compare, run, peer, history, bisect,
+simulate, report.
 
 Exit codes (every subcommand):
   0  no regression (or nothing to gate)
@@ -6,6 +7,8 @@ Exit codes (every subcommand):
      metric (memory) moved beyond its tolerance the wrong way, or a row broke (ok -> error)
   2  bad input: unreadable file, not benchmark JSON, bad flag or config, failed build/run
   3  not comparable: device, backend or math mode differ (unless --allow-mismatch)
+compare of a tbd file against a peer framework's file (context `framework`) and `peer` print
+the frameworks side by side and are no gate: 0 when the table was made, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -16,35 +19,16 @@ import json
 import os
 import re
 import sys
-import tempfile
 
 from . import compare as cmp
+from . import frameworks as fw
 from . import render
 from .config import load_config
+from .files import write_atomic
 from .gbjson import InputError, load_runs
 
 EPILOG = """exit codes: 0 no regression, 1 regression, 2 bad input, 3 not comparable
 (device, backend or math differ; --allow-mismatch compares anyway)"""
-
-
-def write_atomic(path: str, data: str) -> None:
-    """Writes a whole file or nothing: a temporary file in the same folder, then rename."""
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tbd_track.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(data)
-        # mkstemp makes the file 0600; outputs are for reading (CI artifacts, web folders):
-        # the permissions an ordinary file gets under the umask.
-        mask = os.umask(0o022)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _filter_runs(runs, pattern: str | None):
@@ -93,11 +77,33 @@ def run_compare(args, base_paths: list[str], new_paths: list[str]) -> int:
         cfg.threshold = args.threshold
     base = _filter_runs(load_runs(base_paths), args.filter)
     new = _filter_runs(load_runs(new_paths), args.filter)
+    if fw.is_frameworks_comparison(base, new):
+        return emit_frameworks(fw.summarize(fw.group_sides(base + new)), args)
     today = _dt.date.fromisoformat(args.today) if args.today else None
     c = cmp.compare(base, new, cfg, unit=args.unit, allow_mismatch=args.allow_mismatch,
                     today=today, fail_on_removed=args.fail_on_removed)
     emit(c, args)
     return c.exit_code
+
+
+def emit_frameworks(summary: dict, args) -> int:
+    """A tbd file against a peer framework's (or two frameworks): the side-by-side table, never
+    a gate (exit 0)."""
+    if args.format == "json":
+        out = to_json(summary)
+    elif args.format == "markdown":
+        out = fw.markdown(summary)
+    else:
+        out = fw.text(summary)
+    if args.output:
+        write_atomic(args.output, out)
+        if args.format == "text":
+            sys.stdout.write(out)
+    else:
+        sys.stdout.write(out)
+    if args.json_out:
+        write_atomic(args.json_out, to_json(summary))
+    return 0
 
 
 def emit(c: cmp.Comparison, args) -> None:
@@ -152,8 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="contender files (a set of runs)")
     add_compare_options(c)
 
-    from . import abrun, bisect, dist_sim, history  # noqa: PLC0415 (subcommand modules)
+    from . import abrun, bisect, dist_sim, history, peer  # noqa: PLC0415 (subcommands)
     abrun.add_parser(sub, add_compare_options)
+    peer.add_parser(sub)
     history.add_parser(sub)
     bisect.add_parser(sub, add_compare_options)
     dist_sim.add_parser(sub)
