@@ -261,6 +261,9 @@ def parse_args(argv):
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--denormals", choices=("flush", "keep"), default="flush",
                     help="as tbd_bench --tbd_denormals (default flush: FTZ+DAZ)")
+    ap.add_argument("--profile", metavar="FILE",
+                    help="instead of timing: one row's step layer by layer (torch.profiler, "
+                    "eager), as JSON rows shaped like tbd_bench --tbd_breakdown's")
     ap.add_argument("--tiny", action="store_true",
                     help="the modules' toy configurations (functional checks; no count check)")
     argv = [re.sub(r"^(--benchmark_min_time=[0-9.eE+-]+)s$", r"\1", a) for a in argv]
@@ -285,7 +288,34 @@ def parse_args(argv):
     if not rows:
         ap.error("no row selected (--rows and --benchmark_filter leave none)")
     a.row_names = rows
+    if a.profile and (len(rows) != 1 or a.mode != "eager"):
+        ap.error("--profile: one row (--rows NAME), in eager mode (torch.compile fuses across "
+                 "layers)")
     return a
+
+
+def profile_row(torch, a, blas):
+    """--profile: the row's step layer by layer, written to a.profile."""
+    from .profile import profile  # noqa: PLC0415
+    name = a.row_names[0]
+    try:
+        model, batch, params = parse_row(name)
+        mod = module(model)
+        torch.manual_seed(0)
+        s = mod.setup(batch, params=params, tiny=a.tiny, device="cpu", wrap=identity)
+        for _ in range(a.warmup):
+            s["step"]()
+        doc = profile(torch, s["step"], s["nets"], steps=max(1, a.repetitions))
+    except Exception as e:
+        print(f"peers.run: --profile {name}: ERROR {error_text(e)}", file=sys.stderr)
+        return 1
+    doc.update(benchmark=name, context=context(torch, a, blas))
+    try:
+        write_atomic(a.profile, json.dumps(doc, indent=1, default=str) + "\n")
+    except OSError as e:
+        print(f"peers.run: cannot write {a.profile}: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def main(argv=None):
@@ -302,6 +332,8 @@ def main(argv=None):
     flushed = torch.set_flush_denormal(a.denormals == "flush")
     a.denormals_state = "flushed to zero" if flushed and a.denormals == "flush" else "kept"
     blas = blas_info(torch, a.threads)
+    if a.profile:
+        return profile_row(torch, a, blas)
     benchmarks, configs, failed = [], {}, 0
     for name in a.row_names:
         t0 = time.monotonic()

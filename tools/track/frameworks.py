@@ -246,3 +246,151 @@ def markdown(summary: dict) -> str:
     out += [f"- {n}" for n in summary["notes"]]
     out += [f"- error: {e}" for e in _errors(summary)]
     return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# One model's step layer by layer on both sides: tbd_bench --tbd_breakdown's rows against the
+# peer's profile (peers.run --profile), aligned by layer and summed by tbd's layer kinds.
+
+SPECIAL = ("(zero_grad)", "(optimizer)", "(accumulate_grad)", "(backward, unmatched)")
+
+
+def _kind_of(row: dict) -> str:
+    return row["layer"] if row["layer"] in SPECIAL else row.get("kind") or "-"
+
+
+def align_layers(tbd_rows: list[dict], peer_rows: list[dict]) -> list[tuple]:
+    """(tbd row | None, peer row | None, how) pairs: the same name first, then, kind by kind,
+    the remaining layers in their order of execution; the rest unpaired."""
+    pairs, used_t, used_p = [], set(), set()
+    by_name = {r["layer"]: i for i, r in enumerate(peer_rows)}
+    for i, t in enumerate(tbd_rows):
+        j = by_name.get(t["layer"])
+        if j is not None and j not in used_p and _kind_of(peer_rows[j]) == _kind_of(t):
+            pairs.append((t, peer_rows[j], "name"))
+            used_t.add(i)
+            used_p.add(j)
+    kinds: dict[str, tuple[list, list]] = {}
+    for i, t in enumerate(tbd_rows):
+        if i not in used_t:
+            kinds.setdefault(_kind_of(t), ([], []))[0].append(t)
+    for j, p in enumerate(peer_rows):
+        if j not in used_p:
+            kinds.setdefault(_kind_of(p), ([], []))[1].append(p)
+    for kind, (ts, ps) in kinds.items():
+        for k in range(max(len(ts), len(ps))):
+            t = ts[k] if k < len(ts) else None
+            p = ps[k] if k < len(ps) else None
+            pairs.append((t, p, "order" if t and p else "unpaired"))
+    return pairs
+
+
+def _time(r: dict | None, key: str | None = None) -> float | None:
+    if r is None:
+        return None
+    if key:
+        return r.get(key, 0.0)
+    return r.get("fwd_time_s", 0.0) + r.get("bwd_time_s", 0.0)
+
+
+def breakdown_summary(tbd_rows: list[dict], tbd_step_s: float | None, peer: dict) -> dict:
+    """Kinds (summed) and layers (paired) of both sides' step, as a JSON-able dict."""
+    peer_rows = peer.get("rows", [])
+    kinds: dict[str, dict] = {}
+    for side, rows in (("tbd", tbd_rows), ("peer", peer_rows)):
+        for r in rows:
+            k = kinds.setdefault(_kind_of(r), {"kind": _kind_of(r)})
+            for key in ("fwd_time_s", "bwd_time_s"):
+                k[f"{side}_{key}"] = k.get(f"{side}_{key}", 0.0) + r.get(key, 0.0)
+            k[f"{side}_layers"] = k.get(f"{side}_layers", 0) + 1
+    layers = []
+    for t, p, how in align_layers(tbd_rows, peer_rows):
+        layers.append({"tbd_layer": t["layer"] if t else None,
+                       "peer_layer": p["layer"] if p else None,
+                       "kind": _kind_of(t or p), "paired_by": how,
+                       "tbd_fwd_time_s": _time(t, "fwd_time_s"),
+                       "tbd_bwd_time_s": _time(t, "bwd_time_s"),
+                       "peer_fwd_time_s": _time(p, "fwd_time_s"),
+                       "peer_bwd_time_s": _time(p, "bwd_time_s")})
+    return {"benchmark": peer.get("benchmark"), "kinds": list(kinds.values()), "layers": layers,
+            "tbd_step_s": tbd_step_s, "tbd_sum_s": sum(_time(r) for r in tbd_rows),
+            "peer_step_s": peer.get("step_s"), "peer_profiled_step_s": peer.get("profiled_step_s"),
+            "peer_sum_s": sum(_time(r) for r in peer_rows), "peer_ops": peer.get("ops", []),
+            "peer_timer": peer.get("timer")}
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1e3:.2f}"
+
+
+def _speed(t: float | None, p: float | None) -> str:
+    """The peer's time over tbd's: above 1, tbd is faster."""
+    if not t or p is None or t <= 0:
+        return "-"
+    return f"{p / t:.2f}x"
+
+
+def _grid(head: list[str], body: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [head] + body) for i in range(len(head))]
+    return ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                      for i, (c, w) in enumerate(zip(r, widths))) for r in [head] + body]
+
+
+def breakdown_text(b: dict, peer_label: str = "PyTorch", top: int = 25) -> str:
+    lines = [f"Step layer by layer: {b['benchmark']} (ms per step; peer/tbd = the peer's time "
+             "over tbd's, above 1x tbd is faster)"]
+    ts, ps = b.get("tbd_step_s"), b.get("peer_step_s")
+    lines.append(f"step: tbd {_ms(ts)} ms (its layers sum to {_ms(b['tbd_sum_s'])}), "
+                 f"{peer_label} {_ms(ps)} ms (profiled {_ms(b.get('peer_profiled_step_s'))}, "
+                 f"its layers sum to {_ms(b['peer_sum_s'])}); peer/tbd {_speed(ts, ps)}")
+    kinds = sorted(b["kinds"], key=lambda k: -max(k.get("tbd_fwd_time_s", 0)
+                                                     + k.get("tbd_bwd_time_s", 0),
+                                                     k.get("peer_fwd_time_s", 0)
+                                                     + k.get("peer_bwd_time_s", 0)))
+    head = ["kind", "layers tbd/peer", "fwd tbd", "fwd peer", "bwd tbd", "bwd peer", "tbd",
+            "peer", "peer/tbd"]
+    body = []
+    for k in kinds:
+        t = k.get("tbd_fwd_time_s", 0) + k.get("tbd_bwd_time_s", 0) if "tbd_layers" in k else None
+        p = (k.get("peer_fwd_time_s", 0) + k.get("peer_bwd_time_s", 0)
+             if "peer_layers" in k else None)
+        body.append([k["kind"], f"{k.get('tbd_layers', 0)}/{k.get('peer_layers', 0)}",
+                     _ms(k.get("tbd_fwd_time_s")), _ms(k.get("peer_fwd_time_s")),
+                     _ms(k.get("tbd_bwd_time_s")), _ms(k.get("peer_bwd_time_s")),
+                     _ms(t), _ms(p), _speed(t, p)])
+    lines += ["", "by kind (tbd's layer kinds; the peer's modules and forward() operators mapped "
+              "to them):"] + _grid(head, body)
+    paired = [x for x in b["layers"] if x["paired_by"] != "unpaired"]
+    gap = sorted(paired, key=lambda x: (x["peer_fwd_time_s"] + x["peer_bwd_time_s"])
+                 - (x["tbd_fwd_time_s"] + x["tbd_bwd_time_s"]))
+    head = ["tbd layer", "peer layer", "kind", "fwd tbd", "fwd peer", "bwd tbd", "bwd peer",
+            "peer/tbd"]
+
+    def cells(x):
+        t = x["tbd_fwd_time_s"] + x["tbd_bwd_time_s"]
+        p = x["peer_fwd_time_s"] + x["peer_bwd_time_s"]
+        return [x["tbd_layer"], x["peer_layer"], x["kind"], _ms(x["tbd_fwd_time_s"]),
+                _ms(x["peer_fwd_time_s"]), _ms(x["tbd_bwd_time_s"]), _ms(x["peer_bwd_time_s"]),
+                _speed(t, p)]
+    wins = [x for x in gap if (x["peer_fwd_time_s"] + x["peer_bwd_time_s"])
+            < (x["tbd_fwd_time_s"] + x["tbd_bwd_time_s"])]
+    lines += ["", f"where the peer is faster ({len(wins)} of {len(paired)} paired layers; the "
+              f"{min(top, len(wins))} largest gaps):"]
+    lines += _grid(head, [cells(x) for x in wins[:top]]) if wins else ["  none"]
+    heavy = sorted(paired, key=lambda x: -max(x["tbd_fwd_time_s"] + x["tbd_bwd_time_s"],
+                                              x["peer_fwd_time_s"] + x["peer_bwd_time_s"]))
+    lines += ["", f"the {min(top, len(heavy))} heaviest paired layers:"]
+    lines += _grid(head, [cells(x) for x in heavy[:top]])
+    by_name = sum(1 for x in paired if x["paired_by"] == "name")
+    lone = [x for x in b["layers"] if x["paired_by"] == "unpaired"]
+    lines.append(f"paired: {by_name} by name, {len(paired) - by_name} by order within their "
+                 f"kind; unpaired: {len(lone)}"
+                 + (f" ({', '.join(sorted({x['kind'] for x in lone}))})" if lone else ""))
+    if b.get("peer_ops"):
+        lines += ["", f"{peer_label}'s operators by self time (torch.profiler):"]
+        lines += _grid(["operator", "self ms", "total ms", "calls"],
+                       [[o["op"], _ms(o["self_time_s"]), _ms(o["time_s"]), f"{o['calls']:g}"]
+                        for o in b["peer_ops"][:15]])
+    lines.append(f"timers: tbd's host timer per node (--tbd_breakdown); peer: "
+                 f"{b.get('peer_timer')}; backward is dgrad and wgrad together on both sides")
+    return "\n".join(lines) + "\n"

@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -70,6 +71,9 @@ def add_parser(sub) -> None:
                    "~/.cache/tbd-peers/runs/<UTC time>)")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     p.add_argument("--output", "-o", help="also write the table here (atomically)")
+    p.add_argument("--breakdown", action="store_true",
+                   help="one row's step layer by layer on both sides instead: tbd_bench "
+                   "--tbd_breakdown against torch.profiler (eager), aligned by layer and kind")
     p.add_argument("--dry-run", action="store_true",
                    help="print the processes it would run, and run none")
     p.set_defaults(func=run_peer)
@@ -249,6 +253,67 @@ def run_one(cmd: list[str], env: dict, out: str, name: str, side: str, timeout: 
     return secs, "ok" if rc == 0 else f"exit {rc}"
 
 
+def run_breakdown(args, rows: list[str], tbd: str | None) -> int:
+    """--breakdown: one row, one tbd_bench --tbd_breakdown process and one profiled peer."""
+    from .cli import to_json, write_atomic  # noqa: PLC0415
+    if len(rows) != 1:
+        raise InputError("--breakdown: exactly one row (--rows NAME, or a --benchmark_filter "
+                         f"that selects one); this selects {len(rows)}")
+    if not tbd:
+        raise InputError("--breakdown compares with tbd's own breakdown: drop --no-tbd")
+    row = rows[0]
+    if args.dry_run:
+        print(f"breakdown: tbd: {row}\nbreakdown: eager (profiled): {row}")
+        return 0
+    py, peer_env, what = peer_python(args.torch, args.torchvision, ["eager"])
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out_dir = os.path.abspath(args.out_dir or os.path.join(cache_root(), "runs", stamp))
+    os.makedirs(out_dir, exist_ok=True)
+    tbd_out = os.path.join(out_dir, f"tbd-breakdown-{_slug(row)}.json")
+    peer_out = os.path.join(out_dir, f"eager-profile-{_slug(row)}.json")
+    env = dict(os.environ)
+    cmd = [tbd, "--benchmark_out_format=json", f"--tbd_threads={args.threads}",
+           f"--benchmark_out={tbd_out}", "--benchmark_repetitions=1",
+           f"--benchmark_min_time={args.min_time:g}", "--tbd_breakdown"] + tbd_row_args(row)
+    print(f"tbd_track peer --breakdown: {row}: tbd, then {what} (eager, profiled); files in "
+          f"{out_dir}", file=sys.stderr, flush=True)
+    secs, status = run_one(cmd, env, tbd_out, row, "tbd", args.timeout)
+    print(f"  tbd: {secs:.1f} s {status}", file=sys.stderr, flush=True)
+    penv = dict(env, **peer_env)
+    penv["PYTHONPATH"] = TOOLS + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    pcmd = [py, "-m", "peers.run", "--rows", row, "--mode", "eager", f"--threads={args.threads}",
+            f"--benchmark_repetitions={args.repetitions}", f"--profile={peer_out}"]
+    t0 = time.monotonic()
+    r = subprocess.run(pcmd, env=penv, cwd=TOOLS, capture_output=True, text=True,
+                       timeout=args.timeout)
+    print(f"  eager (profiled): {time.monotonic() - t0:.1f} s "
+          f"{'ok' if r.returncode == 0 else f'FAILED (exit {r.returncode})'}", file=sys.stderr,
+          flush=True)
+    if r.returncode != 0 or not os.path.exists(peer_out):
+        raise InputError(f"--breakdown: the peer's profile of {row} failed: "
+                         f"{(r.stderr or r.stdout).strip()[-600:]}")
+    run = load_run(tbd_out)
+    bench = run.benches.get(row)
+    if bench is None or not bench.ok:
+        why = "; ".join(bench.errors) if bench else "no such row in its output"
+        raise InputError(f"--breakdown: tbd_bench's {row}: {why}")
+    tbd_rows = [x for x in run.breakdown if x.get("benchmark") in (row, bench.name)] or \
+        run.breakdown
+    times = bench.samples.get("real_time") or []  # seconds (gbjson converts)
+    step = statistics.median(times) if times else None
+    with open(peer_out, encoding="utf-8") as f:
+        peer = json.load(f)
+    summary = fw.breakdown_summary(tbd_rows, step, peer)
+    write_atomic(os.path.join(out_dir, "breakdown.json"), to_json(summary))
+    out = to_json(summary) if args.format == "json" else \
+        fw.breakdown_text(summary, f"PyTorch {peer.get('context', {}).get('framework_version', '')}"
+                          .strip())
+    if args.output:
+        write_atomic(args.output, out)
+    sys.stdout.write(out)
+    return 0
+
+
 def run_peer(args) -> int:
     from .cli import to_json, write_atomic  # noqa: PLC0415
     if args.rounds < 1 or args.repetitions < 1 or args.threads < 1:
@@ -267,6 +332,8 @@ def run_peer(args) -> int:
         if not (os.path.isfile(tbd) and os.access(tbd, os.X_OK)):
             raise InputError(f"--tbd: {tbd} is not an executable (build it with "
                              "scripts/setup.sh, name one with --tbd, or run --no-tbd)")
+    if args.breakdown:
+        return run_breakdown(args, rows, tbd)
     sides = (["tbd"] if tbd else []) + modes
     plan = schedule(rows, sides, args.rounds)
     extra = [a for a in args.bench_args if a != "--"]
@@ -276,7 +343,7 @@ def run_peer(args) -> int:
         return 0
     py, peer_env, what = peer_python(args.torch, args.torchvision, modes)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out_dir = args.out_dir or os.path.join(cache_root(), "runs", stamp)
+    out_dir = os.path.abspath(args.out_dir or os.path.join(cache_root(), "runs", stamp))
     os.makedirs(out_dir, exist_ok=True)
     print(f"tbd_track peer: {len(rows)} rows x {len(sides)} sides ({', '.join(sides)}) x "
           f"{args.rounds} rounds, {args.repetitions} repetitions of >= {args.min_time:g} s; "
