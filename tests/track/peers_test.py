@@ -37,7 +37,8 @@ TBD_PARAMS = {"ResNet50": 25_557_032, "InceptionV3": 27_161_264, "Transformer": 
 
 def module_constants(path):
     """The module's top-level NAME = literal assignments, read without importing it (no torch)."""
-    tree = ast.parse(open(path, encoding="utf-8").read())
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
     out = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
@@ -76,7 +77,8 @@ class Registry(unittest.TestCase):
             self.assertTrue(os.path.exists(path), path)
             consts = module_constants(path)
             self.assertEqual(consts.get("MODEL"), model, path)
-            src = open(path, encoding="utf-8").read()
+            with open(path, encoding="utf-8") as f:
+                src = f.read()
             self.assertIn("def setup(", src, path)
             self.assertIn("Deviations from tbd", src.split('"""')[1], path)  # the header says
             if isinstance(consts.get("PARAMS"), int):
@@ -117,7 +119,10 @@ class Registry(unittest.TestCase):
                            (["--modes", "jit"], "--modes=jit"),
                            (["--torch", "2.x"], "--torch=2.x"),
                            (["--torch", "2.1.0"], "is not pinned"),
-                           (["--tbd", "/nonexistent/tbd_bench"], "is not an executable")):
+                           (["--tbd", "/nonexistent/tbd_bench"], "is not an executable"),
+                           (["--breakdown"], "exactly one row"),
+                           (["--breakdown", "--no-tbd", "--rows", "A3C/train/batch:5/actors:1"],
+                            "drop --no-tbd")):
             r = subprocess.run([ts.TBD_TRACK, "peer", *args], capture_output=True, text=True)
             self.assertEqual(r.returncode, 2, (args, r.stderr))
             self.assertIn(says, r.stderr, args)
@@ -190,7 +195,8 @@ class SideBySide(unittest.TestCase):
 
     def test_an_error_row_shows_as_error_with_its_reason(self):
         t = ts.TempFiles()
-        d = json.load(open(COMPILE_A3C))
+        with open(COMPILE_A3C, encoding="utf-8") as f:
+            d = json.load(f)
         name = d["benchmarks"][0]["name"]
         d["benchmarks"] = [ts.error_row(name, "compile: BackendCompilerFailed: no double "
                                         "backward")]
@@ -207,6 +213,39 @@ class SideBySide(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn("Frameworks side by side", r.stdout)
 
+    def test_the_report_has_a_frameworks_section_and_keeps_peers_out_of_tbds(self):
+        t = ts.TempFiles()
+        out = os.path.join(t.dir, "report.html")
+        r = subprocess.run([ts.TBD_TRACK, "report", "--runs", TBD_A3C, EAGER_A3C, COMPILE_A3C,
+                            "-o", out], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out, encoding="utf-8") as f:
+            html = f.read()
+        sec = html[html.index('<section id="frameworks"'):]
+        sec = sec[:sec.index("</section>")]
+        self.assertIn('data-present="1"', sec)
+        self.assertIn("tbd / eager = ", sec)
+        self.assertIn("tbd / compile = ", sec)
+        self.assertIn('class="whisker"', sec)
+        # the throughput section plots tbd's run alone: one series, not three
+        thr = html[html.index('<section id="throughput"'):]
+        thr = thr[:thr.index("</section>")]
+        self.assertNotIn("PyTorch", thr)
+        # the same section from tbd_track peer's summary, and from --compare tbd peer
+        summary = t.write("frameworks.json", json.loads(subprocess.run(
+            [ts.TBD_TRACK, "compare", "--base", TBD_A3C, "--new", EAGER_A3C, COMPILE_A3C,
+             "--format", "json"], capture_output=True, text=True, check=True).stdout))
+        for args in (["--frameworks", summary], ["--compare", TBD_A3C, EAGER_A3C]):
+            r = subprocess.run([ts.TBD_TRACK, "report", *args, "-o", out], capture_output=True,
+                               text=True)
+            self.assertEqual(r.returncode, 0, (args, r.stderr))
+            with open(out, encoding="utf-8") as f:
+                self.assertIn("tbd / eager = ", f.read(), args)
+        r = subprocess.run([ts.TBD_TRACK, "report", "--frameworks", TBD_A3C, "-o", out],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("not a frameworks summary", r.stderr)
+
     def test_google_benchmarks_compare_py_reads_a_peer_file(self):
         if not os.path.exists(COMPARE_PY):
             self.skipTest("Debian's libbenchmark-tools is absent (scripts/test.sh installs it)")
@@ -214,6 +253,55 @@ class SideBySide(unittest.TestCase):
                             TBD_A3C, EAGER_A3C], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("A3C/train/batch:5/actors:1", r.stdout)
+
+
+class Breakdown(unittest.TestCase):
+    """tbd's --tbd_breakdown rows against a peer's profile, aligned (no torch needed)."""
+
+    TBD = [{"layer": "conv1", "kind": "Conv2d", "fwd_time_s": 0.010, "bwd_time_s": 0.020},
+           {"layer": "conv1.relu", "kind": "Activation", "fwd_time_s": 0.001, "bwd_time_s": 0.001},
+           {"layer": "block.add", "kind": "Add", "fwd_time_s": 0.002, "bwd_time_s": 0.002},
+           {"layer": "block.relu", "kind": "Activation", "fwd_time_s": 0.001, "bwd_time_s": 0.001},
+           {"layer": "(optimizer)", "kind": "-", "fwd_time_s": 0.0, "bwd_time_s": 0.004}]
+    PEER = {"benchmark": "Net/train/batch:1", "step_s": 0.05, "profiled_step_s": 0.06,
+            "rows": [{"layer": "conv1", "kind": "Conv2d", "fwd_time_s": 0.012,
+                      "bwd_time_s": 0.030},
+                     {"layer": "relu", "kind": "Activation", "fwd_time_s": 0.001,
+                      "bwd_time_s": 0.001},
+                     {"layer": "block.(add_)", "kind": "Add", "fwd_time_s": 0.001,
+                      "bwd_time_s": 0.0},
+                     {"layer": "relu#2", "kind": "Activation", "fwd_time_s": 0.002,
+                      "bwd_time_s": 0.001},
+                     {"layer": "(accumulate_grad)", "kind": "-", "fwd_time_s": 0.0,
+                      "bwd_time_s": 0.003},
+                     {"layer": "(optimizer)", "kind": "-", "fwd_time_s": 0.0,
+                      "bwd_time_s": 0.008}]}
+
+    def test_pairs_by_name_then_by_order_within_kind(self):
+        pairs = fw.align_layers(self.TBD, self.PEER["rows"])
+        got = {(t and t["layer"], p and p["layer"]): how for t, p, how in pairs}
+        self.assertEqual(got[("conv1", "conv1")], "name")
+        self.assertEqual(got[("(optimizer)", "(optimizer)")], "name")
+        self.assertEqual(got[("conv1.relu", "relu")], "order")
+        self.assertEqual(got[("block.relu", "relu#2")], "order")
+        self.assertEqual(got[("block.add", "block.(add_)")], "order")
+        self.assertEqual(got[(None, "(accumulate_grad)")], "unpaired")
+        self.assertEqual(len(pairs), 6)
+
+    def test_kinds_sum_each_side_and_the_text_names_where_the_peer_wins(self):
+        b = fw.breakdown_summary(self.TBD, 0.045, self.PEER)
+        kinds = {k["kind"]: k for k in b["kinds"]}
+        self.assertAlmostEqual(kinds["Activation"]["tbd_fwd_time_s"], 0.002)
+        self.assertAlmostEqual(kinds["Activation"]["peer_fwd_time_s"], 0.003)
+        self.assertEqual(kinds["Activation"]["peer_layers"], 2)
+        self.assertNotIn("tbd_layers", kinds["(accumulate_grad)"])
+        self.assertAlmostEqual(b["tbd_sum_s"], 0.042)
+        text = fw.breakdown_text(b)
+        wins = text[text.index("where the peer is faster"):text.index("heaviest")]
+        self.assertIn("block.add", wins)       # 4 ms in tbd, 1 ms in the peer
+        self.assertNotIn("conv1 ", wins)       # 30 ms in tbd, 42 ms in the peer
+        self.assertIn("2 by name", text)
+        self.assertIn("1.40x", text)           # conv1: 42 / 30
 
 
 class WithTorch(unittest.TestCase):
@@ -239,6 +327,31 @@ class WithTorch(unittest.TestCase):
         for model, (have, declared) in counts.items():
             self.assertEqual(have, TBD_PARAMS[model], model)
             self.assertEqual(declared, TBD_PARAMS[model], model)
+
+    def test_a_profile_puts_every_layer_forward_and_backward(self):
+        t = ts.TempFiles()
+        out = os.path.join(t.dir, "profile.json")
+        r = peers_run("--rows", "Seq2Seq/train/batch:2/len:6", "--tiny", "--threads=1",
+                      "--warmup=1", "--benchmark_repetitions=2", f"--profile={out}",
+                      python=self.py)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        with open(out, encoding="utf-8") as f:
+            d = json.load(f)
+        rows = {x["layer"]: x for x in d["rows"]}
+        for layer, kind in (("enc0", "LSTM"), ("dec0", "LSTMCell"), ("cls", "Linear"),
+                            ("src_emb", "Embedding")):
+            self.assertEqual(rows[layer]["kind"], kind, layer)
+            self.assertGreater(rows[layer]["fwd_time_s"], 0, layer)
+        for layer in ("enc0", "dec0", "cls"):
+            self.assertGreater(rows[layer]["bwd_time_s"], 0, layer)
+        self.assertGreater(rows["(optimizer)"]["bwd_time_s"], 0)
+        total = sum(x["fwd_time_s"] + x["bwd_time_s"] for x in d["rows"])
+        self.assertLess(total, d["profiled_step_s"] * 1.02)
+        self.assertGreater(total, d["profiled_step_s"] * 0.5)
+        r = peers_run("--rows", "Seq2Seq/train/batch:2/len:6", "--mode", "compile",
+                      f"--profile={out}", python=self.py)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("eager mode", r.stderr)
 
     def test_a_run_writes_rows_tbd_track_reads(self):
         t = ts.TempFiles()

@@ -48,6 +48,9 @@ from track_support import CONV_CL as CHANNELS_LAST, GEMM_CONV, MODELS  # noqa: E
 
 # A 2-rank --tbd_dist run (ResNet-50's ranks:1 and ranks:2 rows, AllReduce rows).
 DIST_RUN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "dist-np2.json")
+# tbd_track peer's files of one row (tbd, PyTorch eager and compile): the frameworks section.
+PEER_RUNS = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", f)
+             for f in ("tbd-a3c.json", "peer-eager-a3c.json", "peer-compile-a3c.json")]
 
 # ---------------------------------------------------------------------------------------------
 # Synthetic tbd-shaped runs: model sweeps with 5 repetitions, layer rows, errors, a breakdown.
@@ -293,7 +296,7 @@ class ReportTestBase(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def full(self) -> str:
-        runs = load_runs([self.new, MODELS, DIST_RUN])
+        runs = load_runs([self.new, MODELS, DIST_RUN] + PEER_RUNS)
         return report.build_html(self.synth_cmp, self.history, runs, "tbd nightly")
 
 
@@ -424,7 +427,8 @@ class ReportHtmlTest(ReportTestBase):
                                 {"verdict", "tables", "ab", "context"}),
             "history only": (None, self.history, [], {"history"}),
             "runs only": (None, None, runs, {"throughput", "memory", "layers", "context"}),
-            "everything": (self.synth_cmp, self.history, load_runs([MODELS, DIST_RUN]),
+            "everything": (self.synth_cmp, self.history,
+                           load_runs([MODELS, DIST_RUN] + PEER_RUNS),
                            set(names)),
         }
         for what, (c, h, r, present) in cases.items():
@@ -442,7 +446,7 @@ class ReportHtmlTest(ReportTestBase):
         expect = {"ab": {"ab-strip"}, "history": {"history"},
                   "throughput": {"throughput", "utilization", "layer-throughput"},
                   "memory": {"memory"}, "layers": {"layer-share", "kind-share", "roofline"},
-                  "scaling": {"scaling"}}
+                  "scaling": {"scaling"}, "frameworks": {"frameworks"}}
         for sid, kinds in expect.items():
             with self.subTest(sid):
                 found = charts(section_html(doc, sid))

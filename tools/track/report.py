@@ -1285,6 +1285,19 @@ def _bd_flop(r: dict):
     return sum(parts) if parts else None
 
 
+def _hbar_frame(kind: str, title: str, w: int, h: int, left: int, top: int, yb: float,
+                ax: "Axis", x_of, suffix: str) -> list[str]:
+    """The opening of a horizontal-bar chart: title, vertical grid lines and tick labels."""
+    out = [_svg_open(kind, w, h, title)]
+    out.append(f'<text class="axt" x="{left}" y="12">{_e(title)}</text>')
+    for t in ax.ticks:
+        x = x_of(t)
+        out.append(f'<line class="grid" x1="{_c(x)}" x2="{_c(x)}" y1="{top - 2}" y2="{_c(yb)}"/>')
+        out.append(f'<text x="{_c(x)}" y="{_c(yb + 13)}" text-anchor="middle">'
+                   f"{_e(ax.label(t))}{suffix}</text>")
+    return out
+
+
 def share_chart(kind: str, title: str, items: list[tuple[str, float, float, str]]) -> str:
     """Horizontal bars: (label, fwd share, bwd share, right-hand text) per item."""
     if not items:
@@ -1296,14 +1309,8 @@ def share_chart(kind: str, title: str, items: list[tuple[str, float, float, str]
     ax = Axis(0.0, vmax, "fraction", n=4, zero=True)
     pw = w - left - right
     x_of = lambda v: left + ax.frac(v) * pw  # noqa: E731
-    out = [_svg_open(kind, w, h, title)]
-    out.append(f'<text class="axt" x="{left}" y="12">{_e(title)}</text>')
     yb = top + rowh * len(items)
-    for t in ax.ticks:
-        x = x_of(t)
-        out.append(f'<line class="grid" x1="{_c(x)}" x2="{_c(x)}" y1="{top - 2}" y2="{_c(yb)}"/>')
-        out.append(f'<text x="{_c(x)}" y="{_c(yb + 13)}" text-anchor="middle">'
-                   f"{_e(ax.label(t))}</text>")
+    out = _hbar_frame(kind, title, w, h, left, top, yb, ax, x_of, "")
     for i, (lab, f, b, txt) in enumerate(items):
         y = top + rowh * i
         name, _, kind_ = lab.partition("\t")
@@ -1331,6 +1338,95 @@ def share_chart(kind: str, title: str, items: list[tuple[str, float, float, str]
     out += _legend([("box", "#4e79a7", "forward"), ("box", "#a0cbe8", "backward")],
                    left, yb + 28, pw)
     out.append("</svg>")
+    return "".join(out)
+
+
+def ratio_chart(kind: str, title: str, items: list[tuple[str, list[tuple[str, dict]]]],
+                ref: str) -> str:
+    """Horizontal bars of ref's rate over each peer's, per row: (row, [(peer, ratio dict)]),
+    with the confidence interval as a whisker and parity (1x) as a line."""
+    items = [(n, [(p, r) for p, r in rs if r and _finite(r.get("ratio"))]) for n, rs in items]
+    items = [(n, rs) for n, rs in items if rs]
+    if not items:
+        return ""
+    peers: list[str] = []
+    for _, rs in items:
+        peers += [p for p, _ in rs if p not in peers]
+    colour = {p: PALETTE[i % len(PALETTE)] for i, p in enumerate(peers)}
+    w, left, right, top, barh = 660, 230, 70, 24, 12
+    rowh = barh * len(peers) + 8
+    h = top + rowh * len(items) + 30 + 16 * _legend_rows(peers, w - left - right)
+    vals = [1.0]
+    for _, rs in items:
+        for _, r in rs:
+            ci = [x for x in r.get("ci", []) if _finite(x)]
+            vals += [r["ratio"]] + ci
+    ax = Axis(0.0, max(vals), "", n=5, zero=True)
+    pw = w - left - right
+    x_of = lambda v: left + ax.frac(v) * pw  # noqa: E731
+    yb = top + rowh * len(items)
+    out = _hbar_frame(kind, title, w, h, left, top, yb, ax, x_of, "x")
+    x1 = x_of(1.0)
+    out.append(f'<line class="parity" x1="{_c(x1)}" x2="{_c(x1)}" y1="{top - 4}" '
+               f'y2="{_c(yb)}" stroke="#24292f" stroke-dasharray="4 3"/>')
+    for i, (name, rs) in enumerate(items):
+        y = top + rowh * i
+        short = name if len(name) <= 34 else name[:16] + "\u2026" + name[-17:]
+        out.append(f'<text x="{left - 6}" y="{_c(y + rowh / 2 + 3)}" text-anchor="end" '
+                   f'class="rl"><title>{_e(name)}</title>{_e(short)}</text>')
+        for j, (p, r) in enumerate(rs):
+            yy = y + 4 + barh * peers.index(p)
+            v = r["ratio"]
+            x0 = x_of(0)
+            tip = f"{name}: {ref} / {p} = {v:.3g}x"
+            ci = r.get("ci") or []
+            if len(ci) == 2 and all(_finite(c) for c in ci):
+                tip += f" (CI {ci[0]:.3g} to {ci[1]:.3g})"
+            out.append(f'<rect class="mark" x="{_c(x0)}" y="{_c(yy)}" '
+                       f'width="{_c(max(x_of(v) - x0, 0.5))}" height="{barh - 2}" '
+                       f'fill="{colour[p]}"><title>{_e(tip)}</title></rect>')
+            if len(ci) == 2 and all(_finite(c) for c in ci):
+                ym = yy + (barh - 2) / 2
+                out.append(f'<line class="whisker" x1="{_c(x_of(ci[0]))}" '
+                           f'x2="{_c(x_of(ci[1]))}" y1="{_c(ym)}" y2="{_c(ym)}" '
+                           'stroke="#24292f"/>')
+            out.append(f'<text x="{_c(max(x_of(v), x_of(max(ci or [v]))) + 4)}" '
+                       f'y="{_c(yy + barh - 3)}" class="bt">{v:.2f}x</text>')
+    out += _legend([("box", colour[p], f"{ref} / {p}") for p in peers], left, yb + 28, pw)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def section_frameworks(summary: dict) -> str:
+    """tbd against peer frameworks (tbd_track peer, or runs of both): ratio bars per row with
+    their confidence intervals, then the table with rates and peak memory on every side."""
+    from . import frameworks as fw  # noqa: PLC0415
+    ref = summary["reference"]
+    short = fw.short_labels(summary["sides"])
+    peers = [s for s in summary["sides"] if s != ref]
+    items = []
+    for row in summary["rows"]:
+        m = row.get("rate")
+        items.append((row["benchmark"],
+                      [(short[p], (row["ratios"].get(p) or {}).get(m) if m else None)
+                       for p in peers]))
+    units = sorted({row["unit"] for row in summary["rows"]})
+    out = [f'<p class="caption">{_e(ref)}\'s rate over each peer\'s (median; bars from 0, '
+           f'whiskers: the {summary["level"] * 100:g}% confidence interval; the dashed line is '
+           "parity). Right of the line, tbd is faster. Different frameworks are not a "
+           "regression gate: this is the side-by-side. Unit of analysis: "
+           f"{_e(', '.join(units))}.</p>"]
+    out.append(ratio_chart("frameworks", "rate ratio by row", items, short[ref]))
+    head, body = fw.table_rows(summary)
+    cols = [(h, "text" if i < 2 else "num") for i, h in enumerate(head)]
+    out.append(_table(cols, body, tid="frameworks-table"))
+    ctx_rows = [[label, ", ".join(f"{k}={v}" for k, v in ctx.items())]
+                for label, ctx in summary.get("contexts", {}).items()]
+    if ctx_rows:
+        out.append(_table([("side", "text"), ("context", "text")], ctx_rows, sortable=False))
+    notes = list(summary.get("notes", [])) + [f"error: {e}" for e in fw._errors(summary)]
+    if notes:
+        out.append("<ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
     return "".join(out)
 
 
@@ -1741,7 +1837,8 @@ summary();window.addEventListener('load',summary);
 SECTIONS = (("verdict", "Verdict"), ("tables", "Comparison tables"), ("ab", "A/B samples"),
             ("history", "History and change points"), ("throughput", "Throughput vs batch"),
             ("memory", "Memory by category"), ("layers", "Per-layer breakdown"),
-            ("scaling", "Data-parallel scaling"), ("context", "Context"))
+            ("scaling", "Data-parallel scaling"), ("frameworks", "Frameworks side by side"),
+            ("context", "Context"))
 
 
 def section_scaling(runs: list[Run]) -> str:
@@ -1788,10 +1885,17 @@ def section_scaling(runs: list[Run]) -> str:
     return "".join(out)
 
 
-def build_html(comparison: dict | None, history: dict | None, runs: list, title: str) -> str:
-    """The whole report as one string; the same input gives the same bytes."""
+def build_html(comparison: dict | None, history: dict | None, runs: list, title: str,
+               frameworks: dict | None = None) -> str:
+    """The whole report as one string; the same input gives the same bytes. Runs of peer
+    frameworks (tbd_track peer's files) go to the frameworks section only."""
+    from . import frameworks as fw  # noqa: PLC0415
     c = comparison
     runs = list(runs or [])
+    peer_runs = [r for r in runs if fw.framework_of(r) != "tbd"]
+    if peer_runs and frameworks is None:
+        frameworks = fw.summarize(fw.group_sides(runs))
+    runs = [r for r in runs if fw.framework_of(r) == "tbd"]
     no_cmp = "No comparison given (--compare BASE NEW or --comparison FILE)."
     body: dict[str, tuple[bool, str]] = {}
     body["verdict"] = (True, section_verdict(c)) if c else (False, no_cmp)
@@ -1809,6 +1913,9 @@ def build_html(comparison: dict | None, history: dict | None, runs: list, title:
     body["scaling"] = ((True, section_scaling(runs)) if has_dist else
                        (False, "No data-parallel profile in the runs (tbd_bench --tbd_dist=mpi "
                         "writes one; see README, Data-parallel training)."))
+    body["frameworks"] = ((True, section_frameworks(frameworks)) if frameworks else
+                          (False, "No peer framework's runs (tbd_track peer writes them; give "
+                           "its folder to --runs, or its frameworks.json to --frameworks)."))
     body["context"] = ((True, section_context(runs, c)) if runs or c else
                        (False, "No runs or comparison: no context to show."))
 
@@ -1821,6 +1928,8 @@ def build_html(comparison: dict | None, history: dict | None, runs: list, title:
                       f'{len(history.get("series") or [])} series'
                       + (f' on <code>{_e(history.get("machine"))}</code>'
                          if history.get("machine") else ""))
+    if frameworks:
+        inputs.append("frameworks: " + ", ".join(_e(x) for x in frameworks.get("sides", [])))
     if runs:
         inputs.append("runs: " + ", ".join(f"<code>{_e(os.path.basename(r.path))}</code>"
                                            for r in runs[:12])
@@ -1889,24 +1998,40 @@ def load_history(path: str) -> dict:
     return doc
 
 
+def load_frameworks(path: str) -> dict:
+    doc = _read_json(path, "a frameworks summary (tbd_track peer's frameworks.json)")
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list) or \
+            not isinstance(doc.get("sides"), list) or "reference" not in doc:
+        raise InputError(f"{path}: not a frameworks summary (tbd_track peer's frameworks.json, "
+                         "or compare --format json of a tbd file against a peer's): needs "
+                         "'reference', 'sides' and 'rows'")
+    return doc
+
+
 def run_report(args) -> int:
-    if not (args.compare or args.comparison or args.history or args.runs):
+    if not (args.compare or args.comparison or args.history or args.runs or args.frameworks):
         raise InputError("report needs an input: --compare BASE NEW, --comparison FILE, "
-                         "--history FILE or --runs FILE_OR_DIR ...")
+                         "--history FILE, --frameworks FILE or --runs FILE_OR_DIR ...")
     comparison = None
     new_runs: list[Run] = []
     if args.compare:
         from . import compare as cmp  # noqa: PLC0415 (needs scipy; only for --compare)
         from .config import load_config  # noqa: PLC0415
+        from . import frameworks as fw  # noqa: PLC0415
         base = load_runs([args.compare[0]])
         new_runs = load_runs([args.compare[1]])
-        comparison = cmp.compare(base, new_runs, load_config(None)).to_dict()
+        if fw.is_frameworks_comparison(base, new_runs):
+            # tbd against a peer framework: the side-by-side, not a comparison of commits
+            new_runs = base + new_runs
+        else:
+            comparison = cmp.compare(base, new_runs, load_config(None)).to_dict()
     elif args.comparison:
         comparison = load_comparison(args.comparison)
     history = load_history(args.history) if args.history else None
+    frameworks = load_frameworks(args.frameworks) if args.frameworks else None
     runs = load_runs(args.runs) if args.runs else new_runs
     from .cli import write_atomic  # noqa: PLC0415 (cli imports this module's siblings)
-    text = build_html(comparison, history, runs, args.title)
+    text = build_html(comparison, history, runs, args.title, frameworks)
     write_atomic(args.output, text)
     print(f"tbd_track: wrote {args.output} ({len(text.encode('utf-8'))} bytes)",
           file=sys.stderr)
@@ -1916,7 +2041,8 @@ def run_report(args) -> int:
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "report", help="one self-contained offline HTML report (verdict, tables, A/B plots, "
-        "history with change points, throughput, memory, per-layer breakdown, context)",
+        "history with change points, throughput, memory, per-layer breakdown, data-parallel "
+        "scaling, frameworks side by side, context)",
         description="Writes one HTML file with no network reference (inline CSS, SVG and a "
         "little script for sorting tables). The same inputs give the same bytes. Exit code 0 "
         "when written, 2 on bad input; the comparison's own verdict is inside the page "
@@ -1931,6 +2057,9 @@ def add_parser(sub) -> None:
     p.add_argument("--runs", nargs="+", metavar="FILE_OR_DIR",
                    help="tbd_bench JSON files for throughput, memory, breakdown and context "
                    "(default: the new side of --compare)")
+    p.add_argument("--frameworks", metavar="FILE",
+                   help="tbd against peer frameworks: tbd_track peer's frameworks.json (or "
+                   "give the peer's files to --runs)")
     p.add_argument("--title", default="tbd_track report", help="page title")
     p.add_argument("-o", "--output", required=True, metavar="FILE",
                    help="the HTML file to write (atomically)")
