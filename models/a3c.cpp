@@ -402,6 +402,16 @@ std::unique_ptr<Model> build_a3c(Backend& be, const A3cOptions& o) {
   return m;
 }
 
+A3cOptions a3c_tiny(int64_t actors) {
+  A3cOptions o;
+  o.frame = 36;
+  o.hidden = 32;
+  o.actors = actors;
+  o.pool_frames = 16;
+  o.seed = 7;
+  return o;
+}
+
 TBD_REGISTER_MODEL(ModelEntry{"A3C",
                               {5},
                               5,

@@ -77,5 +77,9 @@ struct A3cOptions {
 // Parameters of the network for these options (the formula above).
 int64_t a3c_param_count(const A3cOptions& o);
 std::unique_ptr<Model> build_a3c(Backend& be, const A3cOptions& o);
+// The tiny configuration the model tests train and tools/peers mirrors (small enough for a
+// sanitizer build): 36x36 frames (conv1 9x9, conv2 5x5 out), a 32-wide hidden layer, 16 frames
+// in the pool, `actors` actor-learners.
+A3cOptions a3c_tiny(int64_t actors);
 
 }  // namespace tbd

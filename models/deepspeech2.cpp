@@ -114,6 +114,23 @@ std::unique_ptr<Model> build_deepspeech2(Backend& be, const DeepSpeech2Options& 
   return m;
 }
 
+DeepSpeech2Options deepspeech2_tiny() {
+  DeepSpeech2Options o;
+  DeepSpeech2Spec& s = o.spec;
+  s.freq = 20;
+  s.frames = 40;
+  s.channels = 4;
+  s.k1_time = 5, s.k1_freq = 5, s.s1_time = 2, s.s1_freq = 2;  // 18 x 8
+  s.k2_time = 5, s.k2_freq = 3, s.s2_time = 1, s.s2_freq = 2;  // 14 x 3
+  s.rnn_layers = 2;
+  s.hidden = 16;
+  s.label_len = 4;
+  o.batch = 2;
+  o.lr = 2e-2;
+  o.seed = 11;
+  return o;
+}
+
 TBD_REGISTER_MODEL(ModelEntry{"DeepSpeech2",
                               {1, 2, 4, 8, 16, 32, 64},
                               1,

@@ -66,5 +66,9 @@ int64_t deepspeech2_label_len(const DeepSpeech2Spec& s);
 int64_t deepspeech2_param_count(const DeepSpeech2Spec& s);
 
 std::unique_ptr<Model> build_deepspeech2(Backend& be, const DeepSpeech2Options& opt);
+// The tiny configuration the model tests train and tools/peers mirrors: 20 frequency bins, 40
+// frames, 4 channels, convolutions 5x5/2 (18 x 8 out) and 5x3 stride (1, 2) (14 x 3 out), 2
+// recurrent layers of 16, 4 labels, batch 2.
+DeepSpeech2Options deepspeech2_tiny();
 
 }  // namespace tbd

@@ -223,6 +223,19 @@ std::unique_ptr<Model> build_inception_v3(Backend& be, const InceptionV3Options&
   return m;
 }
 
+InceptionV3Options inception_v3_tiny() {
+  InceptionV3Options o;
+  o.batch = 4;
+  o.image = 75;
+  o.classes = 10;
+  o.aux = false;
+  o.width_div = 16;
+  o.dropout = 0.5;
+  o.lr = 0.05;
+  o.seed = 11;
+  return o;
+}
+
 TBD_REGISTER_MODEL(ModelEntry{"InceptionV3",
                               {1, 2, 4, 8, 16, 32, 64, 96, 128},
                               1,

@@ -45,5 +45,9 @@ struct InceptionV3Options {
 int64_t inception_v3_param_count(const InceptionV3Options& o);
 
 std::unique_ptr<Model> build_inception_v3(Backend& be, const InceptionV3Options& o);
+// The tiny configuration the model tests train and tools/peers mirrors: 4 images of 75x75 (the
+// smallest input every module fits: 7x7 into Mixed_5b, 1x1 out of Mixed_7c), 10 classes, no
+// auxiliary head (its 5x5/3 pool and 5x5 conv need 17x17 at Mixed_6e), channels / 16.
+InceptionV3Options inception_v3_tiny();
 
 }  // namespace tbd

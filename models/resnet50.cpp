@@ -123,6 +123,19 @@ std::unique_ptr<Model> build_resnet50(Backend& be, const ResNetOptions& o) {
   return m;
 }
 
+ResNetOptions resnet50_tiny() {
+  ResNetOptions o;
+  o.batch = 8;
+  o.image = 32;
+  o.classes = 10;
+  o.width_div = 16;  // stem 4 channels, bottleneck widths 4, 8
+  o.num_stages = 2;
+  o.blocks_per_stage = 1;
+  o.lr = 0.05;
+  o.seed = 3;
+  return o;
+}
+
 TBD_REGISTER_MODEL(ModelEntry{"ResNet50",
                               {1, 2, 4, 8, 16, 32, 64, 96, 128},
                               1,

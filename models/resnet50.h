@@ -59,5 +59,8 @@ struct ResNetOptions {
 int64_t resnet50_param_count();  // 25,557,032
 
 std::unique_ptr<Model> build_resnet50(Backend& be, const ResNetOptions& opt);
+// The tiny configuration the model tests train and tools/peers mirrors: 8 images of 32x32, 10
+// classes, widths / 16 (stem 4 channels, bottleneck widths 4 and 8), 2 stages of one block.
+ResNetOptions resnet50_tiny();
 
 }  // namespace tbd

@@ -169,6 +169,18 @@ std::unique_ptr<Model> build_seq2seq(Backend& be, const Seq2SeqOptions& o) {
   return m;
 }
 
+Seq2SeqOptions seq2seq_tiny() {
+  Seq2SeqOptions o;
+  o.spec.src_vocab = o.spec.tgt_vocab = 50;
+  o.spec.embed = o.spec.hidden = o.spec.attention = 16;
+  o.spec.src_len = o.spec.tgt_len = 8;
+  o.random_lengths = true;
+  o.batch = 4;
+  o.lr = 1e-2;
+  o.seed = 7;
+  return o;
+}
+
 TBD_REGISTER_MODEL(ModelEntry{"Seq2Seq",
                               {1, 2, 4, 8, 16, 32, 64, 128},
                               16,

@@ -66,5 +66,9 @@ struct Seq2SeqOptions {
 int64_t seq2seq_param_count(const Seq2SeqSpec& s);
 
 std::unique_ptr<Model> build_seq2seq(Backend& be, const Seq2SeqOptions& opt);
+// The tiny configuration the model tests train and tools/peers mirrors: vocabularies of 50,
+// embedding, hidden and attention 16, 8 tokens a side with random lengths (the masks and the
+// padding labels take part), batch 4.
+Seq2SeqOptions seq2seq_tiny();
 
 }  // namespace tbd

@@ -148,6 +148,22 @@ std::unique_ptr<Model> build_transformer(Backend& be, const TransformerOptions& 
   return m;
 }
 
+TransformerOptions transformer_tiny() {
+  TransformerOptions o;
+  o.spec.layers = 2;
+  o.spec.d_model = 32;
+  o.spec.heads = 4;
+  o.spec.ffn = 64;
+  o.spec.vocab = 50;
+  o.spec.src_len = 8;
+  o.spec.tgt_len = 8;
+  o.spec.label_smoothing = 0.0;
+  o.batch = 4;
+  o.lr = 3e-3;
+  o.seed = 5;
+  return o;
+}
+
 TBD_REGISTER_MODEL(ModelEntry{"Transformer",
                               {1, 2, 4, 8, 16, 32, 64, 128},
                               1,

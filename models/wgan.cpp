@@ -275,6 +275,16 @@ TensorId wgan_critic(Graph& g, TensorId x, const WganOptions& o, const std::stri
   return critic(p, x, o);
 }
 
+WganOptions wgan_tiny(uint64_t seed) {
+  WganOptions o;
+  o.batch = 8;
+  o.dim = 4;
+  o.blocks = 1;
+  o.seed = seed;
+  o.lr = 1e-3;
+  return o;
+}
+
 TBD_REGISTER_MODEL(ModelEntry{"WGAN",
                               {1, 2, 4, 8, 16, 32, 64, 96, 128},
                               1,

@@ -61,6 +61,9 @@ struct WganOptions {
 int64_t wgan_image_size(const WganOptions& o);
 
 std::unique_ptr<Model> build_wgan(Backend& be, const WganOptions& o);
+// The tiny configuration the model tests train and tools/peers mirrors: batch 8, DIM 4, one
+// residual block per player (8x8 images; the generator 8 -> 4 channels, the critic 4 -> 8).
+WganOptions wgan_tiny(uint64_t seed = 1);
 
 // The critic alone, as the model builds it (layers named "<prefix>.<layer>", parameters its
 // own): images x (N, 3, S, S) -> scores (N, 1). For tests of its double backward.

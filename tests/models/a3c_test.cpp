@@ -18,18 +18,6 @@
 namespace tbd::test {
 namespace {
 
-// Small enough for a debug or sanitizer build: 36x36 frames (conv1 9x9, conv2 5x5), a 32-wide
-// hidden layer, 4 actions.
-A3cOptions tiny(int64_t actors) {
-  A3cOptions o;
-  o.frame = 36;
-  o.hidden = 32;
-  o.actors = actors;
-  o.pool_frames = 16;
-  o.seed = 7;
-  return o;
-}
-
 std::vector<float> global_weights(Backend& be, Model& m) {
   // The global weights are graph 1 (the first added graph, a3c.cpp).
   const Tensor& v = m.graph(1).arena().values;
@@ -85,7 +73,7 @@ TEST(A3C, FullConfigurationParameterCount) {
 // shared RMSprop through the global weights (one worker: pull, step, apply).
 TEST(A3C, LossFallsOnAFixedRollout) {
   auto be = make_cpu_backend();
-  A3cOptions o = tiny(1);
+  A3cOptions o = a3c_tiny(1);
   o.lr = 1e-3;  // a few steps must show it
   auto m = build_a3c(*be, o);
   Graph& g = m->graph();
@@ -116,7 +104,7 @@ TEST(A3C, IdenticalRerunsWithOneWorker) {
   std::vector<float> initial;
   for (int r = 0; r < 2; ++r) {
     auto be = make_cpu_backend();
-    auto m = build_a3c(*be, tiny(1));
+    auto m = build_a3c(*be, a3c_tiny(1));
     if (r == 0) initial = global_weights(*be, *m);
     for (int i = 0; i < 4; ++i) m->train_step();
     EXPECT_TRUE(std::isfinite(m->loss()));
@@ -134,7 +122,7 @@ TEST(A3C, TwoConcurrentWorkersKeepExactAccounting) {
   auto be = make_cpu_backend();
   const MemoryStats before = be->allocator().stats();
   {
-    A3cOptions o = tiny(2);
+    A3cOptions o = a3c_tiny(2);
     const auto P = static_cast<std::size_t>(a3c_param_count(o));
     auto m = build_a3c(*be, o);
     EXPECT_EQ(m->samples_per_step(), 16);

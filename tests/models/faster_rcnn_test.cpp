@@ -36,8 +36,6 @@ TEST(FasterRcnn, ParameterCountsAreTheNotes) {
   EXPECT_EQ(trained, 47134367);
 }
 
-FasterRcnnOptions tiny() { return faster_rcnn_tiny(); }
-
 // Per step, the four loss terms.
 std::vector<std::map<std::string, float>> train(FasterRcnn& m, int steps) {
   std::vector<std::map<std::string, float>> out;
@@ -52,7 +50,7 @@ std::vector<std::map<std::string, float>> train(FasterRcnn& m, int steps) {
 
 TEST(FasterRcnn, FrozenStemRunsNoBackward) {
   auto be = make_cpu_backend();
-  auto m = build_faster_rcnn(*be, tiny());
+  auto m = build_faster_rcnn(*be, faster_rcnn_tiny());
   Graph& g = m->graph();
   for (std::size_t i = 0; i < g.nodes().size(); ++i) {
     const std::string& name = g.nodes()[i].layer->name();
@@ -87,7 +85,7 @@ TEST(FasterRcnn, FrozenStemRunsNoBackward) {
 TEST(FasterRcnn, TinyConfigurationTrainsAllFourLossesAndReruns) {
   constexpr int kSteps = 100, kFirst = 20, kLast = 20;
   auto be = make_cpu_backend();
-  auto a = train(*build_faster_rcnn(*be, tiny()), kSteps);
+  auto a = train(*build_faster_rcnn(*be, faster_rcnn_tiny()), kSteps);
   for (const char* term : {"rpn_cls", "rpn_bbox", "rcnn_cls", "rcnn_bbox"}) {
     double first = 0, last = 0;
     for (int i = 0; i < kSteps; ++i) {
@@ -99,13 +97,13 @@ TEST(FasterRcnn, TinyConfigurationTrainsAllFourLossesAndReruns) {
     EXPECT_LT(last, 0.5 * first) << term << ": mean of the first " << kFirst << " steps " << first
                                  << ", of the last " << kLast << " " << last;
   }
-  auto b = train(*build_faster_rcnn(*be, tiny()), kSteps);
+  auto b = train(*build_faster_rcnn(*be, faster_rcnn_tiny()), kSteps);
   EXPECT_EQ(a, b);
 }
 
 TEST(FasterRcnn, BadOptionsAreNamed) {
   auto be = make_cpu_backend();
-  FasterRcnnOptions o = tiny();
+  FasterRcnnOptions o = faster_rcnn_tiny();
   o.num_gt = 9;
   test::expect_error([&] { build_faster_rcnn(*be, o); }, {"FasterRCNN", "gt=9", "[1, 4]"});
 }

@@ -57,24 +57,11 @@ TEST(InceptionV3, CpuKeepsBlockedLayoutAndNoReferenceConvolution) {
   EXPECT_EQ(convs, 94 + 2);  // torchvision's 94 BasicConv2d, and the aux head's 2
 }
 
-InceptionV3Options tiny() {
-  InceptionV3Options o;
-  o.batch = 4;
-  o.image = 75;  // the smallest input every module fits: 7x7 into Mixed_5b, 1x1 out of 7c
-  o.classes = 10;
-  o.aux = false;  // its 5x5/3 pool and 5x5 conv need 17x17 at Mixed_6e (299 pixels)
-  o.width_div = 16;
-  o.dropout = 0.5;
-  o.lr = 0.05;
-  o.seed = 11;
-  return o;
-}
-
 TEST(InceptionV3, TinyConfigurationOverfitsAndReruns) {
   auto be = make_cpu_backend();
-  auto a = losses(*build_inception_v3(*be, tiny()), 60);
+  auto a = losses(*build_inception_v3(*be, inception_v3_tiny()), 60);
   expect_overfits(a);
-  auto b = losses(*build_inception_v3(*be, tiny()), 60);
+  auto b = losses(*build_inception_v3(*be, inception_v3_tiny()), 60);
   EXPECT_EQ(a, b);
 }
 
@@ -82,7 +69,7 @@ TEST(InceptionV3, TinyConfigurationOverfitsAndReruns) {
 // the aux loss, and the aux head's parameters get gradients.
 TEST(InceptionV3, AuxClassifierTrainsWithItsShare) {
   auto be = make_cpu_backend();
-  InceptionV3Options o = tiny();
+  InceptionV3Options o = inception_v3_tiny();
   o.image = 299;
   o.batch = 2;
   o.aux = true;

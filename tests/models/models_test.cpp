@@ -15,50 +15,19 @@
 namespace tbd {
 namespace {
 
-ResNetOptions tiny_resnet() {
-  ResNetOptions o;
-  o.batch = 8;
-  o.image = 32;
-  o.classes = 10;
-  o.width_div = 16;  // stem 4 channels, bottleneck widths 4, 8
-  o.num_stages = 2;
-  o.blocks_per_stage = 1;
-  o.lr = 0.05;
-  o.seed = 3;
-  return o;
-}
-
-TransformerOptions tiny_transformer() {
-  TransformerOptions o;
-  o.spec.layers = 2;
-  o.spec.d_model = 32;
-  o.spec.heads = 4;
-  o.spec.ffn = 64;
-  o.spec.vocab = 50;
-  o.spec.src_len = 8;
-  o.spec.tgt_len = 8;
-  // Label smoothing puts a floor of ~0.7 nats under the loss at V = 50, which would hide
-  // whether it fell by 80%; the smoothing path itself is tested in the loss tests.
-  o.spec.label_smoothing = 0.0;
-  o.batch = 4;
-  o.lr = 3e-3;
-  o.seed = 5;
-  return o;
-}
-
 TEST(ResNet50, TinyConfigurationOverfitsAndReruns) {
   auto be = make_cpu_backend();
-  auto a = losses(*build_resnet50(*be, tiny_resnet()), 100);
+  auto a = losses(*build_resnet50(*be, resnet50_tiny()), 100);
   expect_overfits(a);
-  auto b = losses(*build_resnet50(*be, tiny_resnet()), 100);
+  auto b = losses(*build_resnet50(*be, resnet50_tiny()), 100);
   EXPECT_EQ(a, b);
 }
 
 TEST(Transformer, TinyConfigurationOverfitsAndReruns) {
   auto be = make_cpu_backend();
-  auto a = losses(*build_transformer(*be, tiny_transformer()), 100);
+  auto a = losses(*build_transformer(*be, transformer_tiny()), 100);
   expect_overfits(a);
-  auto b = losses(*build_transformer(*be, tiny_transformer()), 100);
+  auto b = losses(*build_transformer(*be, transformer_tiny()), 100);
   EXPECT_EQ(a, b);
 }
 
@@ -103,7 +72,7 @@ TEST(Models, RegisteredWithSweeps) {
 
 TEST(Breakdown, RowsCoverEveryNodeAndAddUp) {
   auto be = make_cpu_backend();
-  auto m = build_resnet50(*be, tiny_resnet());
+  auto m = build_resnet50(*be, resnet50_tiny());
   StepBreakdown b = measure_breakdown(*m, 2);
   ASSERT_EQ(b.layers.size(), m->graph().nodes().size());
   EXPECT_GT(b.step_s, 0);

@@ -14,40 +14,11 @@
 namespace tbd {
 namespace {
 
-Seq2SeqOptions tiny_seq2seq() {
-  Seq2SeqOptions o;
-  o.spec.src_vocab = o.spec.tgt_vocab = 50;
-  o.spec.embed = o.spec.hidden = o.spec.attention = 16;
-  o.spec.src_len = o.spec.tgt_len = 8;
-  o.random_lengths = true;  // the masks and the padding labels take part
-  o.batch = 4;
-  o.lr = 1e-2;
-  o.seed = 7;
-  return o;
-}
-
-DeepSpeech2Options tiny_deepspeech2() {
-  DeepSpeech2Options o;
-  DeepSpeech2Spec& s = o.spec;
-  s.freq = 20;
-  s.frames = 40;
-  s.channels = 4;
-  s.k1_time = 5, s.k1_freq = 5, s.s1_time = 2, s.s1_freq = 2;  // 18 x 8
-  s.k2_time = 5, s.k2_freq = 3, s.s2_time = 1, s.s2_freq = 2;  // 14 x 3
-  s.rnn_layers = 2;
-  s.hidden = 16;
-  s.label_len = 4;
-  o.batch = 2;
-  o.lr = 2e-2;
-  o.seed = 11;
-  return o;
-}
-
 TEST(Seq2Seq, TinyConfigurationOverfitsAndReruns) {
   auto be = make_cpu_backend();
-  auto a = losses(*build_seq2seq(*be, tiny_seq2seq()), 100);
+  auto a = losses(*build_seq2seq(*be, seq2seq_tiny()), 100);
   expect_overfits(a);
-  auto b = losses(*build_seq2seq(*be, tiny_seq2seq()), 100);
+  auto b = losses(*build_seq2seq(*be, seq2seq_tiny()), 100);
   EXPECT_EQ(a, b);
 }
 
@@ -63,7 +34,7 @@ TEST(Seq2Seq, FullConfigurationHasDocumentedParameterCount) {
 
 TEST(Seq2Seq, DecoderStepsShareOneSetOfWeights) {
   auto be = make_cpu_backend();
-  Seq2SeqOptions o = tiny_seq2seq();
+  Seq2SeqOptions o = seq2seq_tiny();
   const int64_t short_count = build_seq2seq(*be, o)->graph().num_params();
   o.spec.tgt_len = 3 * o.spec.tgt_len;
   EXPECT_EQ(build_seq2seq(*be, o)->graph().num_params(), short_count);
@@ -72,9 +43,9 @@ TEST(Seq2Seq, DecoderStepsShareOneSetOfWeights) {
 
 TEST(DeepSpeech2, TinyConfigurationOverfitsAndReruns) {
   auto be = make_cpu_backend();
-  auto a = losses(*build_deepspeech2(*be, tiny_deepspeech2()), 100);
+  auto a = losses(*build_deepspeech2(*be, deepspeech2_tiny()), 100);
   expect_overfits(a);
-  auto b = losses(*build_deepspeech2(*be, tiny_deepspeech2()), 100);
+  auto b = losses(*build_deepspeech2(*be, deepspeech2_tiny()), 100);
   EXPECT_EQ(a, b);
 }
 
@@ -91,7 +62,7 @@ TEST(DeepSpeech2, FullConfigurationHasDocumentedParameterCount) {
 
 TEST(DeepSpeech2, TooShortForItsLabelsIsAClearError) {
   auto be = make_cpu_backend();
-  DeepSpeech2Options o = tiny_deepspeech2();
+  DeepSpeech2Options o = deepspeech2_tiny();
   o.spec.label_len = 15;  // 14 frames after the convolutions
   try {
     build_deepspeech2(*be, o);

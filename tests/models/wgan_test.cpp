@@ -255,19 +255,9 @@ TEST(Wgan, GradientPenaltyThroughTheCriticMatchesFloat64FiniteDifferences) {
 
 // ---- the model at a tiny size ----
 
-WganOptions tiny(uint64_t seed = 1) {
-  WganOptions o;
-  o.batch = 8;
-  o.dim = 4;
-  o.blocks = 1;  // 8x8 images; generator 8 -> 4 channels, critic 4 -> 8
-  o.seed = seed;
-  o.lr = 1e-3;
-  return o;
-}
-
 // Per iteration: the critic's loss after its last step and the generator's loss.
 std::vector<std::pair<float, float>> train(Backend& be, int iters, uint64_t seed) {
-  auto m = build_wgan(be, tiny(seed));
+  auto m = build_wgan(be, wgan_tiny(seed));
   std::vector<std::pair<float, float>> v;
   for (int i = 0; i < iters; ++i) {
     m->train_step();
@@ -281,7 +271,7 @@ std::vector<std::pair<float, float>> train(Backend& be, int iters, uint64_t seed
 // estimate mean(D(real)) - mean(D(fake)) becomes clearly positive.
 TEST(Wgan, CriticLossMovesTheRightWayOnASeparableToySet) {
   auto be = make_cpu_backend();
-  auto m = build_wgan(*be, tiny());
+  auto m = build_wgan(*be, wgan_tiny());
   Graph& c = m->graph(0);
   auto wasserstein = [&] {
     for (std::size_t i = 0; i < c.nodes().size(); ++i) {
@@ -307,7 +297,7 @@ TEST(Wgan, CriticLossMovesTheRightWayOnASeparableToySet) {
 // The generator's step trains the generator only: the critic's weights and gradients stay.
 TEST(Wgan, GeneratorStepLeavesTheCriticAlone) {
   auto be = make_cpu_backend();
-  auto m = build_wgan(*be, tiny());
+  auto m = build_wgan(*be, wgan_tiny());
   m->train_step();
   const Vec critic_w = to_host(*be, m->graph(0).arena().values);
   const Vec critic_g = to_host(*be, m->graph(0).arena().grads);
@@ -329,7 +319,7 @@ TEST(Wgan, RerunGivesIdenticalLosses) {
 
 TEST(Wgan, SteadyStateStepAllocatesNothing) {
   auto be = make_cpu_backend();
-  auto m = build_wgan(*be, tiny());
+  auto m = build_wgan(*be, wgan_tiny());
   m->train_step();  // warm-up
   const auto before = be->allocator().stats().num_allocations;
   const auto bytes = be->allocator().stats().total_current;
@@ -341,7 +331,7 @@ TEST(Wgan, SteadyStateStepAllocatesNothing) {
 // One row per node of both steps, the critic's counted five times; FLOPs are what runs.
 TEST(Wgan, BreakdownCoversBothStepsAndTheStepsWork) {
   auto be = make_cpu_backend();
-  auto m = build_wgan(*be, tiny());
+  auto m = build_wgan(*be, wgan_tiny());
   const StepBreakdown b = measure_breakdown(*m, 1);
   EXPECT_EQ(b.layers.size(), m->graph(0).nodes().size() + m->graph(1).nodes().size());
   double flops = 0;
