@@ -24,7 +24,7 @@ The cases:
     for targets in the form peers.deepspeech2.ctc_args makes; the table's notes say whether
     it did), at the shapes of the DeepSpeech2 model of tools/peers/deepspeech2.py;
   - Inception-v3's 1x7 convolution of Mixed_6e (192 -> 192 at 17x17, padding (0, 3));
-  - Inception-v3's (batch 32, torchvision's, aux classifier trained; --tiny: batch 2),
+  - Inception-v3's (batch 32, torchvision's, aux classifier trained; --tiny: the tiny one),
     Seq2Seq's (batch 32) and DeepSpeech2's (batch 8, 1000 frames) whole training steps,
     WGAN-GP's iteration (batch 16: one generator and 5 critic steps), A3C's (t_max 5, one
     actor-learner, 8 updates) and Faster R-CNN's training step (1 image of 600x1000, anchor
@@ -250,7 +250,9 @@ def case_inception_conv_1x7(torch, dev, n, models):
 
 
 def case_inception_train(torch, dev, n, models):
-    return {"step": models.inception(n)["step"], "note": "aux classifier trained (0.4)"}
+    s = models.inception(n)
+    return {"step": s["step"], "note": "aux classifier trained (0.4)" if s["config"]["aux_weight"]
+            else "tiny: no aux classifier"}
 
 
 def case_a3c_train(torch, dev, n, models):
@@ -303,11 +305,10 @@ class Models:
         return self.built[("a3c", n)]
 
     def inception(self, n=None):
-        # --tiny: a batch of 2 (the network has no smaller configuration in PyTorch).
-        n = 2 if self.tiny else n or self.model_batch("inception_train")
+        n = n or self.model_batch("inception_train")
         if ("inception", n) not in self.built:
             self.built[("inception", n)] = self.peers.module("InceptionV3").setup(
-                n, device=self.dev)
+                n, tiny=self.tiny, device=self.dev)
         return self.built[("inception", n)]
 
     def ds2(self, n=None):

@@ -6,8 +6,9 @@ maps to, peers.run's listing and its refusals, and the side-by-side table from c
 files of a real run (tests/track/data: A3C in tbd, PyTorch 2.15 eager and compile), read by
 tbd_track and by Google Benchmark's compare.py. With torch (TBD_PEER_PYTHON, else the peer's
 default virtual environment under ~/.cache/tbd-peers, else a python3 that imports torch): every
-peer's full configuration has tbd's parameter count, and a peer run writes rows tbd_track reads.
-Those skip, saying so, where no torch is found (CI's clean root has none).
+peer's full and tiny configurations have tbd's parameter counts (as tbd_model_params prints them
+from tbd's own graphs: ctest passes it as TBD_MODEL_PARAMS), and a peer run writes rows tbd_track
+reads. Those skip, saying so, where no torch is found (CI's clean root has none).
 """
 
 import ast
@@ -30,6 +31,7 @@ EAGER_A3C = os.path.join(DATA, "peer-eager-a3c.json")
 COMPILE_A3C = os.path.join(DATA, "peer-compile-a3c.json")
 COMPARE_PY = "/usr/share/benchmark/compare.py"
 # tbd's parameter counts as the C++ model tests assert them (tests/models/*_test.cpp).
+MODEL_PARAMS = os.environ.get("TBD_MODEL_PARAMS", "")
 TBD_PARAMS = {"ResNet50": 25_557_032, "InceptionV3": 27_161_264, "Transformer": 60_524_544,
               "Seq2Seq": 27_726_366, "DeepSpeech2": 255_357_853,
               "WGAN": 8_540_483 + 7_491_841, "A3C": 1_005_109, "FasterRCNN": 47_454_565}
@@ -61,6 +63,17 @@ def peer_python():
             if r.returncode == 0:
                 return c
     return None
+
+
+def tbd_model_params():
+    """{model: {"full": n, "tiny": n}} from tbd's own graphs (tests/models/model_params_main.cpp),
+    or None where the binary is not given."""
+    if not (MODEL_PARAMS and os.access(MODEL_PARAMS, os.X_OK)):
+        return None
+    r = subprocess.run([MODEL_PARAMS], capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise AssertionError(f"{MODEL_PARAMS} failed: {r.stderr[-2000:]}")
+    return json.loads(r.stdout)
 
 
 def peers_run(*args, python="/usr/bin/python3"):
@@ -135,6 +148,21 @@ class Registry(unittest.TestCase):
         lines = r.stdout.splitlines()
         self.assertEqual(len(lines), 2 * 2 * 2, lines)  # rounds x rows x (eager, compile)
         self.assertIn("round 1: eager: ResNet50/train/batch:4", lines)
+
+
+@unittest.skipUnless(MODEL_PARAMS and os.access(MODEL_PARAMS, os.X_OK),
+                     "TBD_MODEL_PARAMS (the tbd_model_params binary) is not given; ctest gives it")
+class TbdCounts(unittest.TestCase):
+    """tbd's own graphs, counted by tbd_model_params: the counts the peers are held to."""
+
+    def test_every_model_full_and_tiny(self):
+        counts = tbd_model_params()
+        self.assertEqual(set(counts), set(TBD_PARAMS))
+        for model, c in counts.items():
+            self.assertEqual(c["full"], TBD_PARAMS[model], model)
+            self.assertIsInstance(c["tiny"], int, model)
+            self.assertGreater(c["tiny"], 0, model)
+            self.assertLess(c["tiny"], c["full"] // 10, model)  # tiny: small enough for a test
 
 
 class RunnerWithoutTorch(unittest.TestCase):
@@ -312,21 +340,47 @@ class WithTorch(unittest.TestCase):
             raise unittest.SkipTest("no PyTorch here (no TBD_PEER_PYTHON, no virtual "
                                     "environment from 'tbd_track peer', no Debian python3-torch)")
 
-    def test_full_configurations_have_tbds_parameter_counts(self):
+    def json_of(self, code):
+        """What `code`, run by the peer's python in tools/, prints as JSON on its last line."""
+        r = subprocess.run([self.py, "-c", code], cwd=ts.TOOLS, capture_output=True, text=True,
+                           timeout=600)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    def test_full_and_tiny_configurations_have_tbds_parameter_counts(self):
         code = ("import json, peers\nout = {}\n"
                 "for m in peers.MODULES:\n"
                 "    mod = peers.module(m)\n"
                 "    kw = {'params': {'height': 160, 'width': 224}} if m == 'FasterRCNN' else {}\n"
-                "    s = mod.setup(2, **kw)\n"
-                "    out[m] = [s['params'], mod.PARAMS]\n"
+                "    out[m] = {'full': mod.setup(2, **kw)['params'], 'declared': mod.PARAMS,\n"
+                "              'tiny': mod.setup(2, tiny=True)['params']}\n"
                 "print(json.dumps(out))\n")
-        r = subprocess.run([self.py, "-c", code], cwd=ts.TOOLS, capture_output=True, text=True,
-                           timeout=600)
-        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
-        counts = json.loads(r.stdout.strip().splitlines()[-1])
-        for model, (have, declared) in counts.items():
-            self.assertEqual(have, TBD_PARAMS[model], model)
-            self.assertEqual(declared, TBD_PARAMS[model], model)
+        counts = self.json_of(code)
+        self.assertEqual(set(counts), set(TBD_PARAMS))
+        tbd = tbd_model_params()
+        for model, c in counts.items():
+            self.assertEqual(c["full"], TBD_PARAMS[model], model)
+            self.assertEqual(c["declared"], TBD_PARAMS[model], model)
+            if tbd is not None:
+                self.assertEqual(c["full"], tbd[model]["full"], model)
+                self.assertEqual(c["tiny"], tbd[model]["tiny"], f"{model}, tiny")
+        if tbd is None:
+            self.skipTest("full counts checked; the tiny ones need TBD_MODEL_PARAMS (ctest "
+                          "gives it)")
+
+    def test_the_written_out_networks_have_torchvisions_counts(self):
+        """The tiny ResNet-50 and Inception-v3 are narrowed written-out networks: at full width
+        they must be torchvision's."""
+        code = ("import json\nfrom peers import resnet50, inception_v3\n"
+                "from peers.common import count_params\n"
+                "import torchvision\n"
+                "print(json.dumps([count_params([resnet50.written_resnet()]),\n"
+                "    count_params([inception_v3.InceptionV3(1000, True, 1)]),\n"
+                "    count_params([torchvision.models.inception_v3(weights=None, init_weights=False)])]))\n")
+        resnet, inception, tv_inception = self.json_of(code)
+        self.assertEqual(resnet, TBD_PARAMS["ResNet50"])
+        self.assertEqual(inception, tv_inception)
+        self.assertEqual(inception, TBD_PARAMS["InceptionV3"])
 
     def test_a_profile_puts_every_layer_forward_and_backward(self):
         t = ts.TempFiles()

@@ -4,7 +4,8 @@ pull of the global weights into the local network, t_max + 1 batch-1 forwards wi
 gradients with actions sampled from the policy, a batch-t_max forward and backward on the local
 network, global-norm clipping to 5 and the shared RMSprop (lr 2.5e-4, alpha 0.99, eps 1e-6)
 step on the global weights (the local gradients handed to the global parameters). Synthetic
-frames as in tbd (a pool of random uint8 frames), reward 1 with probability 0.1.
+frames as in tbd (a pool of random uint8 frames), reward 1 with probability 0.1. The tiny
+configuration is models/a3c.cpp's a3c_tiny(): 36x36 frames, a 32-wide hidden layer.
 
 Deviations from tbd: only actors:1 (several workers would need torch.multiprocessing, whose
 processes are not tbd's threads). The parameter count is one network's (tbd's mem_weights

@@ -4,7 +4,9 @@ ReLU -> BN, a 7-layer GRU stack forward and a separate one over the reversed seq
 concatenated after the last layer, FC (no bias) -> BN over the T2*N rows -> ReLU, classifier
 per step; CTC summed over the batch / N, element-wise clip 100, SGD (lr 3e-4, momentum 0.9).
 T input frames (default 1000, 10 s of audio; the name's frames:), 161 bins, 15 labels per
-second of audio.
+second of audio. The tiny configuration is models/deepspeech2.cpp's deepspeech2_tiny(): 20
+bins, 40 frames, 4 channels, convolutions 5x5 and 5x3, 2 GRU layers of 16 per stack, 4 labels,
+lr 2e-2.
 
 Deviations from tbd: PyTorch's GRU cells (cuDNN's formulation: reset gate after the recurrent
 product), as tbd's. BatchNorm eps 1e-3 (MXNet's), as tbd. PyTorch's CPU GRU is a per-step
@@ -97,9 +99,9 @@ def setup(n, params=None, tiny=False, device="cpu", wrap=None, label_len=None):
     only_params(MODEL, params, ("frames",))
     wrap = wrap or identity
     frames = int((params or {}).get("frames", 40 if tiny else DS2_FRAMES))
-    label_len = label_len or (5 if tiny else label_len_for(frames))
+    label_len = label_len or (4 if tiny else label_len_for(frames))
     torch.manual_seed(0)
-    dims = (dict(bins=20, classes=29, hidden=16, layers=7, channels=4, k1=(5, 5), k2=(5, 5))
+    dims = (dict(bins=20, classes=29, hidden=16, layers=2, channels=4, k1=(5, 5), k2=(5, 3))
             if tiny else dict(bins=161, classes=29, hidden=1760, layers=7, channels=32,
                               k1=(11, 41), k2=(11, 21)))
     net = DeepSpeech2(**dims)
@@ -109,7 +111,7 @@ def setup(n, params=None, tiny=False, device="cpu", wrap=None, label_len=None):
                          f"{label_len} labels")
     net.to(device)
     net.train()
-    opt = torch.optim.SGD(net.parameters(), lr=3e-4, momentum=0.9)
+    opt = torch.optim.SGD(net.parameters(), lr=2e-2 if tiny else 3e-4, momentum=0.9)
     x = torch.randn(n, 1, frames, dims["bins"]).to(device)
     lab = torch.randint(1, dims["classes"], (n, label_len))
     targets, in_len, lab_len = ctc_args(lab, t2, device)

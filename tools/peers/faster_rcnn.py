@@ -28,14 +28,16 @@ from .common import identity, only_params
 MODEL = "FasterRCNN"
 
 FRCNN_BN_EPS = 2e-5
-# The full configuration; frcnn_setup(tiny=True) shrinks it to a toy that trains in a second.
-FRCNN_FULL = dict(image=(600, 1000), classes=21, gt_rows=100, stem=64,
+# The full configuration, and the tiny one of models/faster_rcnn.cpp's faster_rcnn_tiny(): 64x64
+# images, 3 classes, 4 ground-truth rows with one real box, one-unit stages with channels / 4,
+# 2 anchors per cell (16 and 32 pixels), 16 anchors and 8 RoIs sampled per image, 4x4 bins.
+FRCNN_FULL = dict(image=(600, 1000), classes=21, gt_rows=100, gt=5, stem=64,
                   units=(3, 4, 23, 3), widths=(256, 512, 1024, 2048), rpn=512,
                   scales=(8, 16, 32), ratios=(0.5, 1, 2), stride=16,
                   rpn_batch=256, pre_nms=12000, post_nms=2000, rois=128, pool=14, lr=0.001)
-FRCNN_TINY = dict(FRCNN_FULL, image=(128, 192), classes=3, stem=8, units=(1, 1, 1, 1),
-                  widths=(32, 64, 128, 256), rpn=32, scales=(2, 4, 8), rpn_batch=64,
-                  pre_nms=600, post_nms=100, rois=32, pool=6, lr=0.01)
+FRCNN_TINY = dict(FRCNN_FULL, image=(64, 64), classes=3, gt_rows=4, gt=1, stem=16,
+                  units=(1, 1, 1, 1), widths=(64, 128, 256, 512), rpn=32, scales=(1, 2),
+                  ratios=(1,), rpn_batch=16, pre_nms=32, post_nms=16, rois=8, pool=4, lr=0.01)
 # MXNet's stored and trained parameters of the full configuration (the models note, 3.3).
 FRCNN_PARAMS = 47_454_565
 FRCNN_TRAINABLE = 47_134_367
@@ -367,7 +369,7 @@ def setup(n, params=None, tiny=False, device="cpu", wrap=None, seed=0):
     wrap = wrap or identity
     c = dict(FRCNN_TINY if tiny else FRCNN_FULL)
     c["image"] = (int(params.get("height", c["image"][0])), int(params.get("width", c["image"][1])))
-    num_gt = int(params.get("gt", 5))
+    num_gt = int(params.get("gt", c["gt"]))
     if not 0 <= num_gt <= c["gt_rows"]:
         raise ValueError(f"{MODEL}: gt:{num_gt} is not in [0, {c['gt_rows']}] (the ground-truth "
                          "rows per image)")

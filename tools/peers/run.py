@@ -265,7 +265,8 @@ def parse_args(argv):
                     help="instead of timing: one row's step layer by layer (torch.profiler, "
                     "eager), as JSON rows shaped like tbd_bench --tbd_breakdown's")
     ap.add_argument("--tiny", action="store_true",
-                    help="the modules' toy configurations (functional checks; no count check)")
+                    help="tbd's tiny configurations (models/*.cpp: <model>_tiny()), for functional "
+                    "checks; their counts are checked by tests/track/peers_test.py")
     argv = [re.sub(r"^(--benchmark_min_time=[0-9.eE+-]+)s$", r"\1", a) for a in argv]
     a = ap.parse_args(argv)
     if a.repetitions < 1:

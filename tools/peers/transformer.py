@@ -4,7 +4,9 @@ norms are tbd's final norms), d_model 512, 8 heads, FFN 2048 (ReLU), dropout 0.1
 embedding of the 32,000-token vocabulary scaled by sqrt(d_model) for source and target and
 tied to the output projection (no bias), sinusoidal positions, a causal target mask,
 cross-entropy with label smoothing 0.1 over every target token, Adam (lr 1e-4, betas (0.9,
-0.98), eps 1e-9). Source and target length L (default 128, the name's len:).
+0.98), eps 1e-9). Source and target length L (default 128, the name's len:). The tiny
+configuration is models/transformer.cpp's transformer_tiny(): 2 + 2 layers, d_model 32, 4
+heads, FFN 64, vocabulary 50, 8 tokens a side, no label smoothing, lr 3e-3.
 
 Deviations from tbd: none in the network or the step. nn.Transformer's attention is
 PyTorch's (scaled_dot_product_attention where it applies), tbd's its own.
@@ -21,6 +23,9 @@ MODEL = "Transformer"
 PARAMS = 60_524_544
 DEFAULT_LEN = 128  # models/transformer.h's src_len and tgt_len
 VOCAB = 32000
+FULL = dict(vocab=VOCAB, d=512, heads=8, ffn=2048, layers=6, len=DEFAULT_LEN, smoothing=0.1,
+            lr=1e-4)
+TINY = dict(vocab=50, d=32, heads=4, ffn=64, layers=2, len=8, smoothing=0.0, lr=3e-3)
 
 
 class Transformer(nn.Module):
@@ -53,27 +58,28 @@ class Transformer(nn.Module):
 
 def setup(n, params=None, tiny=False, device="cpu", wrap=None):
     only_params(MODEL, params, ("len",))
-    if tiny:
-        raise ValueError(f"{MODEL}: no tiny configuration in the peer")
     wrap = wrap or identity
-    length = int((params or {}).get("len", DEFAULT_LEN))
+    c = TINY if tiny else FULL
+    length = int((params or {}).get("len", c["len"]))
+    vocab = c["vocab"]
     torch.manual_seed(0)
-    tr = Transformer(vocab=VOCAB, max_len=max(1024, length)).to(device)
+    tr = Transformer(vocab=vocab, d=c["d"], heads=c["heads"], ffn=c["ffn"], layers=c["layers"],
+                     max_len=max(1024, length)).to(device)
     tr.train()
-    opt = torch.optim.Adam(tr.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    src = torch.randint(1, VOCAB, (n, length)).to(device)
-    tgt = torch.randint(1, VOCAB, (n, length)).to(device)
-    lab = torch.randint(1, VOCAB, (n * length,)).to(device)
+    opt = torch.optim.Adam(tr.parameters(), lr=c["lr"], betas=(0.9, 0.98), eps=1e-9)
+    src = torch.randint(1, vocab, (n, length)).to(device)
+    tgt = torch.randint(1, vocab, (n, length)).to(device)
+    lab = torch.randint(1, vocab, (n * length,)).to(device)
     fwd = wrap(tr)
 
     def transformer_step():
         opt.zero_grad(set_to_none=False)
-        logits = fwd(src, tgt).reshape(-1, VOCAB)
-        loss = F.cross_entropy(logits, lab, label_smoothing=0.1)
+        logits = fwd(src, tgt).reshape(-1, vocab)
+        loss = F.cross_entropy(logits, lab, label_smoothing=c["smoothing"])
         loss.backward()
         opt.step()
         return loss.item()
 
     return {"net": tr, "nets": [tr], "step": transformer_step,
             "per_step": {"items": n, "tokens": n * length}, "params": count_params([tr]),
-            "config": {"len": length}}
+            "config": {"len": length, "tiny": tiny}}
