@@ -29,6 +29,46 @@ Layer::Layer(Backend& be, std::string name, std::vector<TensorDesc> inputs, cons
   set_work(c.flops, c.bytes);
 }
 
+namespace {
+constexpr std::size_t kTransientAlign = 64;
+std::size_t align_up(std::size_t n) {
+  return (n + kTransientAlign - 1) / kTransientAlign * kTransientAlign;
+}
+}  // namespace
+
+void Layer::transient(Tensor& t, const TensorDesc& desc) {
+  TBD_CHECK(!transients_bound_, kind(), " '", name_, "': transient declared after binding");
+  transients_.push_back({&t, desc});
+}
+
+void Layer::transient(Tensor& t, std::size_t bytes) {
+  transient(t, TensorDesc{Shape{static_cast<int64_t>((bytes + 3) / 4)}});
+}
+
+std::size_t Layer::transient_bytes() const {
+  std::size_t n = 0;
+  for (const Transient& t : transients_) n = align_up(n) + t.desc.bytes();
+  return n;
+}
+
+void Layer::bind_transients(const Tensor& workspace) {
+  TBD_CHECK(!transients_bound_, kind(), " '", name_, "': transients bound twice");
+  std::size_t off = 0;
+  for (const Transient& t : transients_) {
+    off = align_up(off);
+    if (t.desc.bytes() > 0) *t.tensor = workspace.slice(off, t.desc);
+    off += t.desc.bytes();
+  }
+  transients_bound_ = true;
+}
+
+void bind_own_transients(Backend& be, Layer& layer) {
+  const std::size_t bytes = layer.transient_bytes();
+  layer.bind_transients(
+      bytes == 0 ? Tensor()
+                 : be.empty(Shape{static_cast<int64_t>((bytes + 3) / 4)}, MemCategory::kWorkspace));
+}
+
 void init_param(Backend& be, Param& p, uint64_t seed) {
   Rng rng(seed_for(seed, p.name));
   switch (p.init) {

@@ -211,6 +211,17 @@ class Layer {
   // it was captured with (the count itself lives in device memory there).
   void set_call_numbering(uint64_t stride, uint64_t offset) { numbering_ = {stride, offset}; }
 
+  // Transient scratch: what the layer needs only inside one call of forward() or backward()
+  // (library scratchpads, an argument reordered for a primitive, a gradient computed before it
+  // is added). Declared at construction (transient()), bound before the first call to views of
+  // a workspace that others use between this layer's calls: a graph gives all of its layers
+  // one buffer, as large as the largest layer's need (it runs one node at a time), make_layer
+  // gives a layer its own. Category workspace. transient_bytes() is the layer's need, laid out
+  // as bind_transients() places them (each at a 64-byte boundary).
+  std::size_t transient_bytes() const;
+  void bind_transients(const Tensor& workspace);
+  bool transients_bound() const { return transients_bound_; }
+
   // y: outputs (allocated by the caller with output_descs()), x: inputs.
   virtual void forward(MutTensorRefs y, TensorRefs x) = 0;
   // dx: input gradients (assign; entries may be null), x/y: the forward's inputs and outputs,
@@ -222,6 +233,12 @@ class Layer {
   // them), parameters (declared here with their shapes; bound to storage later, see
   // ParamArena) and work.
   Layer(Backend& be, std::string name, std::vector<TensorDesc> inputs, const Contract& c);
+
+  // Declares the member `t` (undefined until bound) as transient scratch of `desc`, or of
+  // `bytes` (f32 elements, rounded up). Construction only; a layer that branches on whether a
+  // tensor exists keeps that fact apart, since `t` stays undefined until bound.
+  void transient(Tensor& t, const TensorDesc& desc);
+  void transient(Tensor& t, std::size_t bytes);
 
   // Checks the arity of a call (names the layer on failure).
   void check_arity(std::size_t got, std::size_t want, const char* what) const;
@@ -252,7 +269,16 @@ class Layer {
   Bytes bytes_;
   uint64_t call_count_ = 0;
   CallNumbering numbering_;
+  struct Transient {
+    Tensor* tensor;
+    TensorDesc desc;
+  };
+  std::vector<Transient> transients_;
+  bool transients_bound_ = false;
 };
+
+// Binds `layer`'s transients to a workspace of its own (nothing when it needs none).
+void bind_own_transients(Backend& be, Layer& layer);
 
 // Helpers for the shape checks every layer makes at build. They throw tbd::Error with messages
 // like "Conv2d 'layer1.0.conv1': input x must have rank 4 (N, C, H, W), got (3, 224, 224)".
@@ -329,7 +355,8 @@ std::unique_ptr<Layer> construct_layer(Backend& be, const std::string& name, con
 }
 
 // A standalone layer: constructed, with its parameters bound to an arena of its own
-// (gradients zero, values uninitialised: see init_param).
+// (gradients zero, values uninitialised: see init_param) and its transients to a workspace of
+// its own.
 template <class Config>
 std::unique_ptr<Layer> make_layer(Backend& be, const std::string& name, const Config& cfg,
                                   const std::vector<TensorDesc>& inputs) {
@@ -337,6 +364,7 @@ std::unique_ptr<Layer> make_layer(Backend& be, const std::string& name, const Co
   std::vector<Param*> ps;
   for (Param& p : layer->params()) ps.push_back(&p);
   bind_params(be, ps);
+  bind_own_transients(be, *layer);
   return layer;
 }
 

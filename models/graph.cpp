@@ -2,6 +2,7 @@
 #include "models/graph.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
 
@@ -12,6 +13,7 @@ namespace tbd {
 namespace {
 
 thread_local ParamOrder t_param_order = ParamOrder::kAligned;
+std::atomic<bool> g_plan_memory{true};
 
 // Reorder on any backend, through Backend::reorder.
 class ReorderLayer final : public Layer {
@@ -133,6 +135,14 @@ void Graph::set_loss(TensorId id) {
   loss_ = id;
 }
 
+void set_memory_planning_default(bool on) { g_plan_memory = on; }
+bool memory_planning_default() { return g_plan_memory; }
+
+void Graph::set_memory_planning(bool on) {
+  TBD_CHECK(!finalized_, "Graph::set_memory_planning after finalize()");
+  plan_memory_ = on;
+}
+
 ParamOrderScope::ParamOrderScope(ParamOrder order) : saved_(t_param_order) {
   t_param_order = order;
 }
@@ -207,6 +217,19 @@ void Graph::finalize_impl(bool inference) {
       }
     }
   }
+  // Transient scratch: planned, one workspace for every layer (the graph runs one node at a
+  // time), as large as the largest layer's need; unplanned, a buffer each.
+  std::size_t workspace = 0;
+  for (auto& n : nodes_) workspace = std::max(workspace, n.layer->transient_bytes());
+  if (plan_memory_ && workspace > 0)
+    workspace_ =
+        be_.empty(Shape{static_cast<int64_t>((workspace + 3) / 4)}, MemCategory::kWorkspace);
+  for (auto& n : nodes_) {
+    if (plan_memory_)
+      n.layer->bind_transients(workspace_);
+    else
+      bind_own_transients(be_, *n.layer);
+  }
   for (auto& t : tensors_) {
     MemCategory cat = t.producer < 0 ? MemCategory::kDynamic : MemCategory::kFeatureMaps;
     t.value = be_.empty(t.desc, cat);
@@ -253,10 +276,20 @@ void Graph::plan_gradients() {
       tensors_[n.outputs[i]].requires_grad = req && n.layer->output_grad(i);
     }
   }
+  // Steps of the backward pass: 0 seeds the loss gradient, nodes_.size() - i runs node i.
+  const int num_nodes = static_cast<int>(nodes_.size());
+  auto step_of = [&](int node) { return num_nodes - node; };
+  std::vector<int> first_write(tensors_.size(), -1), last_write(tensors_.size(), -1);
+  first_write[loss_] = last_write[loss_] = 0;
   tensors_[loss_].grad_live = true;
   std::map<TensorId, int> writes;  // consumers that already wrote each gradient (reverse order)
   std::vector<std::pair<GradSlot*, TensorId>> fixups;  // scratch slot -> gradient it adds to
-  for (int ni = static_cast<int>(nodes_.size()) - 1; ni >= 0; --ni) {
+  struct Planned {
+    Tensor* tensor;
+    TensorDesc desc;
+  };
+  std::vector<Planned> planned;  // the buffers the arena holds, with grad_requests_
+  for (int ni = num_nodes - 1; ni >= 0; --ni) {
     Node& n = nodes_[ni];
     NodePlan& p = plans_[ni];
     bool outputs_live = false;
@@ -269,27 +302,55 @@ void Graph::plan_gradients() {
     if (!needs) continue;
     std::map<std::string, int> used_here;
     for (std::size_t k = 0; k < n.inputs.size(); ++k) {
-      TensorInfo& t = tensors_[n.inputs[k]];
+      const TensorId id = n.inputs[k];
+      TensorInfo& t = tensors_[id];
       if (!t.requires_grad || !n.layer->input_grad(k)) continue;
       t.grad_live = true;
-      if (writes[n.inputs[k]]++ > 0) {
+      if (first_write[id] < 0) first_write[id] = step_of(ni);
+      last_write[id] = step_of(ni);
+      if (writes[id]++ == 0) continue;  // the first writer assigns the gradient itself
+      if (plan_memory_) {
+        // Its own scratch, live only while this node's backward runs and adds it up.
+        Tensor& slot = grad_slots_.emplace_back();
+        planned.push_back({&slot, t.desc});
+        grad_requests_.push_back(PlanRequest{t.desc.bytes(), step_of(ni), step_of(ni)});
+        p.slots[k].target = &slot;
+      } else {
         std::string key = t.desc.to_string();
         int idx = used_here[key]++;
         auto& v = grad_scratch_[key];  // by desc, reused across nodes
         while (static_cast<int>(v.size()) <= idx)
           v.push_back(be_.empty(t.desc, MemCategory::kDynamic));
         p.slots[k].target = &v[idx];
-        fixups.push_back({&p.slots[k], n.inputs[k]});
       }
+      fixups.push_back({&p.slots[k], id});
     }
   }
-  for (auto& t : tensors_) {
-    if (t.requires_grad || &t == &tensors_[loss_]) {
+  for (std::size_t id = 0; id < tensors_.size(); ++id) {
+    TensorInfo& t = tensors_[id];
+    if (!t.requires_grad && static_cast<TensorId>(id) != loss_) continue;
+    if (!t.grad_live || !plan_memory_) {
       t.grad = be_.empty(t.desc, MemCategory::kDynamic);
       // Gradients nobody writes (outputs no consumer uses) must read as zero; the others are
       // assigned in every backward, so they are not touched here (touching GBs of fresh pages
       // costs seconds at large batches).
       if (!t.grad_live) be_.fill(t.grad, 0.f);
+      continue;
+    }
+    // Live from its first write to its producer's backward, which reads it last.
+    int last = last_write[id];
+    if (t.producer >= 0 && plans_[t.producer].run_backward)
+      last = std::max(last, step_of(t.producer));
+    planned.push_back({&t.grad, t.desc});
+    grad_requests_.push_back(PlanRequest{t.desc.bytes(), first_write[id], last});
+  }
+  if (plan_memory_) {
+    grad_plan_ = plan_memory(grad_requests_);
+    if (grad_plan_.arena_bytes > 0) {
+      const Tensor arena = be_.empty(Shape{static_cast<int64_t>((grad_plan_.arena_bytes + 3) / 4)},
+                                     MemCategory::kDynamic);
+      for (std::size_t r = 0; r < planned.size(); ++r)
+        *planned[r].tensor = arena.slice(grad_plan_.offsets[r], planned[r].desc);
     }
   }
   for (auto& [slot, id] : fixups) slot->accumulate_into = &tensors_[id].grad;

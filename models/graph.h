@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "layers/layer.h"
+#include "models/memory_plan.h"
 
 namespace tbd {
 
@@ -44,6 +45,11 @@ class ParamOrderScope {
  private:
   ParamOrder saved_;
 };
+
+// Whether graphs constructed from now on plan their activation gradients' memory by liveness
+// (the default; --tbd_memory_plan=off turns it off for debugging): process-wide.
+void set_memory_planning_default(bool on);
+bool memory_planning_default();
 
 // Layout conversion (a node the graph inserts; also usable directly). No FLOPs; its bytes are
 // a copy's (copy_bytes, layers/tensor_ops.h).
@@ -71,7 +77,10 @@ class Graph {
   };
 
   explicit Graph(Backend& be, uint64_t seed = 0)
-      : be_(be), seed_(seed), param_order_(ParamOrderScope::current()) {}
+      : be_(be),
+        seed_(seed),
+        param_order_(ParamOrderScope::current()),
+        plan_memory_(memory_planning_default()) {}
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
 
@@ -145,6 +154,22 @@ class Graph {
   bool finalized() const { return finalized_; }
   bool inference_only() const { return inference_; }
 
+  // Memory planning (before finalize; default: memory_planning_default()). Planned, every
+  // activation gradient (and the scratch where several consumers' gradients are summed) is a
+  // view into one arena, at an offset chosen by liveness (models/memory_plan.h): a gradient is
+  // live from the backward of the first consumer that writes it to the backward of its
+  // producer, so grad(id) holds its value only then; and the layers' transient scratch is one
+  // workspace they share (Layer::transient_bytes). Unplanned, each has a buffer of its own.
+  void set_memory_planning(bool on);
+  bool memory_planning() const { return plan_memory_; }
+  // The planned gradients' requests (steps: 0 the loss seed, nodes().size() - i node i's
+  // backward) and their plan; empty unplanned or before finalize.
+  const std::vector<PlanRequest>& gradient_requests() const { return grad_requests_; }
+  const MemoryPlan& gradient_plan() const { return grad_plan_; }
+  // Planned, the one workspace every layer's transient scratch is a view of (undefined when no
+  // layer needs any, and unplanned, where each layer has its own).
+  const Tensor& workspace() const { return workspace_; }
+
   // The arena layout (before the parameters are bound; default: the ParamOrderScope's).
   void set_param_order(ParamOrder order);
   ParamOrder param_order() const { return param_order_; }
@@ -169,6 +194,8 @@ class Graph {
   const ParamArena& arena() const { return arena_; }
 
   const Tensor& tensor(TensorId id) const { return tensors_.at(id).value; }
+  // A tensor's gradient; planned, it holds the gradient only while it is live (see
+  // set_memory_planning).
   const Tensor& grad(TensorId id) const { return tensors_.at(id).grad; }
   const TensorDesc& desc(TensorId id) const { return tensors_.at(id).desc; }
   const std::string& tensor_name(TensorId id) const { return tensors_.at(id).name; }
@@ -235,8 +262,14 @@ class Graph {
   std::vector<TensorInfo> tensors_;
   std::vector<Node> nodes_;
   std::vector<NodePlan> plans_;
-  // Gradient scratch for tensors with several consumers, by desc (deque: stable addresses).
+  // Gradient scratch for tensors with several consumers: unplanned, by desc, shared across
+  // nodes; planned, one per slot, each live during its node's backward (deque: stable addresses).
   std::map<std::string, std::deque<Tensor>> grad_scratch_;
+  std::deque<Tensor> grad_slots_;
+  bool plan_memory_;
+  std::vector<PlanRequest> grad_requests_;
+  MemoryPlan grad_plan_;
+  Tensor workspace_;  // the layers' transient scratch, planned (Layer::bind_transients)
   TensorId loss_ = -1;
   bool bound_ = false;
   bool finalized_ = false;

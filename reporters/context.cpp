@@ -66,6 +66,7 @@ std::map<std::string, std::string> context_entries(const RunContext& c) {
   m["cold_l2"] = flag(c.cold_l2);
   m["breakdown"] = flag(c.breakdown);
   m["h2d_per_step"] = flag(c.h2d_per_step);
+  m["memory_plan"] = c.memory_plan ? "on" : "off";
   m["denormals"] = c.denormals;
   // OpenMP's waiting policy changes small-layer times a lot on a busy machine (spinning
   // threads hold cores that descheduled peers need), so it is part of what was measured.

@@ -43,7 +43,8 @@ struct RunContext {
   bool cold_l2 = false;  // in effect: GPU backends only
   bool breakdown = false;
   bool h2d_per_step = false;
-  std::string denormals;  // what the CPU's FTZ/DAZ setting did
+  bool memory_plan = true;  // --tbd_memory_plan
+  std::string denormals;    // what the CPU's FTZ/DAZ setting did
   std::string omp_wait_policy = "default";
   std::map<std::string, std::string> backend_facts;  // Backend::describe()
   // --tbd_dist runs: "dist_backend", "dist_ranks", "dist_library", the bucket caps and plans,

@@ -69,7 +69,7 @@ class ActivationOneDnn final : public Layer {
     std::size_t scratch =
         std::max(fwd_pd_.scratchpad_desc().get_size(), bwd_pd_.scratchpad_desc().get_size());
     if (scratch) {
-      scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
+      transient(scratch_, scratch);
     }
   }
 

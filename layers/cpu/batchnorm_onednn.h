@@ -50,8 +50,8 @@ class BatchNormOneDnn : public BatchNormLayer {
     const int64_t C = C_;
     mean_ = be.empty(Shape{C}, MemCategory::kFeatureMaps);
     var_ = be.empty(Shape{C}, MemCategory::kFeatureMaps);
-    dscale_ = be.empty(Shape{C}, MemCategory::kWorkspace);
-    dshift_ = be.empty(Shape{C}, MemCategory::kWorkspace);
+    transient(dscale_, TensorDesc{Shape{C}});  // backward only: computed, then added
+    transient(dshift_, TensorDesc{Shape{C}});
 
     const dnnl::memory::desc& x_md = x_md_;
     const float feps = static_cast<float>(spec.eps);
@@ -95,7 +95,7 @@ class BatchNormOneDnn : public BatchNormLayer {
         {fwd_train_pd_.scratchpad_desc().get_size(), fwd_eval_pd_.scratchpad_desc().get_size(),
          bwd_train_pd_.scratchpad_desc().get_size(), bwd_eval_pd_.scratchpad_desc().get_size()});
     if (scratch) {
-      scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
+      transient(scratch_, scratch);
     }
   }
 

@@ -103,8 +103,9 @@ class Conv2dOneDnn final : public Layer {
           y_span_nhwc_md_ = memory::desc(dnnl_dims(yr), memory::data_type::f32, tag::nhwc);
           const memory::desc& x_span_nhwc = x_span_nhwc_md_;
           const memory::desc& y_span_nhwc = y_span_nhwc_md_;
-          x_nhwc_ = be.empty(xr, MemCategory::kWorkspace);
-          y_nhwc_ = be.empty(yr, MemCategory::kWorkspace);
+          channels_last_ = true;
+          transient(x_nhwc_, TensorDesc{xr});
+          transient(y_nhwc_, TensorDesc{yr});
           x_to_nhwc_ =
               dnnl::reorder(dnnl::reorder::primitive_desc(eng, x_span_md_, eng, x_span_nhwc));
           y_from_nhwc_ =
@@ -173,20 +174,30 @@ class Conv2dOneDnn final : public Layer {
     bwd_data_ = dnnl::convolution_backward_data(bwd_data_pd_);
     bwd_w_ = dnnl::convolution_backward_weights(bwd_w_pd_);
 
-    // Workspace: blocked weight copies, the wgrad scratch, and one shared scratchpad.
-    w_fwd_ = blocked_copy(fwd_pd_.weights_desc());
-    w_bwd_ = fwd_pd_.weights_desc() == bwd_data_pd_.weights_desc()
-                 ? w_fwd_
-                 : blocked_copy(bwd_data_pd_.weights_desc());
-    dw_scratch_ =
-        be.empty(Shape{static_cast<int64_t>(bwd_w_pd_.diff_weights_desc().get_size() / 4)},
-                 MemCategory::kWorkspace);
-    if (cfg.bias) db_scratch_ = be.empty(Shape{K}, MemCategory::kWorkspace);
+    // Workspace. The weights in the primitives' blocked formats: where forward and backward-data
+    // want the same one, one copy made by the forward and read again by the backward (kept
+    // from one to the other, so not transient); where they differ, each call reorders into a
+    // transient copy of its own. Transient too: the reordered arguments, the wgrad result
+    // before it is added to the gradient, and one scratchpad for the three primitives.
+    w_fwd_blocked_ = fwd_pd_.weights_desc() != w_user_md_;
+    w_bwd_blocked_ = bwd_data_pd_.weights_desc() != w_user_md_;
+    w_shared_ = w_fwd_blocked_ && fwd_pd_.weights_desc() == bwd_data_pd_.weights_desc();
+    if (w_shared_) {
+      w_fwd_ = be.empty(Shape{floats(fwd_pd_.weights_desc())}, MemCategory::kWorkspace);
+      w_bwd_ = w_fwd_;
+    } else {
+      if (w_fwd_blocked_) transient(w_fwd_, TensorDesc{Shape{floats(fwd_pd_.weights_desc())}});
+      if (w_bwd_blocked_) transient(w_bwd_, TensorDesc{Shape{floats(bwd_data_pd_.weights_desc())}});
+    }
+    for (Relayout* r : {&x_fwd_, &y_fwd_, &dy_dgrad_, &dx_dgrad_, &x_wgrad_, &dy_wgrad_}) {
+      if (r->active) transient(r->buf, TensorDesc{r->shape});
+    }
+    transient(dw_scratch_, TensorDesc{Shape{floats(bwd_w_pd_.diff_weights_desc())}});
+    if (cfg.bias) transient(db_scratch_, TensorDesc{Shape{K}});
     std::size_t scratch =
         std::max({fwd_pd_.scratchpad_desc().get_size(), bwd_data_pd_.scratchpad_desc().get_size(),
                   bwd_w_pd_.scratchpad_desc().get_size()});
-    if (scratch)
-      scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
+    if (scratch) transient(scratch_, scratch);
 
     dnnl::primitive_attr sum_attr;
     dnnl::post_ops po;
@@ -194,11 +205,11 @@ class Conv2dOneDnn final : public Layer {
     sum_attr.set_post_ops(po);
     dw_to_user_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, bwd_w_pd_.diff_weights_desc(),
                                                               eng, w_user_md_, sum_attr));
-    if (w_fwd_.defined()) {
+    if (w_fwd_blocked_) {
       w_to_fwd_ = dnnl::reorder(
           dnnl::reorder::primitive_desc(eng, w_user_md_, eng, fwd_pd_.weights_desc()));
     }
-    if (w_bwd_.defined() && w_bwd_.raw() != w_fwd_.raw()) {
+    if (w_bwd_blocked_ && !w_shared_) {
       w_to_bwd_ = dnnl::reorder(
           dnnl::reorder::primitive_desc(eng, w_user_md_, eng, bwd_data_pd_.weights_desc()));
     }
@@ -227,7 +238,7 @@ class Conv2dOneDnn final : public Layer {
     check_arity(x.size(), 1, "forward inputs");
     auto& e = cpu_.engine();
     memory w_mem = user_weights();
-    if (w_fwd_.defined()) {
+    if (w_fwd_blocked_) {
       memory w_blk(fwd_pd_.weights_desc(), e, w_fwd_.raw());
       execute(cpu_, w_to_fwd_, {{DNNL_ARG_FROM, w_mem}, {DNNL_ARG_TO, w_blk}}, "Conv2d reorder");
       w_mem = w_blk;
@@ -274,10 +285,10 @@ class Conv2dOneDnn final : public Layer {
     auto& e = cpu_.engine();
     if (dx[0] != nullptr) {  // dgrad
       memory w_mem = user_weights();
-      if (w_bwd_.defined()) {
+      if (w_bwd_blocked_) {
         memory w_blk(bwd_data_pd_.weights_desc(), e, w_bwd_.raw());
-        // The forward already reordered into w_fwd_; reuse it when the formats agree.
-        if (w_bwd_.raw() != w_fwd_.raw()) {
+        // The forward already reordered into the shared copy when the formats agree.
+        if (!w_shared_) {
           execute(cpu_, w_to_bwd_, {{DNNL_ARG_FROM, w_mem}, {DNNL_ARG_TO, w_blk}},
                   "Conv2d reorder");
         }
@@ -308,7 +319,7 @@ class Conv2dOneDnn final : public Layer {
   }
 
  private:
-  bool channels_last_fwd() const { return x_nhwc_.defined(); }
+  bool channels_last_fwd() const { return channels_last_; }
 
   // Images per channels-last chunk, so that the reordered slice is still in cache when brgconv
   // reads it: 2 (or 1 for an odd batch), and 1 when the weights pass 4 MiB (brgconv then
@@ -327,25 +338,27 @@ class Conv2dOneDnn final : public Layer {
     return (w_bytes > kWeightsInCache || x[0] % 2 != 0) ? 1 : 2;
   }
 
-  // A tensor reordered from one layout to another around one primitive, through a workspace
+  // A tensor reordered from one layout to another around one primitive, through a transient
   // copy; a no-op (no copy) where the layouts agree.
   struct Relayout {
-    Tensor buf;
+    bool active = false;  // the layouts differ: the copy exists
+    Shape shape;
+    Tensor buf;  // the copy (transient; bound after construction)
     memory::desc from_md, to_md;
     dnnl::primitive reorder;
     // An input of the primitive: `from` reordered into the copy (to_md).
     memory into(CpuBackend& cpu, const memory& from) const {
-      if (!buf.defined()) return from;
+      if (!active) return from;
       memory to(to_md, cpu.engine(), buf.raw());
       execute(cpu, reorder, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}, "Conv2d reorder");
       return to;
     }
     // An output of the primitive: it writes the copy (from_md), which out_of moves to `dst`.
     memory source(CpuBackend& cpu, const memory& dst) const {
-      return buf.defined() ? memory(from_md, cpu.engine(), buf.raw()) : dst;
+      return active ? memory(from_md, cpu.engine(), buf.raw()) : dst;
     }
     void out_of(CpuBackend& cpu, const memory& from, const memory& dst) const {
-      if (buf.defined()) {
+      if (active) {
         execute(cpu, reorder, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, dst}}, "Conv2d reorder");
       }
     }
@@ -354,7 +367,8 @@ class Conv2dOneDnn final : public Layer {
     Relayout r;
     if (from == to) return r;
     auto& eng = cpu_.engine();
-    r.buf = be_.empty(s, MemCategory::kWorkspace);
+    r.active = true;
+    r.shape = s;
     r.from_md = from, r.to_md = to;
     r.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(eng, from, eng, to));
     return r;
@@ -362,9 +376,8 @@ class Conv2dOneDnn final : public Layer {
 
   memory user_weights() { return memory(w_user_md_, cpu_.engine(), params_[0].value.raw()); }
 
-  Tensor blocked_copy(const memory::desc& prim_md) {
-    if (prim_md == w_user_md_) return Tensor();
-    return be_.empty(Shape{static_cast<int64_t>(prim_md.get_size() / 4)}, MemCategory::kWorkspace);
+  static int64_t floats(const memory::desc& md) {
+    return static_cast<int64_t>((md.get_size() + 3) / 4);
   }
 
   void add_scratch(std::unordered_map<int, memory>& args, const memory::desc& md) {
@@ -382,6 +395,9 @@ class Conv2dOneDnn final : public Layer {
   // fprop, dgrad and wgrad on other layouts (where blocked ones have only the reference kernel)
   Relayout x_fwd_, y_fwd_, dy_dgrad_, dx_dgrad_, x_wgrad_, dy_wgrad_;
   Tensor w_fwd_, w_bwd_, dw_scratch_, db_scratch_, scratch_;
+  bool w_fwd_blocked_ = false, w_bwd_blocked_ = false;  // the primitives' weights are not oihw
+  bool w_shared_ = false;  // forward and backward-data read one blocked copy (kept between them)
+  bool channels_last_ = false;                    // the forward runs nhwc (x_nhwc_, y_nhwc_)
   Tensor x_nhwc_, y_nhwc_;                        // channels-last forward only: one span of x and y
   memory::desc x_span_md_, y_span_md_;            // nChw16c slices of span_ images
   memory::desc x_span_nhwc_md_, y_span_nhwc_md_;  // the same slices, nhwc (built once)

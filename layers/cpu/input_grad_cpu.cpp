@@ -121,7 +121,7 @@ class Conv2dDgradCpu final : public Layer {
         std::max({fwd_pd_.scratchpad_desc().get_size(), bwd_data_pd_.scratchpad_desc().get_size(),
                   bwd_w_pd_.scratchpad_desc().get_size()});
     if (scratch) {
-      scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
+      transient(scratch_, scratch);
     }
     if (!blocked_) {
       dw_scratch_ = be.empty(params_[0].value.shape(), MemCategory::kWorkspace);

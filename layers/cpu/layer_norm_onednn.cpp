@@ -68,12 +68,12 @@ class LayerNormOneDnn final : public Layer {
     bwd_ = dnnl::layer_normalization_backward(bwd_pd_);
     mean_ = be.empty(Shape{M_}, MemCategory::kFeatureMaps);
     var_ = be.empty(Shape{M_}, MemCategory::kFeatureMaps);
-    dgamma_ = be.empty(Shape{D_}, MemCategory::kWorkspace);
-    dbeta_ = be.empty(Shape{D_}, MemCategory::kWorkspace);
+    transient(dgamma_, TensorDesc{Shape{D_}});  // backward only: computed, then added
+    transient(dbeta_, TensorDesc{Shape{D_}});
     std::size_t scratch =
         std::max(fwd_pd_.scratchpad_desc().get_size(), bwd_pd_.scratchpad_desc().get_size());
     if (scratch) {
-      scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
+      transient(scratch_, scratch);
     }
   }
 

@@ -144,13 +144,12 @@ void run(CpuBackend& cpu, const Matmul& m, const void* src, const void* wei, con
   execute(cpu, m.prim, args, who);
 }
 
-Tensor alloc_scratch(Backend& be, std::initializer_list<const Matmul*> ms) {
+std::size_t max_scratch_bytes(std::initializer_list<const Matmul*> ms) {
   std::size_t bytes = 0;
   for (const Matmul* m : ms) {
     if (m->prim) bytes = std::max(bytes, m->scratch_bytes);
   }
-  if (bytes == 0) return Tensor();
-  return be.empty(Shape{static_cast<int64_t>((bytes + 3) / 4)}, MemCategory::kWorkspace);
+  return bytes;
 }
 
 // Ones(1, M): the left operand of the bias-gradient GEMV (constant, kept as workspace).
@@ -195,7 +194,8 @@ class LinearOneDnn final : public Layer {
                            mat(M_, N, false), none, mat(1, N, false), 1.f, true);
       ones_ = ones_vector(be, M_);
     }
-    scratch_ = alloc_scratch(be, {&fwd_, &dgrad_, &wgrad_, &bgrad_});
+    if (const std::size_t b = max_scratch_bytes({&fwd_, &dgrad_, &wgrad_, &bgrad_}))
+      transient(scratch_, b);
   }
 
   const char* kind() const override { return LinearConfig::kKind; }
@@ -308,7 +308,9 @@ class GemmOneDnn final : public Layer {
                            mat(B * M, N, false), none, mat(1, N, false), 1.f, true);
       ones_ = ones_vector(be, B * M);
     }
-    scratch_ = alloc_scratch(be, {&fwd_, &dgrad_a_, &dgrad_b_, &dgrad_b_acc_, &bgrad_});
+    if (const std::size_t b =
+            max_scratch_bytes({&fwd_, &dgrad_a_, &dgrad_b_, &dgrad_b_acc_, &bgrad_}))
+      transient(scratch_, b);
   }
 
   const char* kind() const override { return GemmConfig::kKind; }

@@ -444,15 +444,14 @@ class RnnSequenceOneDnn final : public Layer {
     for (int64_t l = 0; l + 1 < L; ++l) {
       hidden_.push_back(be.empty(Shape{T, N, H * D}, MemCategory::kFeatureMaps));
     }
-    // Gradients between layers; the one layer 0 does not write doubles as dx's stand-in when
-    // the caller wants no dx (oneDNN always computes it).
+    // Gradients between layers (transient: backward only); the one layer 0 does not write
+    // doubles as dx's stand-in when the caller wants no dx (oneDNN always computes it).
     if (L > 1) {
-      for (auto& t : dh_) t = be.empty(Shape{T * N * std::max(I, H * D)}, MemCategory::kDynamic);
+      for (auto& t : dh_) transient(t, TensorDesc{Shape{T * N * std::max(I, H * D)}});
     } else {
-      dh_[0] = be.empty(Shape{T * N * I}, MemCategory::kDynamic);
+      transient(dh_[0], TensorDesc{Shape{T * N * I}});
     }
-    if (scratch)
-      scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
+    if (scratch) transient(scratch_, scratch);
   }
 
   const char* kind() const override { return Config::kKind; }
@@ -551,7 +550,7 @@ class LstmCellCpu final : public Layer {
     check_row_major(kind(), name, "c", in[2]);
     N_ = in[0].shape[0], I_ = in[0].shape[1], H_ = cfg.hidden;
     gates_ = be.empty(Shape{N_, 4 * H_}, MemCategory::kFeatureMaps);
-    dgates_ = be.empty(Shape{N_, 4 * H_}, MemCategory::kWorkspace);
+    transient(dgates_, TensorDesc{Shape{N_, 4 * H_}});  // backward only
   }
 
   const char* kind() const override { return LstmCellConfig::kKind; }

@@ -73,7 +73,7 @@ class AddOneDnn final : public Layer {
           std::string("oneDNN has no binary add for x ") + in[0].to_string() + ": " + e.what());
     }
     add_ = dnnl::binary(pd_);
-    scratch_ = scratchpad_for(cpu_, pd_.scratchpad_desc());
+    if (pd_.scratchpad_desc().get_size()) transient(scratch_, pd_.scratchpad_desc().get_size());
   }
 
   const char* kind() const override { return AddConfig::kKind; }
@@ -336,7 +336,7 @@ class TransposeOneDnn final : public Layer {
     std::size_t scratch =
         std::max(fwd_pd_.scratchpad_desc().get_size(), bwd_pd_.scratchpad_desc().get_size());
     if (scratch) {
-      scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
+      transient(scratch_, scratch);
     }
   }
 

@@ -39,7 +39,7 @@ class Upsample2dOneDnn final : public Layer {
     const std::size_t scratch =
         std::max(fwd_pd_.scratchpad_desc().get_size(), bwd_pd_.scratchpad_desc().get_size());
     if (scratch) {
-      scratch_ = be.empty(Shape{static_cast<int64_t>((scratch + 3) / 4)}, MemCategory::kWorkspace);
+      transient(scratch_, scratch);
     }
   }
 

@@ -1,0 +1,204 @@
+// tests/models/memory_plan_test.cpp: the static memory planner (models/memory_plan.h) and the
+// graphs that use it: no two live buffers share a byte, the arena is what the allocator holds,
+// nothing is allocated during a step, and a planned step gives the same bits as an unplanned one
+// for every model.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <ostream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/backends.h"
+#include "layers/activation.h"
+#include "layers/linear.h"
+#include "layers/loss.h"
+#include "layers/tensor_ops.h"
+#include "models/a3c.h"
+#include "models/deepspeech2.h"
+#include "models/faster_rcnn.h"
+#include "models/graph.h"
+#include "models/inception_v3.h"
+#include "models/memory_plan.h"
+#include "models/resnet50.h"
+#include "models/seq2seq.h"
+#include "models/transformer.h"
+#include "models/wgan.h"
+#include "tests/support/check.h"
+
+namespace tbd::test {
+namespace {
+
+TEST(MemoryPlan, DisjointLifetimesShareAndOverlappingOnesDoNot) {
+  // 0 and 1 overlap at step 2; 2 starts after both end, so it reuses the lowest free offset.
+  std::vector<PlanRequest> r{{100, 0, 2}, {200, 2, 4}, {150, 5, 6}};
+  MemoryPlan p = plan_memory(r, 64);
+  EXPECT_EQ(check_memory_plan(r, p), "");
+  EXPECT_NE(p.offsets[0], p.offsets[1]);
+  EXPECT_EQ(p.offsets[2], 0u);  // reuses the space of both
+  EXPECT_EQ(p.arena_bytes, 256u + 100u);  // 1 at 0 (200 B), 0 at 256 (the next 64-B boundary)
+  EXPECT_EQ(p.peak_live_bytes, 300u);
+  EXPECT_EQ(p.total_bytes, 450u);
+  for (std::size_t off : p.offsets) EXPECT_EQ(off % 64, 0u);
+}
+
+TEST(MemoryPlan, RandomIntervalsNeverConflictAndStayNearThePeak) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<PlanRequest> r(1 + rng() % 200);
+    for (auto& q : r) {
+      q.bytes = rng() % 5000;
+      q.first = static_cast<int>(rng() % 100);
+      q.last = q.first + static_cast<int>(rng() % 20);
+    }
+    MemoryPlan p = plan_memory(r, 64);
+    ASSERT_EQ(check_memory_plan(r, p), "") << "trial " << trial;
+    EXPECT_GE(p.arena_bytes, p.peak_live_bytes);
+    EXPECT_LE(p.arena_bytes, p.total_bytes + 64 * r.size());
+    EXPECT_EQ(plan_memory(r, 64).offsets, p.offsets);  // deterministic
+  }
+}
+
+TEST(MemoryPlan, CheckerNamesAConflict) {
+  std::vector<PlanRequest> r{{128, 0, 3}, {128, 3, 5}};
+  MemoryPlan p;
+  p.offsets = {0, 64};
+  p.arena_bytes = 192;
+  const std::string why = check_memory_plan(r, p);
+  EXPECT_NE(why.find("buffers 0 and 1 overlap at bytes [64, 128)"), std::string::npos) << why;
+  EXPECT_NE(why.find("step 3"), std::string::npos) << why;
+  p.arena_bytes = 100;
+  EXPECT_NE(check_memory_plan(r, p).find("past the arena"), std::string::npos);
+  EXPECT_THROW(plan_memory({{8, 3, 2}}), Error);
+}
+
+// A graph with a fork (h feeds two layers) and a join: the gradient arena holds every
+// activation gradient and the fork's scratch, and is all the allocator's dynamic memory
+// beyond the inputs.
+TEST(GraphMemoryPlan, GradientArenaIsTheDynamicMemoryAndStepsAllocateNothing) {
+  for (bool planned : {true, false}) {
+    auto be = make_cpu_backend();
+    Graph g(*be, 3);
+    g.set_memory_planning(planned);
+    const int64_t M = 4, I = 8, O = 16;
+    TensorId x = g.input("x", Shape{M, I});
+    TensorId t = g.input("t", Shape{M, O});
+    LinearConfig fc;
+    fc.out_features = O;
+    TensorId h = g.add1("fc1", fc, {x});
+    TensorId a = g.add1("tanh", ActivationConfig{ActKind::kTanh}, {h});
+    TensorId s = g.add1("sigmoid", ActivationConfig{ActKind::kSigmoid}, {h});
+    TensorId y = g.add1("sum", AddConfig{}, {a, s});
+    TensorId z = g.add1("fc2", fc, {y});
+    g.set_loss(g.add1("mse", MseLossConfig{}, {z, t}));
+    const std::size_t before = be->allocator().stats().current_of(MemCategory::kDynamic);
+    g.finalize();
+    const std::size_t dynamic = be->allocator().stats().current_of(MemCategory::kDynamic) - before;
+    const std::size_t inputs = 4 * (M * I + M * O);
+    if (planned) {
+      ASSERT_EQ(check_memory_plan(g.gradient_requests(), g.gradient_plan()), "");
+      // h, a, s, y, z and the loss, and one scratch for h's second consumer.
+      EXPECT_EQ(g.gradient_requests().size(), 7u);
+      EXPECT_EQ(dynamic, inputs + (g.gradient_plan().arena_bytes + 3) / 4 * 4);
+      EXPECT_LT(g.gradient_plan().arena_bytes, g.gradient_plan().total_bytes);
+    } else {
+      EXPECT_TRUE(g.gradient_requests().empty());
+      EXPECT_EQ(dynamic, inputs + 4 * (5 * M * O + 1 + M * O));
+    }
+    from_host(*be, g.tensor(x), random_vec(M * I, 1));
+    from_host(*be, g.tensor(t), random_vec(M * O, 2));
+    be->allocator().reset_peak();
+    const MemoryStats s0 = be->allocator().stats();
+    g.zero_grad();
+    g.forward();
+    g.backward();
+    const MemoryStats s1 = be->allocator().stats();
+    EXPECT_EQ(s1.total_peak, s0.total_current) << "planned " << planned;
+    EXPECT_EQ(s1.num_allocations, s0.num_allocations) << "planned " << planned;
+  }
+}
+
+using Builder = std::function<std::unique_ptr<Model>(Backend&)>;
+
+struct ModelCase {
+  const char* name;
+  Builder build;
+};
+
+void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.name; }
+
+std::vector<ModelCase> tiny_models() {
+  return {
+      {"ResNet50", [](Backend& be) { return build_resnet50(be, resnet50_tiny()); }},
+      {"InceptionV3", [](Backend& be) { return build_inception_v3(be, inception_v3_tiny()); }},
+      {"Transformer", [](Backend& be) { return build_transformer(be, transformer_tiny()); }},
+      {"Seq2Seq", [](Backend& be) { return build_seq2seq(be, seq2seq_tiny()); }},
+      {"DeepSpeech2", [](Backend& be) { return build_deepspeech2(be, deepspeech2_tiny()); }},
+      {"WGAN", [](Backend& be) { return build_wgan(be, wgan_tiny()); }},
+      {"A3C", [](Backend& be) { return build_a3c(be, a3c_tiny(1)); }},
+      {"FasterRCNN", [](Backend& be) { return build_faster_rcnn(be, faster_rcnn_tiny()); }},
+  };
+}
+
+// Every graph's parameter values and gradients (floats widened exactly: equal means equal bits,
+// but for the sign of zero).
+std::vector<Vec> state_of(Backend& be, Model& m) {
+  std::vector<Vec> out;
+  for (std::size_t i = 0; i < m.num_graphs(); ++i) {
+    const ParamArena& a = m.graph(i).arena();
+    if (a.values.defined()) out.push_back(to_host(be, a.values));
+    if (a.grads.defined()) out.push_back(to_host(be, a.grads));
+  }
+  return out;
+}
+
+class PlannedModel : public ::testing::TestWithParam<ModelCase> {};
+
+// Two steps planned and unplanned: the same losses and the same parameters and gradients, bit
+// for bit; every graph's plan checks; the step allocates nothing and the planned one needs less.
+TEST_P(PlannedModel, SameBitsAsUnplannedWithLessMemory) {
+  const ModelCase& c = GetParam();
+  std::vector<float> losses[2];
+  std::vector<Vec> state[2];
+  std::size_t dynamic[2] = {0, 0};
+  for (int planned = 0; planned < 2; ++planned) {
+    set_memory_planning_default(planned == 1);
+    auto be = make_cpu_backend();
+    std::unique_ptr<Model> m = c.build(*be);
+    set_memory_planning_default(true);
+    for (std::size_t i = 0; i < m->num_graphs(); ++i) {
+      const Graph& g = m->graph(i);
+      EXPECT_EQ(g.memory_planning(), planned == 1);
+      EXPECT_EQ(check_memory_plan(g.gradient_requests(), g.gradient_plan()), "")
+          << c.name << " graph " << i;
+    }
+    m->train_step();  // the first step may set up lazily
+    be->allocator().reset_peak();
+    const MemoryStats s0 = be->allocator().stats();
+    m->train_step();
+    losses[planned].push_back(m->loss());
+    const MemoryStats s1 = be->allocator().stats();
+    EXPECT_EQ(s1.total_peak, s0.total_current) << c.name << ": a step allocated";
+    dynamic[planned] = s1.peak_of(MemCategory::kDynamic);
+    m->train_step();
+    losses[planned].push_back(m->loss());
+    state[planned] = state_of(*be, *m);
+  }
+  EXPECT_EQ(losses[0], losses[1]) << c.name;
+  ASSERT_EQ(state[0].size(), state[1].size());
+  for (std::size_t i = 0; i < state[0].size(); ++i) {
+    ASSERT_EQ(state[0][i].size(), state[1][i].size());
+    std::size_t differ = 0;
+    for (std::size_t k = 0; k < state[0][i].size(); ++k) differ += state[0][i][k] != state[1][i][k];
+    EXPECT_EQ(differ, 0u) << c.name << ": arena " << i << " differs planned vs unplanned";
+  }
+  EXPECT_LT(dynamic[1], dynamic[0]) << c.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, PlannedModel, ::testing::ValuesIn(tiny_models()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace tbd::test
