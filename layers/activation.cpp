@@ -69,10 +69,29 @@ Contract contract(const std::string& name, const ActivationConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   check_input_count(ActivationConfig::kKind, name, in, 1);
   const Shape ys = activation_output_shape(name, cfg, in[0]);
-  return Contract{{TensorDesc{ys, DType::kF32, in[0].layout}},
-                  {},
-                  activation_flops(cfg, in[0].shape),
-                  activation_bytes(cfg, in[0].shape)};
+  Contract c{{TensorDesc{ys, DType::kF32, in[0].layout}},
+             {},
+             activation_flops(cfg, in[0].shape),
+             activation_bytes(cfg, in[0].shape)};
+  const bool from_y = activation_saves_output(cfg);
+  c.saved_inputs = {!from_y};
+  c.saved_outputs = {from_y};
+  return c;
+}
+
+bool activation_saves_output(const ActivationConfig& cfg) {
+  switch (cfg.act) {
+    case ActKind::kRelu:
+    case ActKind::kTanh:
+    case ActKind::kSigmoid:
+    case ActKind::kClippedRelu:
+      return true;
+    case ActKind::kLeakyRelu:
+      return cfg.alpha >= 0;  // y keeps x's sign only then
+    case ActKind::kGelu:
+      return false;
+  }
+  return false;
 }
 
 }  // namespace tbd

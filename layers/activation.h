@@ -33,7 +33,13 @@ Shape activation_output_shape(const std::string& name, const ActivationConfig& c
 Flops activation_flops(const ActivationConfig& cfg, const Shape& x);
 Bytes activation_bytes(const ActivationConfig& cfg, const Shape& x);
 
-// Contract: one input x; y like x (shape, dtype, layout); no parameters.
+// Whether backward reads y (relu, tanh, sigmoid, clipped relu, leaky relu with alpha >= 0: their
+// gradients are functions of y) rather than x (GELU, leaky relu with alpha < 0); it saves that
+// one alone, so a relu's input is free once the forward ran (PyTorch's in-place ReLU).
+bool activation_saves_output(const ActivationConfig& cfg);
+
+// Contract: one input x; y like x (shape, dtype, layout); no parameters; saves x or y
+// (activation_saves_output).
 template <>
 Contract contract(const std::string& name, const ActivationConfig& cfg,
                   const std::vector<TensorDesc>& in);

@@ -102,6 +102,9 @@ Contract contract(const std::string& name, const MultiHeadAttentionConfig& cfg,
   }
   c.flops = attention_flops(cfg, d, cfg.dropout > 0);
   c.bytes = attention_bytes(cfg, d, cfg.dropout > 0);
+  // Backward reads the inputs (and the probabilities and projections the layer keeps), not y.
+  c.saved_inputs.assign(in.size(), true);
+  c.saved_outputs = {false};
   return c;
 }
 

@@ -52,11 +52,14 @@ BatchNormLayer::BatchNormLayer(Backend& be, std::string name, std::vector<Tensor
 
 Contract batchnorm_contract(const TensorDesc& x, const Shape& nchw, bool relu, bool frozen) {
   const int64_t C = nchw[1];
-  return Contract{{x},
-                  {{"weight", Shape{C}, Init::kOnes, C, C, false},
-                   {"bias", Shape{C}, Init::kZeros, C, C, false}},
-                  batchnorm2d_flops(nchw, relu, frozen),
-                  batchnorm2d_bytes(nchw, relu, frozen)};
+  Contract c{{x},
+             {{"weight", Shape{C}, Init::kOnes, C, C, false},
+              {"bias", Shape{C}, Init::kZeros, C, C, false}},
+             batchnorm2d_flops(nchw, relu, frozen),
+             batchnorm2d_bytes(nchw, relu, frozen)};
+  c.saved_inputs = {true};   // x (and the batch statistics the layer keeps)
+  c.saved_outputs = {relu};  // with the ReLU fused, y masks the gradient
+  return c;
 }
 
 BatchNormSpec batchnorm_spec(const std::string& name, const BatchNorm2dConfig& cfg,

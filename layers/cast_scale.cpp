@@ -25,8 +25,10 @@ Contract contract(const std::string& name, const CastScaleConfig& cfg,
   TBD_LAYER_CHECK(in[0].layout == Layout::kRowMajor, k, name, "input x must be row-major, got ",
                   in[0].to_string());
   TBD_LAYER_CHECK(std::isfinite(cfg.scale), k, name, "scale must be finite, got ", cfg.scale);
-  return Contract{
+  Contract c{
       {TensorDesc{in[0].shape}}, {}, cast_scale_flops(in[0].shape), cast_scale_bytes(in[0].shape)};
+  saves_nothing(c, in.size());  // no gradient flows to u8 data
+  return c;
 }
 
 }  // namespace tbd

@@ -54,6 +54,8 @@ Contract contract(const std::string& name, const Conv2dConfig& cfg,
   const int64_t fan_in = (C / G) * cfg.kernel_h * cfg.kernel_w;
   const int64_t fan_out = (K / G) * cfg.kernel_h * cfg.kernel_w;
   Contract c{{TensorDesc{ys}}, {}, conv2d_flops(cfg, xs, ys), conv2d_bytes(cfg, xs, ys)};
+  c.saved_inputs = {true};  // x for the weight gradient; y is not read
+  c.saved_outputs = {false};
   c.params.push_back({"weight", Shape{K, C / G, cfg.kernel_h, cfg.kernel_w}, Init::kHeNormal,
                       fan_in, fan_out, true});
   if (cfg.bias) c.params.push_back({"bias", Shape{K}, Init::kZeros, fan_in, fan_out, false});

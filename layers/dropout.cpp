@@ -34,7 +34,9 @@ Contract contract(const std::string& name, const DropoutConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   check_input_count(DropoutConfig::kKind, name, in, 1);
   dropout_output_shape(name, cfg, in[0]);
-  return Contract{{in[0]}, {}, dropout_flops(in[0].shape), dropout_bytes(in[0].shape)};
+  Contract c{{in[0]}, {}, dropout_flops(in[0].shape), dropout_bytes(in[0].shape)};
+  saves_nothing(c, in.size());  // backward reads the mask the layer keeps
+  return c;
 }
 
 }  // namespace tbd

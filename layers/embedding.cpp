@@ -41,11 +41,14 @@ Contract contract(const std::string& name, const EmbeddingConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   check_input_count(EmbeddingConfig::kKind, name, in, 1);
   const Shape ys = embedding_output_shape(name, cfg, in[0]);
-  return Contract{
+  Contract c{
       {TensorDesc{ys}},
       {{"weight", Shape{cfg.num_embeddings, cfg.dim}, cfg.init, cfg.dim, cfg.num_embeddings, true}},
       embedding_flops(cfg, in[0].shape),
       embedding_bytes(cfg, in[0].shape)};
+  c.saved_inputs = {true};  // the ids, to scatter dy into the weight gradient
+  c.saved_outputs = {false};
+  return c;
 }
 
 }  // namespace tbd

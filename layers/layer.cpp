@@ -13,7 +13,15 @@ Layer::Layer(Backend& be, std::string name, std::vector<TensorDesc> inputs, cons
       inputs_(std::move(inputs)),
       outputs_(c.outputs),
       output_grads_(c.output_grads),
-      input_grads_(c.input_grads) {
+      input_grads_(c.input_grads),
+      saved_inputs_(c.saved_inputs),
+      saved_outputs_(c.saved_outputs) {
+  TBD_CHECK(saved_inputs_.empty() || saved_inputs_.size() == inputs_.size(), "'", name_,
+            "': the contract says what is saved of ", saved_inputs_.size(), " inputs, not ",
+            inputs_.size());
+  TBD_CHECK(saved_outputs_.empty() || saved_outputs_.size() == outputs_.size(), "'", name_,
+            "': the contract says what is saved of ", saved_outputs_.size(), " outputs, not ",
+            outputs_.size());
   params_.reserve(c.params.size());
   for (const ParamSpec& s : c.params) {
     Param p;

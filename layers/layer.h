@@ -117,10 +117,24 @@ struct Contract {
   // does). False for inputs the output is piecewise constant in (ActivationDgrad's x) or only
   // indexes with (RoI boxes): backward gets a null dx for them and the graph sends nothing.
   std::vector<bool> input_grads = {};
+  // What backward() reads of the forward's tensors, on every backend (the union of what the
+  // implementations read): per input and per output, whether it is saved for backward. Empty:
+  // all of them. A tensor not saved is passed to backward() as a null pointer, and a graph may
+  // reuse its memory once its last reader has run (the ReLU that reads only its output frees
+  // its input, as an in-place ReLU does in PyTorch).
+  std::vector<bool> saved_inputs = {};
+  std::vector<bool> saved_outputs = {};
 };
 
 template <class Config>
 Contract contract(const std::string& name, const Config& cfg, const std::vector<TensorDesc>& in);
+
+// Marks every input and output of `c` as not saved for backward (kinds whose backward only
+// moves dy back: add, copies, reorders); a kind that saves some then sets those.
+inline void saves_nothing(Contract& c, std::size_t num_inputs) {
+  c.saved_inputs.assign(num_inputs, false);
+  c.saved_outputs.assign(c.outputs.size(), false);
+}
 
 struct Param {
   std::string name;  // "conv1.weight"
@@ -186,6 +200,9 @@ class Layer {
   bool input_grad(std::size_t i) const {
     return inputs_[i].dtype == DType::kF32 && (i >= input_grads_.size() || input_grads_[i]);
   }
+  // Whether backward() reads input i or output i (Contract::saved_inputs, saved_outputs).
+  bool saves_input(std::size_t i) const { return i >= saved_inputs_.size() || saved_inputs_[i]; }
+  bool saves_output(std::size_t i) const { return i >= saved_outputs_.size() || saved_outputs_[i]; }
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }
   const Flops& flops() const { return flops_; }
@@ -224,8 +241,9 @@ class Layer {
 
   // y: outputs (allocated by the caller with output_descs()), x: inputs.
   virtual void forward(MutTensorRefs y, TensorRefs x) = 0;
-  // dx: input gradients (assign; entries may be null), x/y: the forward's inputs and outputs,
-  // dy: output gradients. Parameter gradients accumulate.
+  // dx: input gradients (assign; entries may be null), x/y: the forward's inputs and outputs
+  // (null where the kind does not save them: saves_input, saves_output), dy: output gradients.
+  // Parameter gradients accumulate.
   virtual void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) = 0;
 
  protected:
@@ -261,6 +279,8 @@ class Layer {
   std::vector<Param> params_;
   std::vector<bool> output_grads_;
   std::vector<bool> input_grads_;
+  std::vector<bool> saved_inputs_;
+  std::vector<bool> saved_outputs_;
   bool training_ = true;
   bool param_grads_ = true;
 

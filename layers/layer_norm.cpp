@@ -57,11 +57,14 @@ Contract contract(const std::string& name, const LayerNormConfig& cfg,
   check_f32(LayerNormConfig::kKind, name, "x", in[0]);
   const Shape ys = layer_norm_output_shape(name, cfg, in[0].shape);
   const int64_t P = layer_norm_rows(cfg, ys).P;
-  return Contract{{TensorDesc{ys}},
-                  {{"gamma", Shape{P}, Init::kOnes, P, P, false},
-                   {"beta", Shape{P}, Init::kZeros, P, P, false}},
-                  layer_norm_flops(in[0].shape),
-                  layer_norm_bytes(cfg, in[0].shape)};
+  Contract c{{TensorDesc{ys}},
+             {{"gamma", Shape{P}, Init::kOnes, P, P, false},
+              {"beta", Shape{P}, Init::kZeros, P, P, false}},
+             layer_norm_flops(in[0].shape),
+             layer_norm_bytes(cfg, in[0].shape)};
+  c.saved_inputs = {true};  // x (with the row statistics the layer keeps); y is not read
+  c.saved_outputs = {false};
+  return c;
 }
 
 }  // namespace tbd

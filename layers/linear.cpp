@@ -95,6 +95,8 @@ Contract contract(const std::string& name, const LinearConfig& cfg,
              linear_flops(cfg, in[0].shape),
              linear_bytes(cfg, in[0].shape)};
   if (cfg.bias) c.params.push_back({"bias", Shape{N}, Init::kZeros, K, N, false});
+  c.saved_inputs = {true};  // x for the weight gradient; y is not read
+  c.saved_outputs = {false};
   return c;
 }
 
@@ -108,6 +110,8 @@ Contract contract(const std::string& name, const GemmConfig& cfg,
   check_f32(GemmConfig::kKind, name, "b", in[1]);
   Contract c{{TensorDesc{ys}}, {}, gemm_flops(cfg, d), gemm_bytes(cfg, d)};
   if (cfg.bias) c.params.push_back({"bias", Shape{d.n}, Init::kZeros, d.k, d.n, false});
+  c.saved_inputs = {true, true};  // each operand for the other's gradient; y is not read
+  c.saved_outputs = {false};
   return c;
 }
 

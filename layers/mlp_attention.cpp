@@ -52,6 +52,10 @@ Contract contract(const std::string& name, const MlpAttentionConfig&,
              mlp_attention_flops(d),
              mlp_attention_bytes(d)};
   c.input_grads = {true, true, true, false};
+  // Backward reads the memory and the lengths (and the tanh and weights the layer keeps), not
+  // the query or the keys, nor y.
+  c.saved_inputs = {false, false, true, true};
+  c.saved_outputs = {false};
   return c;
 }
 

@@ -65,6 +65,8 @@ Contract contract(const std::string& name, const Pool2dConfig& cfg,
   check_input_count(Pool2dConfig::kKind, name, in, 1);
   const Shape& xs = in[0].shape;
   const Shape ys = pool2d_output_shape(name, cfg, in[0]);
+  // Saves x and y (the default): cuDNN's pooling backward reads both, where oneDNN's reads
+  // neither (its max pooling keeps the argmax in a workspace of its own).
   return Contract{{TensorDesc{ys, DType::kF32, in[0].layout}},
                   {},
                   pool2d_flops(cfg, xs, ys),
@@ -77,10 +79,12 @@ Contract contract(const std::string& name, const GlobalAvgPool2dConfig& cfg,
   (void)cfg;
   check_input_count(GlobalAvgPool2dConfig::kKind, name, in, 1);
   const Shape ys = global_avg_pool2d_output_shape(name, in[0]);
-  return Contract{{TensorDesc{ys}},
-                  {},
-                  global_avg_pool2d_flops(in[0].shape),
-                  global_avg_pool2d_bytes(in[0].shape)};
+  Contract c{{TensorDesc{ys}},
+             {},
+             global_avg_pool2d_flops(in[0].shape),
+             global_avg_pool2d_bytes(in[0].shape)};
+  saves_nothing(c, in.size());  // dx = dy / HW everywhere
+  return c;
 }
 
 }  // namespace tbd

@@ -28,10 +28,12 @@ Contract contract(const std::string& name, const PositionalEncodingConfig& cfg,
   check_input_count(k, name, in, 1);
   check_rank(k, name, "x", in[0], 3, "(N, T, D)");
   check_f32(k, name, "x", in[0]);
-  return Contract{{TensorDesc{in[0].shape}},
-                  {},
-                  positional_encoding_flops(in[0].shape),
-                  positional_encoding_bytes(in[0].shape)};
+  Contract c{{TensorDesc{in[0].shape}},
+             {},
+             positional_encoding_flops(in[0].shape),
+             positional_encoding_bytes(in[0].shape)};
+  saves_nothing(c, in.size());  // dx = dy
+  return c;
 }
 
 }  // namespace tbd

@@ -25,10 +25,12 @@ Contract contract(const std::string& name, const RandomInterpolationConfig&,
   check_positive(k, name, "x0", in[0].shape);
   TBD_LAYER_CHECK(in[0].shape == in[1].shape, k, name, "x0 ", in[0].shape.to_string(), " and x1 ",
                   in[1].shape.to_string(), " must have the same shape");
-  return Contract{{TensorDesc{in[0].shape}},
-                  {},
-                  random_interpolation_flops(in[0].shape),
-                  random_interpolation_bytes(in[0].shape)};
+  Contract c{{TensorDesc{in[0].shape}},
+             {},
+             random_interpolation_flops(in[0].shape),
+             random_interpolation_bytes(in[0].shape)};
+  saves_nothing(c, in.size());  // backward reads the weights alpha the layer keeps
+  return c;
 }
 
 }  // namespace tbd

@@ -26,6 +26,8 @@ Contract contract(const std::string& name, const SequenceLastConfig&,
              Flops{},
              Bytes{bytes_of(n + 2 * r), bytes_of(n + r + static_cast<double>(T) * r), 0}};
   c.input_grads = {true, false};
+  c.saved_inputs = {false, true};  // the lengths place dy back
+  c.saved_outputs = {false};
   return c;
 }
 

@@ -230,7 +230,9 @@ Contract contract(const std::string& name, const AddConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   (void)cfg;
   const TensorDesc y = add_output_desc(name, in);
-  return Contract{{y}, {}, add_flops(in[0].shape), add_bytes(in[0].shape)};
+  Contract c{{y}, {}, add_flops(in[0].shape), add_bytes(in[0].shape)};
+  saves_nothing(c, in.size());  // dx = dy for each input
+  return c;
 }
 
 namespace {
@@ -239,6 +241,7 @@ Contract copy_contract(const std::vector<TensorDesc>& in, const std::vector<Shap
   Contract c;
   for (const Shape& s : out) c.outputs.push_back(TensorDesc{s, in[0].dtype, Layout::kRowMajor});
   c.bytes = copy_bytes(in, c.outputs);
+  saves_nothing(c, in.size());  // backward moves dy back: no forward tensor is read
   return c;
 }
 }  // namespace
@@ -284,6 +287,7 @@ Contract contract(const std::string& name, const DetachConfig& cfg,
   c.bytes = copy_bytes(in, c.outputs);
   c.bytes.dgrad = 0;  // nothing flows back
   c.output_grads = {false};
+  saves_nothing(c, in.size());
   return c;
 }
 
@@ -294,6 +298,8 @@ Contract contract(const std::string& name, const ReverseConfig& cfg,
   const Shape ys = reverse_output_shape(name, in);
   Contract c{{TensorDesc{ys, in[0].dtype, Layout::kRowMajor}}, {}, Flops{}, reverse_bytes(in)};
   c.input_grads = {true, false};  // lengths only index
+  saves_nothing(c, in.size());
+  if (in.size() > 1) c.saved_inputs[1] = true;  // backward reverses dy within the lengths
   return c;
 }
 

@@ -31,10 +31,12 @@ Contract contract(const std::string& name, const Upsample2dConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   check_input_count(Upsample2dConfig::kKind, name, in, 1);
   const Shape ys = upsample2d_output_shape(name, cfg, in[0]);
-  return Contract{{TensorDesc{ys, DType::kF32, in[0].layout}},
-                  {},
-                  upsample2d_flops(cfg, in[0].shape),
-                  upsample2d_bytes(cfg, in[0].shape)};
+  Contract c{{TensorDesc{ys, DType::kF32, in[0].layout}},
+             {},
+             upsample2d_flops(cfg, in[0].shape),
+             upsample2d_bytes(cfg, in[0].shape)};
+  saves_nothing(c, in.size());  // dx sums dy over each pixel's copies
+  return c;
 }
 
 }  // namespace tbd

@@ -189,6 +189,8 @@ void A3c::build() {
     w->rollout = &add_graph();
     w->r_frames = w->rollout->input("frames", Shape{1, o_.stack, S, S}, DType::kU8);
     w->r_net = add_net(*w->rollout, o_, w->r_frames);
+    w->rollout->keep(w->r_net.value);  // the host reads both after each forward
+    w->rollout->keep(w->r_net.logits);
     std::vector<Param*> tp = w->train->params(), rp = w->rollout->params();
     TBD_CHECK(tp.size() == rp.size(), "A3C: rollout and training graphs differ in parameters");
     for (std::size_t i = 0; i < tp.size(); ++i) w->rollout->tie(*rp[i], *tp[i]);

@@ -321,6 +321,7 @@ std::unique_ptr<FasterRcnn> build_faster_rcnn(Backend& be, const FasterRcnnOptio
                {"rpn_bbox", rpn_bbox_loss},
                {"rcnn_cls", rcnn_cls_loss},
                {"rcnn_bbox", rcnn_bbox_loss}};
+  for (const auto& [term, id] : m->terms_) g.keep(id);  // read after the step (loss_terms)
 
   // Frozen before finalize: the stem and stage 1 run no backward at all.
   for (const char* prefix : {"conv0", "stage1."}) g.set_param_grads(prefix, false);

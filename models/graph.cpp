@@ -46,6 +46,7 @@ Contract contract(const std::string& name, const ReorderConfig& cfg,
   out.layout = cfg.layout;
   Contract c{{out}, {}, Flops{}, Bytes{}};
   c.bytes = copy_bytes(in, c.outputs);  // a copy (layers/tensor_ops.h)
+  saves_nothing(c, in.size());          // backward reorders dy
   return c;
 }
 
@@ -230,15 +231,11 @@ void Graph::finalize_impl(bool inference) {
     else
       bind_own_transients(be_, *n.layer);
   }
-  for (auto& t : tensors_) {
-    MemCategory cat = t.producer < 0 ? MemCategory::kDynamic : MemCategory::kFeatureMaps;
-    t.value = be_.empty(t.desc, cat);
-    if (t.producer < 0) be_.fill(t.value, 0.f);
-  }
   plans_.assign(nodes_.size(), NodePlan{});
   for (std::size_t ni = 0; ni < nodes_.size(); ++ni)
     plans_[ni].slots.resize(nodes_[ni].inputs.size());
   if (!inference) plan_gradients();
+  plan_values();
   // Argument lists, fixed once.
   for (std::size_t ni = 0; ni < nodes_.size(); ++ni) {
     Node& n = nodes_[ni];
@@ -246,20 +243,84 @@ void Graph::finalize_impl(bool inference) {
     for (std::size_t k = 0; k < n.inputs.size(); ++k) {
       TensorInfo& t = tensors_[n.inputs[k]];
       p.x.push_back(&t.value);
+      p.xb.push_back(n.layer->saves_input(k) ? &t.value : nullptr);
       GradSlot& s = p.slots[k];
       const bool wanted = p.run_backward && t.requires_grad && n.layer->input_grad(k);
       if (wanted && s.target == nullptr) s.target = &t.grad;
       p.dx.push_back(wanted ? s.target : nullptr);
       p.any_dx = p.any_dx || p.dx.back() != nullptr;
     }
-    for (TensorId o : n.outputs) {
+    for (std::size_t i = 0; i < n.outputs.size(); ++i) {
+      const TensorId o = n.outputs[i];
       p.y.push_back(&tensors_[o].value);
+      p.yb.push_back(n.layer->saves_output(i) ? &tensors_[o].value : nullptr);
       p.yw.push_back(&tensors_[o].value);
       p.dy.push_back(tensors_[o].grad.defined() ? &tensors_[o].grad : nullptr);
     }
   }
   init_params();
   finalized_ = true;
+}
+
+// Values. Graph inputs are loaded once and keep buffers of their own. Planned, every layer output
+// is a view into one arena, live from the forward that writes it to the last step that reads it:
+// its consumers' forwards, and the backwards that save it (its producer's, for a saved output;
+// a consumer's, for a saved input). Steps: forward of node i is i, its backward 2n - 1 - i.
+// What no layer consumes (losses, logits), what keep() names and the loss stay to the end.
+void Graph::plan_values() {
+  const int n = static_cast<int>(nodes_.size());
+  const int end = 2 * n;
+  auto bwd = [&](int i) { return 2 * n - 1 - i; };
+  std::vector<int> last(tensors_.size(), -1);
+  std::vector<bool> consumed(tensors_.size(), false);
+  for (int c = 0; c < n; ++c) {
+    const Node& node = nodes_[c];
+    const Layer& l = *node.layer;
+    const bool runs_backward = plans_[c].run_backward;
+    for (std::size_t k = 0; k < node.inputs.size(); ++k) {
+      const TensorId id = node.inputs[k];
+      consumed[id] = true;
+      last[id] = std::max(last[id], c);
+      if (runs_backward && l.saves_input(k)) last[id] = std::max(last[id], bwd(c));
+    }
+    for (std::size_t i = 0; i < node.outputs.size(); ++i) {
+      const TensorId id = node.outputs[i];
+      last[id] = std::max(last[id], c);
+      if (runs_backward && l.saves_output(i)) last[id] = std::max(last[id], bwd(c));
+    }
+  }
+  struct Planned {
+    Tensor* tensor;
+    TensorDesc desc;
+  };
+  std::vector<Planned> planned;
+  for (std::size_t id = 0; id < tensors_.size(); ++id) {
+    TensorInfo& t = tensors_[id];
+    if (t.producer < 0) {
+      t.value = be_.empty(t.desc, MemCategory::kDynamic);
+      be_.fill(t.value, 0.f);
+      continue;
+    }
+    if (!plan_memory_) {
+      t.value = be_.empty(t.desc, MemCategory::kFeatureMaps);
+      continue;
+    }
+    const bool to_end = !consumed[id] || t.kept || static_cast<TensorId>(id) == loss_;
+    planned.push_back({&t.value, t.desc});
+    value_requests_.push_back(PlanRequest{t.desc.bytes(), t.producer, to_end ? end : last[id]});
+  }
+  if (!plan_memory_) return;
+  value_plan_ = plan_memory(value_requests_);
+  if (value_plan_.arena_bytes == 0) return;
+  const Tensor arena = be_.empty(Shape{static_cast<int64_t>((value_plan_.arena_bytes + 3) / 4)},
+                                 MemCategory::kFeatureMaps);
+  for (std::size_t r = 0; r < planned.size(); ++r)
+    *planned[r].tensor = arena.slice(value_plan_.offsets[r], planned[r].desc);
+}
+
+void Graph::keep(TensorId id) {
+  TBD_CHECK(!finalized_, "Graph::keep '", tensor_name(id), "' after finalize()");
+  tensors_.at(id).kept = true;
 }
 
 // Gradients: the loss seed, then consumers in reverse order decide who writes first.
@@ -375,7 +436,7 @@ void Graph::backward_node(std::size_t i) {
   // Nothing to compute: no input gradient wanted and the parameters frozen for this backward.
   const Layer& l = *nodes_[i].layer;
   if (!p.any_dx && (l.params().empty() || !l.param_grads())) return;
-  nodes_[i].layer->backward(p.dx, p.dy, p.x, p.y);
+  nodes_[i].layer->backward(p.dx, p.dy, p.xb, p.yb);
   for (GradSlot& s : p.slots) {
     if (s.accumulate_into) be_.accumulate(*s.accumulate_into, *s.target);
   }

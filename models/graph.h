@@ -154,18 +154,29 @@ class Graph {
   bool finalized() const { return finalized_; }
   bool inference_only() const { return inference_; }
 
-  // Memory planning (before finalize; default: memory_planning_default()). Planned, every
-  // activation gradient (and the scratch where several consumers' gradients are summed) is a
-  // view into one arena, at an offset chosen by liveness (models/memory_plan.h): a gradient is
-  // live from the backward of the first consumer that writes it to the backward of its
-  // producer, so grad(id) holds its value only then; and the layers' transient scratch is one
-  // workspace they share (Layer::transient_bytes). Unplanned, each has a buffer of its own.
+  // Memory planning (before finalize; default: memory_planning_default()). Planned, the
+  // layers' outputs are views into one arena (feature maps) and the activation gradients (with
+  // the scratch where several consumers' gradients are summed) into another (dynamic), at
+  // offsets chosen by liveness (models/memory_plan.h): an output is live from its forward to its
+  // last reader (its consumers' forwards; the backwards that save it, Contract::saved_inputs),
+  // a gradient from the backward of the first consumer that writes it to the backward of its
+  // producer; so tensor(id) and grad(id) hold their values only then (see keep()). The layers'
+  // transient scratch is one workspace they share (Layer::transient_bytes). Unplanned, each has
+  // a buffer of its own.
   void set_memory_planning(bool on);
   bool memory_planning() const { return plan_memory_; }
   // The planned gradients' requests (steps: 0 the loss seed, nodes().size() - i node i's
   // backward) and their plan; empty unplanned or before finalize.
   const std::vector<PlanRequest>& gradient_requests() const { return grad_requests_; }
   const MemoryPlan& gradient_plan() const { return grad_plan_; }
+  // The same for the layers' outputs (steps: i node i's forward, 2 n - 1 - i its backward, 2 n
+  // the end of the step).
+  const std::vector<PlanRequest>& value_requests() const { return value_requests_; }
+  const MemoryPlan& value_plan() const { return value_plan_; }
+  // Keeps `id`'s value to the end of the step (before finalize), for the host to read after a
+  // forward or a step: planned, a value lives only to its last reader otherwise (tensor(id)).
+  // What no layer consumes (the loss, logits nobody reads further) is kept anyway.
+  void keep(TensorId id);
   // Planned, the one workspace every layer's transient scratch is a view of (undefined when no
   // layer needs any, and unplanned, where each layer has its own).
   const Tensor& workspace() const { return workspace_; }
@@ -193,6 +204,7 @@ class Graph {
   // The parameter arena (after finalize): every unique parameter's value and gradient.
   const ParamArena& arena() const { return arena_; }
 
+  // A tensor's value; planned, it holds the value only while it is live (see keep()).
   const Tensor& tensor(TensorId id) const { return tensors_.at(id).value; }
   // A tensor's gradient; planned, it holds the gradient only while it is live (see
   // set_memory_planning).
@@ -234,6 +246,7 @@ class Graph {
     int producer = -1;  // node index, -1 for graph inputs
     bool requires_grad = false;
     bool grad_live = false;  // some consumer (or the loss seed) writes the gradient
+    bool kept = false;       // keep(): live to the end of the step
   };
   // Per node: where each input's gradient goes in backward.
   struct GradSlot {
@@ -244,6 +257,7 @@ class Graph {
     bool run_backward = false;
     bool any_dx = false;  // some input gradient is wanted
     std::vector<const Tensor*> x, y, dy;
+    std::vector<const Tensor*> xb, yb;  // x and y as backward gets them: null where not saved
     std::vector<Tensor*> yw, dx;
     std::vector<GradSlot> slots;
   };
@@ -254,6 +268,7 @@ class Graph {
   std::vector<Param*> params_to_bind();  // params() in the arena order (param_order_)
   void finalize_impl(bool inference);
   void plan_gradients();  // finalize(): who writes which gradient, gradient buffers
+  void plan_values();     // finalize(): inputs' and outputs' buffers
 
   Backend& be_;
   uint64_t seed_;
@@ -267,8 +282,8 @@ class Graph {
   std::map<std::string, std::deque<Tensor>> grad_scratch_;
   std::deque<Tensor> grad_slots_;
   bool plan_memory_;
-  std::vector<PlanRequest> grad_requests_;
-  MemoryPlan grad_plan_;
+  std::vector<PlanRequest> grad_requests_, value_requests_;
+  MemoryPlan grad_plan_, value_plan_;
   Tensor workspace_;  // the layers' transient scratch, planned (Layer::bind_transients)
   TensorId loss_ = -1;
   bool bound_ = false;

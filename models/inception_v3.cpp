@@ -216,6 +216,8 @@ std::unique_ptr<Model> build_inception_v3(Backend& be, const InceptionV3Options&
     SoftmaxCrossEntropyConfig a;
     a.weight = o.aux_weight;
     TensorId aux_loss = g.add1("AuxLogits.loss", a, {aux, labels});
+    g.keep(loss);  // both terms readable after a step
+    g.keep(aux_loss);
     loss = g.add1("loss.total", AddConfig{}, {loss, aux_loss});
   }
   g.set_loss(loss);

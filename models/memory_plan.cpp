@@ -35,13 +35,14 @@ MemoryPlan plan_memory(const std::vector<PlanRequest>& reqs, std::size_t alignme
     if (reqs[a].bytes != reqs[b].bytes) return reqs[a].bytes > reqs[b].bytes;
     return reqs[a].first < reqs[b].first;
   });
-  std::vector<std::size_t> placed;  // indices, in placement order
+  std::vector<std::size_t> placed;                        // indices, in placement order
   std::vector<std::pair<std::size_t, std::size_t>> busy;  // [offset, end) of the ones that meet
   for (std::size_t i : order) {
     const std::size_t need = round_up(std::max<std::size_t>(reqs[i].bytes, 1), alignment);
     busy.clear();
     for (std::size_t j : placed) {
-      if (meet(reqs[i], reqs[j])) busy.emplace_back(plan.offsets[j], plan.offsets[j] + reqs[j].bytes);
+      if (meet(reqs[i], reqs[j]))
+        busy.emplace_back(plan.offsets[j], plan.offsets[j] + reqs[j].bytes);
     }
     std::sort(busy.begin(), busy.end());
     // The smallest gap that fits (best fit), else after the last busy range.
@@ -95,8 +96,7 @@ std::string check_memory_plan(const std::vector<PlanRequest>& reqs, const Memory
       return detail::concat("buffers ", std::min(i, j), " and ", std::max(i, j),
                             " overlap at bytes [", plan.offsets[j], ", ",
                             std::min(end, plan.offsets[j] + reqs[j].bytes),
-                            ") and are both live at step ",
-                            std::max(reqs[i].first, reqs[j].first));
+                            ") and are both live at step ", std::max(reqs[i].first, reqs[j].first));
     }
   }
   return "";

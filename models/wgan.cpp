@@ -159,6 +159,7 @@ class Wgan final : public Model {
     const TensorId l_fake = g0.add1("loss.fake", MeanLossConfig{1.0}, {s_fake});
     const TensorId l_real = g0.add1("loss.real", MeanLossConfig{-1.0}, {s_real});
     const TensorId wdist = g0.add1("loss.wasserstein", AddConfig{}, {l_fake, l_real});
+    g0.keep(wdist);  // the critic's Wasserstein estimate, readable after a step
     g0.set_loss(g0.add1("loss", AddConfig{}, {wdist, gp}));
     g0.set_param_grads("generator", false);  // runs forward only (detached) in any case
 

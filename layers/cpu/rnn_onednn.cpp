@@ -159,14 +159,19 @@ class RnnLayerPrims {
                bwd_pd_.diff_weights_layer_desc());
     setup_slot(kind, name, wi_, fwd_pd_.weights_iter_desc(), bwd_pd_.weights_iter_desc(),
                bwd_pd_.diff_weights_iter_desc());
-    bias_stage_ = workspace_for(be, bias_md_);
-    diff_bias_ = workspace_for(be, bias_md_);
+    bias_stage_ = workspace_for(be, bias_md_);  // gathered by the forward, read by the backward
+    transient(diff_bias_, bias_md_);
     // Zero initial states, and the unused gradients of the initial states.
     zeros_ = workspace_for(be, iter_md_);
-    diff_iter_ = workspace_for(be, iter_md_);
-    if (lstm) diff_iter_c_ = workspace_for(be, iter_md_);
+    transient(diff_iter_, iter_md_);
+    if (lstm) transient(diff_iter_c_, iter_md_);
     std::memset(zeros_.raw(), 0, zeros_.bytes());
   }
+
+  // The tensors used only inside one call (the backward's weights where they differ from the
+  // forward's, the gradients before they are added, the initial states' gradients), for the
+  // owning layer to declare as its transients (Layer::transient); undefined until bound.
+  const std::vector<std::pair<Tensor*, TensorDesc>>& transients() const { return transients_; }
 
   std::size_t scratchpad_bytes() const {
     return std::max(fwd_pd_.scratchpad_desc().get_size(), bwd_pd_.scratchpad_desc().get_size());
@@ -231,7 +236,8 @@ class RnnLayerPrims {
   // A primitive's weights tensor (forward, backward or gradient) and its reorders.
   struct WeightsLink {
     memory::desc md;      // the primitive's
-    Tensor buf;           // the primitive's tensor; undefined: the parameters in place
+    bool own = false;     // the primitive has a tensor of its own (else the parameters in place)
+    Tensor buf;           // that tensor (a transient one is bound after construction)
     BlockReorder blocks;  // parameters <-> buf
   };
 
@@ -270,7 +276,8 @@ class RnnLayerPrims {
   // training RNNs only choose plain formats; a blocked one (a later version's brgemm RNNs) would
   // need a staging reorder, so it stops here with the format named rather than run untested.
   WeightsLink make_link(const char* kind, const std::string& name, const char* what,
-                        const memory::desc& md, int64_t in, bool into_params, bool may_alias) {
+                        const memory::desc& md, int64_t in, bool into_params, bool may_alias,
+                        bool kept) {
     const dnnl_memory_desc_t& d = md.data;
     TBD_LAYER_CHECK(
         d.format_kind == dnnl_blocked && d.format_desc.blocking.inner_nblks == 0 && d.offset0 == 0,
@@ -282,19 +289,35 @@ class RnnLayerPrims {
     l.md = md;
     const memory::desc params_md({1, 1, in, ci_.gates, s_.H}, dt::f32, tag::ldgoi);
     if (may_alias && direct_ && md == params_md) return l;
-    l.buf = workspace_for(cpu_, md);
+    l.own = true;
+    if (kept) l.buf = workspace_for(cpu_, md);
     l.blocks = block_reorder(md, in, into_params);
     return l;
+  }
+
+  // Declares `t` as transient, of md's size.
+  void transient(Tensor& t, const memory::desc& md) {
+    transients_.push_back({&t, TensorDesc{Shape{static_cast<int64_t>(
+                                   std::max<std::size_t>((md.get_size() + 3) / 4, 1))}}});
   }
 
   void setup_slot(const char* kind, const std::string& name, WeightSlot& w,
                   const memory::desc& fwd_md, const memory::desc& bwd_md,
                   const memory::desc& diff_md) {
     const char* which = w.which == 0 ? "weights_layer" : "weights_iter";
-    w.fwd = make_link(kind, name, which, fwd_md, w.in, /*into_params=*/false, /*may_alias=*/true);
+    // The forward's copy is kept to the backward when the backward reads it too; the others
+    // live inside one call.
     w.bwd_is_fwd = bwd_md == fwd_md;
-    if (!w.bwd_is_fwd) w.bwd = make_link(kind, name, which, bwd_md, w.in, false, true);
-    w.diff = make_link(kind, name, which, diff_md, w.in, /*into_params=*/true, false);
+    w.fwd = make_link(kind, name, which, fwd_md, w.in, /*into_params=*/false, /*may_alias=*/true,
+                      /*kept=*/w.bwd_is_fwd);
+    if (w.fwd.own && !w.bwd_is_fwd) transient(w.fwd.buf, fwd_md);
+    if (!w.bwd_is_fwd) {
+      w.bwd = make_link(kind, name, which, bwd_md, w.in, false, true, /*kept=*/false);
+      if (w.bwd.own) transient(w.bwd.buf, bwd_md);
+    }
+    w.diff = make_link(kind, name, which, diff_md, w.in, /*into_params=*/true, false,
+                       /*kept=*/false);
+    transient(w.diff.buf, diff_md);
   }
 
   // Runs the block reorders between the parameters (values, or gradients when into_params) and
@@ -321,7 +344,7 @@ class RnnLayerPrims {
   // The primitive's weights from the parameters.
   memory fill_weights(const WeightSlot& w, const WeightsLink& l) {
     auto& e = cpu_.engine();
-    if (!l.buf.defined()) return memory(l.md, e, param(0, w.which).value.raw());
+    if (!l.own) return memory(l.md, e, param(0, w.which).value.raw());
     run_blocks(w, l.blocks, l.buf.f32(), /*into_params=*/false);
     return memory(l.md, e, l.buf.raw());
   }
@@ -333,8 +356,8 @@ class RnnLayerPrims {
   memory backward_weights(WeightSlot& w) {
     if (!w.bwd_is_fwd) return fill_weights(w, w.bwd);
     auto& e = cpu_.engine();
-    return w.fwd.buf.defined() ? memory(w.fwd.md, e, w.fwd.buf.raw())
-                               : memory(w.fwd.md, e, param(0, w.which).value.raw());
+    return w.fwd.own ? memory(w.fwd.md, e, w.fwd.buf.raw())
+                     : memory(w.fwd.md, e, param(0, w.which).value.raw());
   }
 
   void accumulate_weight_grad(WeightSlot& w) {
@@ -413,6 +436,7 @@ class RnnLayerPrims {
   Tensor workspace_, bias_stage_, diff_bias_;
   Tensor zeros_;                    // (1, D, N, H): the initial states
   Tensor diff_iter_, diff_iter_c_;  // gradients of the zero initial states (unused)
+  std::vector<std::pair<Tensor*, TensorDesc>> transients_;
 };
 
 // The contract checked the dtype; the primitives here take plain time-major data.
@@ -440,6 +464,7 @@ class RnnSequenceOneDnn final : public Layer {
       layers_.push_back(
           std::make_unique<RnnLayerPrims>(cpu_, kind(), name, s, params_, l * per_layer));
       scratch = std::max(scratch, layers_.back()->scratchpad_bytes());
+      for (const auto& [t, desc] : layers_.back()->transients()) transient(*t, desc);
     }
     for (int64_t l = 0; l + 1 < L; ++l) {
       hidden_.push_back(be.empty(Shape{T, N, H * D}, MemCategory::kFeatureMaps));

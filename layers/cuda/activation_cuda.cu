@@ -1,8 +1,10 @@
 // layers/cuda/activation_cuda.cu: Activation on CUDA.
 //
-// cuDNN for relu, tanh and sigmoid (cudnnActivationForward/Backward); own kernels for leaky
+// cuDNN for the forward of relu, tanh and sigmoid (cudnnActivationForward); own kernels for leaky
 // relu and the erf form of GELU, which cuDNN's legacy activation lacks, and for clipped relu,
-// whose gradient must pass exactly where 0 < x < ceiling (layers/activation.h). Shape checks and
+// whose gradient must pass exactly where 0 < x < ceiling (layers/activation.h). The backward of
+// relu, tanh, sigmoid and clipped relu is an own kernel that reads y alone (what the kind saves:
+// cudnnActivationBackward takes x as well, which would keep x alive for backward). Shape checks and
 // FLOP counts are the shared ones (layers/activation.cpp); only row-major tensors exist on CUDA,
 // and an elementwise layer would not care anyway.
 #include "backends/cuda/cuda_backend.h"
@@ -23,9 +25,11 @@ __global__ void leaky_relu_fwd_kernel(const float* __restrict__ x, float* __rest
   }
 }
 
-__global__ void leaky_relu_bwd_kernel(const float* __restrict__ x, const float* __restrict__ dy,
-                                      float* __restrict__ dx, int64_t n, float alpha) {
-  TBD_GRID_STRIDE(i, n) { dx[i] = x[i] > 0.f ? dy[i] : alpha * dy[i]; }
+// From y when alpha >= 0 (y > 0 exactly where x > 0), else from x.
+__global__ void leaky_relu_bwd_kernel(const float* __restrict__ x_or_y,
+                                      const float* __restrict__ dy, float* __restrict__ dx,
+                                      int64_t n, float alpha) {
+  TBD_GRID_STRIDE(i, n) { dx[i] = x_or_y[i] > 0.f ? dy[i] : alpha * dy[i]; }
 }
 
 __global__ void clipped_relu_fwd_kernel(const float* __restrict__ x, float* __restrict__ y,
@@ -37,11 +41,34 @@ __global__ void clipped_relu_fwd_kernel(const float* __restrict__ x, float* __re
   }
 }
 
-__global__ void clipped_relu_bwd_kernel(const float* __restrict__ x, const float* __restrict__ dy,
+// From y: y = clip(x, 0, ceiling) is strictly inside (0, ceiling) exactly where x is.
+__global__ void clipped_relu_bwd_kernel(const float* __restrict__ y, const float* __restrict__ dy,
                                         float* __restrict__ dx, int64_t n, float ceiling) {
   TBD_GRID_STRIDE(i, n) {
-    const float v = x[i];
+    const float v = y[i];
     dx[i] = v > 0.f && v < ceiling ? dy[i] : 0.f;
+  }
+}
+
+// relu, tanh and sigmoid from y alone: dy (y > 0), dy (1 - y^2), dy y (1 - y).
+__global__ void relu_bwd_kernel(const float* __restrict__ y, const float* __restrict__ dy,
+                                float* __restrict__ dx, int64_t n) {
+  TBD_GRID_STRIDE(i, n) { dx[i] = y[i] > 0.f ? dy[i] : 0.f; }
+}
+
+__global__ void tanh_bwd_kernel(const float* __restrict__ y, const float* __restrict__ dy,
+                                float* __restrict__ dx, int64_t n) {
+  TBD_GRID_STRIDE(i, n) {
+    const float v = y[i];
+    dx[i] = dy[i] * (1.f - v * v);
+  }
+}
+
+__global__ void sigmoid_bwd_kernel(const float* __restrict__ y, const float* __restrict__ dy,
+                                   float* __restrict__ dx, int64_t n) {
+  TBD_GRID_STRIDE(i, n) {
+    const float v = y[i];
+    dx[i] = dy[i] * v * (1.f - v);
   }
 }
 
@@ -108,23 +135,26 @@ class ActivationCuda final : public Layer {
     TBD_CUDA_CHECK_LAST();
   }
 
+  // x or y, whichever the kind saves (activation_saves_output, layers/activation.h).
   void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
     if (dx[0] == nullptr) return;
-    if (uses_cudnn()) {
-      TBD_CUDNN_CHECK(cudnnActivationBackward(cu_.cudnn(), act_, &kOne, desc_, y[0]->raw(), desc_,
-                                              dy[0]->raw(), desc_, x[0]->raw(), &kZero, desc_,
-                                              dx[0]->raw()));
-      return;
-    }
-    if (cfg_.act == ActKind::kLeakyRelu) {
-      leaky_relu_bwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(
-          x[0]->f32(), dy[0]->f32(), dx[0]->f32(), n_, static_cast<float>(cfg_.alpha));
+    const unsigned grid = grid_for(n_);
+    cudaStream_t s = cu_.stream();
+    if (cfg_.act == ActKind::kRelu) {
+      relu_bwd_kernel<<<grid, kBlock, 0, s>>>(y[0]->f32(), dy[0]->f32(), dx[0]->f32(), n_);
+    } else if (cfg_.act == ActKind::kTanh) {
+      tanh_bwd_kernel<<<grid, kBlock, 0, s>>>(y[0]->f32(), dy[0]->f32(), dx[0]->f32(), n_);
+    } else if (cfg_.act == ActKind::kSigmoid) {
+      sigmoid_bwd_kernel<<<grid, kBlock, 0, s>>>(y[0]->f32(), dy[0]->f32(), dx[0]->f32(), n_);
+    } else if (cfg_.act == ActKind::kLeakyRelu) {
+      const Tensor* saved = activation_saves_output(cfg_) ? y[0] : x[0];
+      leaky_relu_bwd_kernel<<<grid, kBlock, 0, s>>>(saved->f32(), dy[0]->f32(), dx[0]->f32(), n_,
+                                                    static_cast<float>(cfg_.alpha));
     } else if (cfg_.act == ActKind::kClippedRelu) {
-      clipped_relu_bwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(
-          x[0]->f32(), dy[0]->f32(), dx[0]->f32(), n_, static_cast<float>(cfg_.ceiling));
+      clipped_relu_bwd_kernel<<<grid, kBlock, 0, s>>>(y[0]->f32(), dy[0]->f32(), dx[0]->f32(), n_,
+                                                      static_cast<float>(cfg_.ceiling));
     } else {
-      gelu_bwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(x[0]->f32(), dy[0]->f32(),
-                                                                 dx[0]->f32(), n_);
+      gelu_bwd_kernel<<<grid, kBlock, 0, s>>>(x[0]->f32(), dy[0]->f32(), dx[0]->f32(), n_);
     }
     TBD_CUDA_CHECK_LAST();
   }

@@ -164,6 +164,7 @@ TEST(DoubleBackward, GradientPenaltyMatchesFloat64FiniteDifferences) {
   const InputGradient ig = append_input_gradient(g, c.x, c.out, "gp");
   EXPECT_EQ(g.desc(ig.dx).shape, (Shape{N, C, H, W}));
   g.set_loss(g.add1("gp.loss", GradientPenaltyConfig{kPenalty, 1.0}, {ig.dx}));
+  g.keep(ig.dx);  // read after the step
   g.finalize();
 
   // Parameters at scales where the penalty's terms all matter; the seed is d out = 1.

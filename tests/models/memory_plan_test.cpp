@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <functional>
-#include <ostream>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -37,7 +37,7 @@ TEST(MemoryPlan, DisjointLifetimesShareAndOverlappingOnesDoNot) {
   MemoryPlan p = plan_memory(r, 64);
   EXPECT_EQ(check_memory_plan(r, p), "");
   EXPECT_NE(p.offsets[0], p.offsets[1]);
-  EXPECT_EQ(p.offsets[2], 0u);  // reuses the space of both
+  EXPECT_EQ(p.offsets[2], 0u);            // reuses the space of both
   EXPECT_EQ(p.arena_bytes, 256u + 100u);  // 1 at 0 (200 B), 0 at 256 (the next 64-B boundary)
   EXPECT_EQ(p.peak_live_bytes, 300u);
   EXPECT_EQ(p.total_bytes, 450u);
@@ -103,6 +103,17 @@ TEST(GraphMemoryPlan, GradientArenaIsTheDynamicMemoryAndStepsAllocateNothing) {
       EXPECT_EQ(g.gradient_requests().size(), 7u);
       EXPECT_EQ(dynamic, inputs + (g.gradient_plan().arena_bytes + 3) / 4 * 4);
       EXPECT_LT(g.gradient_plan().arena_bytes, g.gradient_plan().total_bytes);
+      // Values (steps: forward of node i is i, its backward 11 - i, the end 12): h is read by
+      // tanh and sigmoid, which save their outputs, not h, so it is free after the sigmoid's
+      // forward; a lives to tanh's backward, y to fc2's (which saves its input), the loss to
+      // the end.
+      ASSERT_EQ(check_memory_plan(g.value_requests(), g.value_plan()), "");
+      const std::vector<PlanRequest>& v = g.value_requests();
+      ASSERT_EQ(v.size(), 6u);  // h, a, s, y, z, the loss
+      EXPECT_EQ(std::make_pair(v[0].first, v[0].last), std::make_pair(0, 2));
+      EXPECT_EQ(std::make_pair(v[1].first, v[1].last), std::make_pair(1, 10));
+      EXPECT_EQ(std::make_pair(v[3].first, v[3].last), std::make_pair(3, 7));
+      EXPECT_EQ(v[5].last, 12);
     } else {
       EXPECT_TRUE(g.gradient_requests().empty());
       EXPECT_EQ(dynamic, inputs + 4 * (5 * M * O + 1 + M * O));
@@ -162,7 +173,7 @@ TEST_P(PlannedModel, SameBitsAsUnplannedWithLessMemory) {
   const ModelCase& c = GetParam();
   std::vector<float> losses[2];
   std::vector<Vec> state[2];
-  std::size_t dynamic[2] = {0, 0};
+  std::size_t dynamic[2] = {0, 0}, feature_maps[2] = {0, 0};
   for (int planned = 0; planned < 2; ++planned) {
     set_memory_planning_default(planned == 1);
     auto be = make_cpu_backend();
@@ -172,7 +183,9 @@ TEST_P(PlannedModel, SameBitsAsUnplannedWithLessMemory) {
       const Graph& g = m->graph(i);
       EXPECT_EQ(g.memory_planning(), planned == 1);
       EXPECT_EQ(check_memory_plan(g.gradient_requests(), g.gradient_plan()), "")
-          << c.name << " graph " << i;
+          << c.name << " graph " << i << ": gradients";
+      EXPECT_EQ(check_memory_plan(g.value_requests(), g.value_plan()), "")
+          << c.name << " graph " << i << ": values";
     }
     m->train_step();  // the first step may set up lazily
     be->allocator().reset_peak();
@@ -182,6 +195,7 @@ TEST_P(PlannedModel, SameBitsAsUnplannedWithLessMemory) {
     const MemoryStats s1 = be->allocator().stats();
     EXPECT_EQ(s1.total_peak, s0.total_current) << c.name << ": a step allocated";
     dynamic[planned] = s1.peak_of(MemCategory::kDynamic);
+    feature_maps[planned] = s1.peak_of(MemCategory::kFeatureMaps);
     m->train_step();
     losses[planned].push_back(m->loss());
     state[planned] = state_of(*be, *m);
@@ -195,6 +209,7 @@ TEST_P(PlannedModel, SameBitsAsUnplannedWithLessMemory) {
     EXPECT_EQ(differ, 0u) << c.name << ": arena " << i << " differs planned vs unplanned";
   }
   EXPECT_LT(dynamic[1], dynamic[0]) << c.name;
+  EXPECT_LE(feature_maps[1], feature_maps[0]) << c.name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PlannedModel, ::testing::ValuesIn(tiny_models()),

@@ -198,6 +198,7 @@ TEST(Wgan, GradientPenaltyThroughTheCriticMatchesFloat64FiniteDifferences) {
   const TensorId score = wgan_critic(g, x, o);
   const InputGradient ig = append_input_gradient(g, x, score, "gp");
   g.set_loss(g.add1("gp.penalty", GradientPenaltyConfig{kLambda, 1.0}, {ig.dx}));
+  g.keep(ig.dx);  // read after the step
   g.finalize();
   std::vector<Param*> ps = g.params();
   ASSERT_EQ(ps.size(), static_cast<std::size_t>(kNumParams));

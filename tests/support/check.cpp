@@ -298,21 +298,25 @@ void check_layer(Backend& be, Layer& layer, const RefForward& fwd, const RefBack
     grad_start.push_back(g0);
   }
 
-  std::vector<const Tensor*> xp, yp, dyp;
+  // Backward gets what the kind saves and null for the rest, as a graph passes them: an
+  // implementation that reads a tensor its contract does not save fails here.
+  std::vector<const Tensor*> xp, yp, dyp, xb, yb;
   std::vector<Tensor*> yw, dxw;
   for (std::size_t k = 0; k < x.size(); ++k) {
     xp.push_back(&x[k]);
+    xb.push_back(layer.saves_input(k) ? &x[k] : nullptr);
     dxw.push_back(needs[k] ? &dx[k] : nullptr);
   }
   for (std::size_t k = 0; k < y.size(); ++k) {
     yp.push_back(&y[k]);
+    yb.push_back(layer.saves_output(k) ? &y[k] : nullptr);
     yw.push_back(&y[k]);
     dyp.push_back(&dy[k]);
   }
   be.synchronize();
   const uint64_t allocs_before = be.allocator().stats().num_allocations;
   layer.forward(yw, xp);
-  layer.backward(dxw, dyp, xp, yp);
+  layer.backward(dxw, dyp, xb, yb);
   be.synchronize();
   EXPECT_EQ(be.allocator().stats().num_allocations, allocs_before)
       << layer.name() << ": forward/backward allocated";
@@ -348,7 +352,7 @@ void check_layer(Backend& be, Layer& layer, const RefForward& fwd, const RefBack
     }
     layer.set_param_grads(false);
     layer.forward(yw, xp);
-    layer.backward(dxw, dyp, xp, yp);
+    layer.backward(dxw, dyp, xb, yb);
     be.synchronize();
     layer.set_param_grads(true);
     for (std::size_t k = 0; k < layer.params().size(); ++k) {
