@@ -1,15 +1,15 @@
-// layers/cpu/rnn_onednn.cpp: LSTM and GRU (linear-before-reset) on oneDNN's RNN primitives
-// (lstm_forward/backward, lbr_gru_forward/backward), and LSTMCell on sgemm (at the end).
+// layers/cpu/rnn_onednn.cpp: GRU (linear-before-reset) on oneDNN's RNN primitives
+// (lbr_gru_forward/backward); LSTM and LSTMCell on sgemm and fused elementwise passes (at the
+// end).
 //
-// One forward-training and one backward primitive per layer, all directions in it
+// GRU: one forward-training and one backward primitive per layer, all directions in it
 // (bidirectional_concat): oneDNN's multi-layer primitives need input width == hidden width,
 // per-layer primitives do not. Each layer's oneDNN workspace and the intermediate layer outputs
 // are feature maps (kept for backward); the gradients between layers ping-pong through two
-// dynamic buffers.
+// transient buffers.
 //
 // Parameters stay row-major in PyTorch's layout and gate order (weights = 4 bytes x params,
-// optimizers layout-free). w (G*H, in) row-major is oneDNN's ldgoi with L = D = 1, and oneDNN's
-// LSTM gate order (i, f, c~, o) is PyTorch's (i, f, g, o). The GRU's gate order differs:
+// optimizers layout-free). The GRU's gate order differs from oneDNN's:
 //   oneDNN lbr_gru: u = sigma(W_u x + U_u h + B_u), r = sigma(W_r x + U_r h + B_r),
 //     o = tanh(W_o x + B_o + r * (U_o h + B_u')), h' = u * h + (1 - u) * o; gates (u, r, o),
 //     bias (u, r, o, u').
@@ -20,10 +20,9 @@
 // strided (in, H) matrix, and so is each gate block of a parameter; one reorder per block moves
 // the parameters into the primitive's tensor (transposing and permuting the gates in one pass,
 // once per forward and once per backward, like Conv2d's weights) and adds the primitive's
-// gradients into Param::grad (a sum post-op), without staging copies. A unidirectional LSTM's
-// backward reads its parameters in place (they are its ldgoi). The bias always goes through a
-// staging buffer (it is small). Initial states are explicit zeros (see the oneDNN note in
-// RnnLayerPrims). oneDNN's RNN backward ADDS into its diff weights and diff bias (documented:
+// gradients into Param::grad (a sum post-op), without staging copies. The bias always goes
+// through a staging buffer (it is small). Initial states are explicit zeros (see the oneDNN note
+// in RnnLayerPrims). oneDNN's RNN backward ADDS into its diff weights and diff bias (documented:
 // "the RNN primitive backward pass accumulates gradients to its weight outputs"); we hand it
 // zeroed workspace buffers and add the result into the row-major gradients ourselves, so the
 // gradient policy (+=) holds whatever the implementation does.
@@ -47,20 +46,16 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
-enum class Cell { kLstm, kGru };
-
+// The lbr GRU's shape in oneDNN's terms.
 struct CellInfo {
   int64_t gates;       // G: gate blocks of the weights
-  int64_t bias_gates;  // oneDNN bias blocks: LSTM 4, lbr GRU 4 (G + 1)
-  int params_per_dir;  // LSTM: w_ih, w_hh, b; GRU: w_ih, w_hh, b_ih, b_hh
+  int64_t bias_gates;  // oneDNN bias blocks: G + 1
+  int params_per_dir;  // w_ih, w_hh, b_ih, b_hh
   int perm[4];         // oneDNN gate g is PyTorch gate block perm[g]
 };
-constexpr CellInfo kLstmInfo{4, 4, 3, {0, 1, 2, 3}};
 constexpr CellInfo kGruInfo{3, 4, 4, {1, 0, 2, -1}};
-const CellInfo& info_of(Cell c) { return c == Cell::kLstm ? kLstmInfo : kGruInfo; }
 
 struct RnnShape {
-  Cell cell;
   int64_t T, N, I, H, D;  // D: directions
 };
 
@@ -90,67 +85,46 @@ class RnnLayerPrims {
  public:
   RnnLayerPrims(CpuBackend& cpu, const char* kind, const std::string& name, RnnShape s,
                 std::vector<Param>& params, std::size_t p0)
-      : cpu_(cpu), s_(s), ci_(info_of(s.cell)), params_(params), p0_(p0) {
+      : cpu_(cpu), s_(s), ci_(kGruInfo), params_(params), p0_(p0) {
     const int64_t T = s.T, N = s.N, I = s.I, H = s.H, D = s.D, G = ci_.gates;
-    direct_ = s.cell == Cell::kLstm && D == 1;
     auto& eng = cpu.engine();
     src_md_ = memory::desc({T, N, I}, dt::f32, tag::tnc);
     dst_md_ = memory::desc({T, N, H * D}, dt::f32, tag::tnc);
-    // src_iter is always given (zeros for the sequence layers). Without it, oneDNN 2.6.3's
-    // unidirectional LSTM backward returns wrong weights_iter gradients (nonzero even for
-    // T = 1, where h_{-1} = 0: rnn_test's uni_* cases fail); oneDNN issue #1436 reports
-    // results that differ without src_iter and the same workaround.
+    // src_iter is always given (zeros). Without it, oneDNN 2.6.3's unidirectional LSTM backward
+    // returned wrong weights_iter gradients (when LSTMs ran here: nonzero even for T = 1, where
+    // h_{-1} = 0); oneDNN issue #1436 reports results that differ without src_iter and the same
+    // workaround, so the GRU takes it too.
     iter_md_ = memory::desc({1, D, N, H}, dt::f32, tag::ldnc);
     bias_md_ = memory::desc({1, D, ci_.bias_gates, H}, dt::f32, tag::ldgo);
     wl_.which = 0, wl_.in = I;
     wi_.which = 1, wi_.in = H;
     memory::desc wl_any({1, D, I, G, H}, dt::f32, tag::any);
     memory::desc wi_any({1, D, H, G, H}, dt::f32, tag::any);
-    const bool lstm = s.cell == Cell::kLstm;
     const memory::desc none;
-    const memory::desc& it = iter_md_;                  // src_iter (+ diff)
-    const memory::desc& it_c = lstm ? iter_md_ : none;  // src_iter_c (+ diff)
-    const memory::desc& ot = none;    // no dst_iter (+ diff): the last states are not outputs
-    const memory::desc& ot_c = none;  // nor dst_iter_c
+    const memory::desc& it = iter_md_;  // src_iter (+ diff)
+    const memory::desc& ot = none;      // no dst_iter (+ diff): the last states are not outputs
     auto dir = D == 2 ? dnnl::rnn_direction::bidirectional_concat
                       : dnnl::rnn_direction::unidirectional_left2right;
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     try {
-      if (lstm) {
-        dnnl::lstm_forward::primitive_desc fpd(
-            dnnl::lstm_forward::desc(dnnl::prop_kind::forward_training, dir, src_md_, it, it_c,
-                                     wl_any, wi_any, bias_md_, dst_md_, ot, ot_c),
-            attr, eng);
-        dnnl::lstm_backward::primitive_desc bpd(
-            dnnl::lstm_backward::desc(dnnl::prop_kind::backward, dir, src_md_, it, it_c, wl_any,
-                                      wi_any, bias_md_, dst_md_, ot, ot_c, src_md_, it, it_c,
-                                      wl_any, wi_any, bias_md_, dst_md_, ot, ot_c),
-            attr, eng, fpd);
-        fwd_ = dnnl::lstm_forward(fpd);
-        bwd_ = dnnl::lstm_backward(bpd);
-        fwd_pd_ = fpd;
-        bwd_pd_ = bpd;
-      } else {
-        dnnl::lbr_gru_forward::primitive_desc fpd(
-            dnnl::lbr_gru_forward::desc(dnnl::prop_kind::forward_training, dir, src_md_, it, wl_any,
-                                        wi_any, bias_md_, dst_md_, ot),
-            attr, eng);
-        dnnl::lbr_gru_backward::primitive_desc bpd(
-            dnnl::lbr_gru_backward::desc(dnnl::prop_kind::backward, dir, src_md_, it, wl_any,
-                                         wi_any, bias_md_, dst_md_, ot, src_md_, it, wl_any, wi_any,
-                                         bias_md_, dst_md_, ot),
-            attr, eng, fpd);
-        fwd_ = dnnl::lbr_gru_forward(fpd);
-        bwd_ = dnnl::lbr_gru_backward(bpd);
-        fwd_pd_ = fpd;
-        bwd_pd_ = bpd;
-      }
+      dnnl::lbr_gru_forward::primitive_desc fpd(
+          dnnl::lbr_gru_forward::desc(dnnl::prop_kind::forward_training, dir, src_md_, it, wl_any,
+                                      wi_any, bias_md_, dst_md_, ot),
+          attr, eng);
+      dnnl::lbr_gru_backward::primitive_desc bpd(
+          dnnl::lbr_gru_backward::desc(dnnl::prop_kind::backward, dir, src_md_, it, wl_any, wi_any,
+                                       bias_md_, dst_md_, ot, src_md_, it, wl_any, wi_any, bias_md_,
+                                       dst_md_, ot),
+          attr, eng, fpd);
+      fwd_ = dnnl::lbr_gru_forward(fpd);
+      bwd_ = dnnl::lbr_gru_backward(bpd);
+      fwd_pd_ = fpd;
+      bwd_pd_ = bpd;
     } catch (const dnnl::error& e) {
-      throw_layer_error(
-          kind, name,
-          detail::concat("oneDNN has no ", s.cell == Cell::kLstm ? "LSTM" : "GRU", " for T=", T,
-                         " N=", N, " I=", I, " H=", H, " dirs=", D, ": ", e.what()));
+      throw_layer_error(kind, name,
+                        detail::concat("oneDNN has no GRU for T=", T, " N=", N, " I=", I, " H=", H,
+                                       " dirs=", D, ": ", e.what()));
     }
 
     Backend& be = cpu;
@@ -164,7 +138,6 @@ class RnnLayerPrims {
     // Zero initial states, and the unused gradients of the initial states.
     zeros_ = workspace_for(be, iter_md_);
     transient(diff_iter_, iter_md_);
-    if (lstm) transient(diff_iter_c_, iter_md_);
     std::memset(zeros_.raw(), 0, zeros_.bytes());
   }
 
@@ -190,7 +163,7 @@ class RnnLayerPrims {
         {DNNL_ARG_WORKSPACE, memory(fwd_pd_.workspace_desc(), e, workspace_.raw())}};
     add_states(args, /*backward=*/false);
     add_scratch(args, fwd_pd_.scratchpad_desc(), scratch);
-    execute(cpu_, fwd_, args, s_.cell == Cell::kLstm ? "LSTM forward" : "GRU forward");
+    execute(cpu_, fwd_, args, "GRU forward");
   }
 
   // The forward's src and dst, diff_dst (T, N, H*D) in, diff_src (T, N, I) out (assigned);
@@ -215,7 +188,7 @@ class RnnLayerPrims {
         {DNNL_ARG_DIFF_DST_LAYER, memory(dst_md_, e, diff_dst)}};
     add_states(args, /*backward=*/true);
     add_scratch(args, bwd_pd_.scratchpad_desc(), scratch);
-    execute(cpu_, bwd_, args, s_.cell == Cell::kLstm ? "LSTM backward" : "GRU backward");
+    execute(cpu_, bwd_, args, "GRU backward");
     if (!param_grads) return;
     accumulate_weight_grad(wl_);
     accumulate_weight_grad(wi_);
@@ -236,8 +209,7 @@ class RnnLayerPrims {
   // A primitive's weights tensor (forward, backward or gradient) and its reorders.
   struct WeightsLink {
     memory::desc md;      // the primitive's
-    bool own = false;     // the primitive has a tensor of its own (else the parameters in place)
-    Tensor buf;           // that tensor (a transient one is bound after construction)
+    Tensor buf;           // its tensor (a transient one is bound after construction)
     BlockReorder blocks;  // parameters <-> buf
   };
 
@@ -271,13 +243,13 @@ class RnnLayerPrims {
     return b;
   }
 
-  // The primitive's tensor for `md` (none when the parameters are `md` in place) and its block
-  // reorders from (into_params = false) or into (true) the parameters. oneDNN 2.6's f32
-  // training RNNs only choose plain formats; a blocked one (a later version's brgemm RNNs) would
-  // need a staging reorder, so it stops here with the format named rather than run untested.
+  // The primitive's tensor for `md` (allocated here when `kept`, else declared transient by the
+  // caller) and its block reorders from (into_params = false) or into (true) the parameters.
+  // oneDNN 2.6's f32 training RNNs only choose plain formats; a blocked one (a later version's
+  // brgemm RNNs) would need a staging reorder, so it stops here with the format named rather
+  // than run untested.
   WeightsLink make_link(const char* kind, const std::string& name, const char* what,
-                        const memory::desc& md, int64_t in, bool into_params, bool may_alias,
-                        bool kept) {
+                        const memory::desc& md, int64_t in, bool into_params, bool kept) {
     const dnnl_memory_desc_t& d = md.data;
     TBD_LAYER_CHECK(
         d.format_kind == dnnl_blocked && d.format_desc.blocking.inner_nblks == 0 && d.offset0 == 0,
@@ -287,9 +259,6 @@ class RnnLayerPrims {
         " inner blocks); this implementation reorders plain (strided) ones only");
     WeightsLink l;
     l.md = md;
-    const memory::desc params_md({1, 1, in, ci_.gates, s_.H}, dt::f32, tag::ldgoi);
-    if (may_alias && direct_ && md == params_md) return l;
-    l.own = true;
     if (kept) l.buf = workspace_for(cpu_, md);
     l.blocks = block_reorder(md, in, into_params);
     return l;
@@ -308,15 +277,14 @@ class RnnLayerPrims {
     // The forward's copy is kept to the backward when the backward reads it too; the others
     // live inside one call.
     w.bwd_is_fwd = bwd_md == fwd_md;
-    w.fwd = make_link(kind, name, which, fwd_md, w.in, /*into_params=*/false, /*may_alias=*/true,
+    w.fwd = make_link(kind, name, which, fwd_md, w.in, /*into_params=*/false,
                       /*kept=*/w.bwd_is_fwd);
-    if (w.fwd.own && !w.bwd_is_fwd) transient(w.fwd.buf, fwd_md);
     if (!w.bwd_is_fwd) {
-      w.bwd = make_link(kind, name, which, bwd_md, w.in, false, true, /*kept=*/false);
-      if (w.bwd.own) transient(w.bwd.buf, bwd_md);
+      transient(w.fwd.buf, fwd_md);
+      w.bwd = make_link(kind, name, which, bwd_md, w.in, /*into_params=*/false, /*kept=*/false);
+      transient(w.bwd.buf, bwd_md);
     }
-    w.diff = make_link(kind, name, which, diff_md, w.in, /*into_params=*/true, false,
-                       /*kept=*/false);
+    w.diff = make_link(kind, name, which, diff_md, w.in, /*into_params=*/true, /*kept=*/false);
     transient(w.diff.buf, diff_md);
   }
 
@@ -343,9 +311,8 @@ class RnnLayerPrims {
 
   // The primitive's weights from the parameters.
   memory fill_weights(const WeightSlot& w, const WeightsLink& l) {
-    auto& e = cpu_.engine();
-    if (!l.own) return memory(l.md, e, param(0, w.which).value.raw());
     run_blocks(w, l.blocks, l.buf.f32(), /*into_params=*/false);
+    auto& e = cpu_.engine();
     return memory(l.md, e, l.buf.raw());
   }
 
@@ -355,9 +322,7 @@ class RnnLayerPrims {
   // with the forward is still valid.
   memory backward_weights(WeightSlot& w) {
     if (!w.bwd_is_fwd) return fill_weights(w, w.bwd);
-    auto& e = cpu_.engine();
-    return w.fwd.own ? memory(w.fwd.md, e, w.fwd.buf.raw())
-                     : memory(w.fwd.md, e, param(0, w.which).value.raw());
+    return memory(w.fwd.md, cpu_.engine(), w.fwd.buf.raw());
   }
 
   void accumulate_weight_grad(WeightSlot& w) {
@@ -370,10 +335,6 @@ class RnnLayerPrims {
     float* b = bias_stage_.f32();
     for (int64_t d = 0; d < s_.D; ++d) {
       float* bd = b + d * 4 * H;
-      if (s_.cell == Cell::kLstm) {
-        std::memcpy(bd, param(d, 2).value.f32(), 4 * H * sizeof(float));
-        continue;
-      }
       const float* bi = param(d, 2).value.f32();
       const float* bh = param(d, 3).value.f32();
       for (int g = 0; g < 2; ++g) {  // u (PyTorch z) and r: the two biases act as one
@@ -390,10 +351,6 @@ class RnnLayerPrims {
     const float* db = diff_bias_.f32();
     for (int64_t d = 0; d < s_.D; ++d) {
       const float* dbd = db + d * 4 * H;
-      if (s_.cell == Cell::kLstm) {
-        add_into(param(d, 2).grad.f32(), dbd, 4 * H);
-        continue;
-      }
       float* gi = param(d, 2).grad.f32();
       float* gh = param(d, 3).grad.f32();
       for (int g = 0; g < 2; ++g) {  // a summed bias: the same gradient for both parts
@@ -409,13 +366,10 @@ class RnnLayerPrims {
   // The state arguments: zero initial states, and the (unused) gradients of them.
   void add_states(std::unordered_map<int, memory>& args, bool backward) {
     auto& e = cpu_.engine();
-    const bool lstm = s_.cell == Cell::kLstm;
     auto bind = [&](int arg, void* p) { args[arg] = memory(iter_md_, e, p); };
     bind(DNNL_ARG_SRC_ITER, zeros_.raw());
-    if (lstm) bind(DNNL_ARG_SRC_ITER_C, zeros_.raw());
     if (!backward) return;
     bind(DNNL_ARG_DIFF_SRC_ITER, diff_iter_.raw());
-    if (lstm) bind(DNNL_ARG_DIFF_SRC_ITER_C, diff_iter_c_.raw());
   }
 
   void add_scratch(std::unordered_map<int, memory>& args, const memory::desc& md,
@@ -428,14 +382,13 @@ class RnnLayerPrims {
   const CellInfo& ci_;
   std::vector<Param>& params_;
   std::size_t p0_;
-  bool direct_ = false;  // unidirectional LSTM: the parameters are ldgoi weights, read in place
   memory::desc src_md_, dst_md_, iter_md_, bias_md_;
   dnnl::rnn_primitive_desc_base fwd_pd_, bwd_pd_;
   dnnl::primitive fwd_, bwd_;
   WeightSlot wl_, wi_;
   Tensor workspace_, bias_stage_, diff_bias_;
-  Tensor zeros_;                    // (1, D, N, H): the initial states
-  Tensor diff_iter_, diff_iter_c_;  // gradients of the zero initial states (unused)
+  Tensor zeros_;      // (1, D, N, H): the initial states
+  Tensor diff_iter_;  // gradient of the zero initial state (unused)
   std::vector<std::pair<Tensor*, TensorDesc>> transients_;
 };
 
@@ -446,21 +399,20 @@ void check_row_major(const char* kind, const std::string& name, const char* arg,
                   " must be row-major, got ", d.to_string());
 }
 
-// LSTM and GRU over a sequence: x (T, N, I) -> y (T, N, H*dirs).
-template <class Config, Cell kCell>
-class RnnSequenceOneDnn final : public Layer {
+// A GRU over a sequence: x (T, N, I) -> y (T, N, H*dirs).
+class GruOneDnn final : public Layer {
  public:
-  RnnSequenceOneDnn(Backend& be, const std::string& name, const Config& cfg,
-                    const std::vector<TensorDesc>& in)
+  GruOneDnn(Backend& be, const std::string& name, const GruConfig& cfg,
+            const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
     check_row_major(kind(), name, "x", in[0]);
     const Shape& xs = in[0].shape;
     const int64_t T = xs[0], N = xs[1], I = xs[2], H = cfg.hidden, L = cfg.num_layers;
     const int64_t D = cfg.bidirectional ? 2 : 1;
-    const std::size_t per_layer = D * info_of(kCell).params_per_dir;
+    const std::size_t per_layer = D * kGruInfo.params_per_dir;
     std::size_t scratch = 0;
     for (int64_t l = 0; l < L; ++l) {
-      RnnShape s{kCell, T, N, l == 0 ? I : H * D, H, D};
+      RnnShape s{T, N, l == 0 ? I : H * D, H, D};
       layers_.push_back(
           std::make_unique<RnnLayerPrims>(cpu_, kind(), name, s, params_, l * per_layer));
       scratch = std::max(scratch, layers_.back()->scratchpad_bytes());
@@ -479,7 +431,7 @@ class RnnSequenceOneDnn final : public Layer {
     if (scratch) transient(scratch_, scratch);
   }
 
-  const char* kind() const override { return Config::kKind; }
+  const char* kind() const override { return GruConfig::kKind; }
 
   std::string describe() const override {
     return detail::concat("x ", inputs_[0].shape.to_string(), " H=", cfg_.hidden,
@@ -508,7 +460,7 @@ class RnnSequenceOneDnn final : public Layer {
   }
 
  private:
-  Config cfg_;
+  GruConfig cfg_;
   CpuBackend& cpu_;
   std::vector<std::unique_ptr<RnnLayerPrims>> layers_;
   std::vector<Tensor> hidden_;  // outputs of layers 0..L-2: (T, N, H*D), kept for backward
@@ -632,10 +584,174 @@ class LstmCellCpu final : public Layer {
   Tensor gates_, dgates_;
 };
 
-using LstmOneDnn = RnnSequenceOneDnn<LstmConfig, Cell::kLstm>;
-using GruOneDnn = RnnSequenceOneDnn<GruConfig, Cell::kGru>;
+// An LSTM over a sequence on the same pieces as LstmCellCpu: per layer and direction, one GEMM
+// for the input part of every step's gates, then per step the recurrent GEMM and the fused
+// elementwise pass; backward per step the gates' gradients and the recurrent data gradient, then
+// one GEMM each for dx, dW_ih and dW_hh over all steps. Saved for backward per layer and
+// direction: the activated gates and the cell states, (T, N, 4H) and (T, N, H), the 5H per
+// position of the contract's bytes (cuDNN's reserve space holds the same). oneDNN's LSTM
+// primitive (the GRU's above) keeps a workspace several times that, and its backward a
+// scratchpad as large again (Seq2Seq's encoder at batch 256: 757 MiB kept and 348 MiB of
+// scratch, against 156 MiB and 63 MiB here).
+class LstmSequenceCpu final : public Layer {
+ public:
+  LstmSequenceCpu(Backend& be, const std::string& name, const LstmConfig& cfg,
+                  const std::vector<TensorDesc>& in)
+      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+    check_row_major(kind(), name, "x", in[0]);
+    const Shape& xs = in[0].shape;
+    T_ = xs[0], N_ = xs[1], I_ = xs[2], H_ = cfg.hidden, L_ = cfg.num_layers;
+    D_ = cfg.bidirectional ? 2 : 1;
+    const int64_t TN = T_ * N_, G = 4 * H_;
+    for (int64_t l = 0; l < L_; ++l) {
+      for (int64_t d = 0; d < D_; ++d) {
+        gates_.push_back(be.empty(Shape{TN, G}, MemCategory::kFeatureMaps));
+        cells_.push_back(be.empty(Shape{TN, H_}, MemCategory::kFeatureMaps));
+      }
+      if (l + 1 < L_)
+        hidden_.push_back(be.empty(Shape{T_, N_, H_ * D_}, MemCategory::kFeatureMaps));
+    }
+    zeros_ = be.empty(Shape{H_}, MemCategory::kWorkspace);  // every row's initial c
+    std::memset(zeros_.raw(), 0, zeros_.bytes());
+    transient(dgates_, TensorDesc{Shape{TN, G}});
+    transient(w_hh_t_, TensorDesc{Shape{H_, G}});
+    transient(dh_step_, TensorDesc{Shape{2, N_, H_}});  // the carried dh and this step's sum
+    transient(dc_step_, TensorDesc{Shape{2, N_, H_}});
+    // Gradients between layers: (T, N, H*D) each; the lower layer's dx is assigned by its
+    // first direction and added to by the second.
+    if (L_ > 1) {
+      for (auto& t : dhl_) transient(t, TensorDesc{Shape{TN * H_ * D_}});
+    }
+  }
 
-TBD_REGISTER_LAYER(LstmConfig, DeviceKind::kCpu, LstmOneDnn);
+  const char* kind() const override { return LstmConfig::kKind; }
+
+  std::string describe() const override {
+    return detail::concat("x ", inputs_[0].shape.to_string(), " H=", cfg_.hidden,
+                          " layers=", cfg_.num_layers, cfg_.bidirectional ? " bidirectional" : "",
+                          " | sgemm + fused gates");
+  }
+
+  void forward(MutTensorRefs y, TensorRefs x) override {
+    check_arity(x.size(), 1, "forward inputs");
+    for (int64_t l = 0; l < L_; ++l) {
+      const float* src = l == 0 ? x[0]->f32() : hidden_[l - 1].f32();
+      float* dst = l + 1 == L_ ? y[0]->f32() : hidden_[l].f32();
+      for (int64_t d = 0; d < D_; ++d) forward_dir(l, d, src, dst);
+    }
+  }
+
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+    for (int64_t l = L_; l-- > 0;) {
+      const float* src = l == 0 ? x[0]->f32() : hidden_[l - 1].f32();
+      const float* dst = l + 1 == L_ ? y[0]->f32() : hidden_[l].f32();
+      const float* ddst = l + 1 == L_ ? dy[0]->f32() : dhl_[(l + 1) % 2].f32();
+      float* dsrc = l > 0 ? dhl_[l % 2].f32() : dx[0] != nullptr ? dx[0]->f32() : nullptr;
+      for (int64_t d = 0; d < D_; ++d) backward_dir(l, d, src, dst, ddst, dsrc, d > 0);
+    }
+  }
+
+ private:
+  int64_t in_of(int64_t l) const { return l == 0 ? I_ : H_ * D_; }
+  Param& param(int64_t l, int64_t d, int k) { return params_[(l * D_ + d) * 3 + k]; }
+  // The step at position s of direction d's order (forward: 0, 1, ...; reverse: T-1, ...).
+  int64_t step(int64_t d, int64_t s) const { return d == 0 ? s : T_ - 1 - s; }
+
+  // Layer l, direction d: src (T, N, in) -> dst's columns [d*H, (d+1)*H) of (T, N, H*D).
+  void forward_dir(int64_t l, int64_t d, const float* src, float* dst) {
+    const int64_t T = T_, N = N_, H = H_, HD = H_ * D_, G = 4 * H, in = in_of(l);
+    float* gates = gates_[l * D_ + d].f32();
+    float* cells = cells_[l * D_ + d].f32();
+    const float *w_ih = param(l, d, 0).value.f32(), *w_hh = param(l, d, 1).value.f32();
+    const float* b = param(l, d, 2).value.f32();
+    sgemm('N', 'T', T * N, G, in, src, in, w_ih, in, 0.0f, gates, G);
+    // W_hh^T (H, 4H), once: the steps' GEMMs then read it as it is.
+    float* w_hh_t = w_hh_t_.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t k = 0; k < H; ++k) {
+      for (int64_t j = 0; j < G; ++j) w_hh_t[k * G + j] = w_hh[j * H + k];
+    }
+    for (int64_t s = 0; s < T; ++s) {
+      const int64_t t = step(d, s);
+      float* g = gates + t * N * G;
+      const float* c0 = s == 0 ? zeros_.f32() : cells + step(d, s - 1) * N * H;
+      if (s > 0) {
+        const float* h0 = dst + step(d, s - 1) * N * HD + d * H;
+        sgemm('N', 'N', N, G, H, h0, HD, w_hh_t, G, 1.0f, g, G);
+      }
+      float* c1 = cells + t * N * H;
+      float* h1 = dst + t * N * HD + d * H;
+#pragma omp parallel for schedule(static) if (N * H > 2048)
+      for (int64_t n = 0; n < N; ++n) {
+        lstm_cell_fwd_row(g + n * G, b, c0 + (s == 0 ? 0 : n * H), c1 + n * H, h1 + n * HD, H);
+      }
+    }
+  }
+
+  // The backward of forward_dir: ddst's columns of direction d in, dsrc (assigned, or added to
+  // with `accumulate`; null: not wanted) and the parameter gradients out.
+  void backward_dir(int64_t l, int64_t d, const float* src, const float* dst, const float* ddst,
+                    float* dsrc, bool accumulate) {
+    const int64_t T = T_, N = N_, H = H_, HD = H_ * D_, G = 4 * H, in = in_of(l);
+    const float* gates = gates_[l * D_ + d].f32();
+    const float* cells = cells_[l * D_ + d].f32();
+    const float *w_ih = param(l, d, 0).value.f32(), *w_hh = param(l, d, 1).value.f32();
+    float* dg = dgates_.f32();
+    float* dh_carry = dh_step_.f32();  // d loss / d h of the step, from the step after it
+    float* dh_sum = dh_carry + N * H;
+    float* dc_a = dc_step_.f32();
+    float* dc_b = dc_a + N * H;
+    for (int64_t s = T; s-- > 0;) {
+      const int64_t t = step(d, s);
+      const float* c0 = s == 0 ? zeros_.f32() : cells + step(d, s - 1) * N * H;
+      const float* c1 = cells + t * N * H;
+      const float* dh_out = ddst + t * N * HD + d * H;
+      const bool last = s + 1 == T;                // nothing flows back from a later step yet
+      float* dc_in = (s % 2 == 0) ? dc_a : dc_b;   // dc of this step's c1 (from the later step)
+      float* dc_out = (s % 2 == 0) ? dc_b : dc_a;  // dc of this step's c0
+#pragma omp parallel for schedule(static) if (N * H > 2048)
+      for (int64_t n = 0; n < N; ++n) {
+        float* sum = dh_sum + n * H;
+        const float* a = dh_out + n * HD;
+        const float* c = dh_carry + n * H;
+#pragma omp simd
+        for (int64_t j = 0; j < H; ++j) sum[j] = last ? a[j] : a[j] + c[j];
+        lstm_cell_bwd_row(gates + (t * N + n) * G, c0 + (s == 0 ? 0 : n * H), c1 + n * H, sum,
+                          last ? nullptr : dc_in + n * H, dg + (t * N + n) * G,
+                          s == 0 ? nullptr : dc_out + n * H, H);
+      }
+      if (s > 0) sgemm('N', 'N', N, H, G, dg + t * N * G, G, w_hh, H, 0.0f, dh_carry, H);
+    }
+    if (dsrc != nullptr) {
+      sgemm('N', 'N', T * N, in, G, dg, G, w_ih, in, accumulate ? 1.0f : 0.0f, dsrc, in);
+    }
+    if (!param_grads()) return;
+    sgemm('T', 'N', G, in, T * N, dg, G, src, in, 1.0f, param(l, d, 0).grad.f32(), in);
+    // dW_hh: each step's gates' gradients against the hidden state before it. The steps that
+    // have one are contiguous in time for either direction: forward t = 1..T-1 against h at
+    // 0..T-2; reverse t = 0..T-2 against h at 1..T-1.
+    if (T > 1) {
+      const float* dg_rows = dg + (d == 0 ? N : 0) * G;
+      const float* h_rows = dst + (d == 0 ? 0 : N) * HD + d * H;
+      sgemm('T', 'N', G, H, (T - 1) * N, dg_rows, G, h_rows, HD, 1.0f, param(l, d, 1).grad.f32(),
+            H);
+    }
+    float* db = param(l, d, 2).grad.f32();
+    for (int64_t r = 0; r < T * N; ++r) {  // in row order: deterministic
+#pragma omp simd
+      for (int64_t j = 0; j < G; ++j) db[j] += dg[r * G + j];
+    }
+  }
+
+  LstmConfig cfg_;
+  int64_t T_ = 0, N_ = 0, I_ = 0, H_ = 0, L_ = 0, D_ = 1;
+  std::vector<Tensor> gates_, cells_;  // per (layer, direction): saved for backward
+  std::vector<Tensor> hidden_;         // outputs of layers 0..L-2, kept for backward
+  Tensor zeros_;                       // one row of the initial cell state (0)
+  Tensor dgates_, dh_step_, dc_step_, dhl_[2], w_hh_t_;
+};
+
+TBD_REGISTER_LAYER(LstmConfig, DeviceKind::kCpu, LstmSequenceCpu);
 TBD_REGISTER_LAYER(GruConfig, DeviceKind::kCpu, GruOneDnn);
 TBD_REGISTER_LAYER(LstmCellConfig, DeviceKind::kCpu, LstmCellCpu);
 

@@ -31,7 +31,7 @@ namespace tbd::cpu {
 // vectorize (libm's expf does not): Cephes expf range reduction and degree-6 polynomial,
 // max relative error ~1.4 ulp on [-87, 0]; inputs below -87 give ~1.6e-38 instead of
 // underflowing (callers write exact zeros for masked entries themselves).
-inline float exp_nonpositive(float x) {
+[[gnu::always_inline]] inline float exp_nonpositive(float x) {
   x = std::max(x, -87.0f);
   // round(x / ln 2) by the 1.5*2^23 trick (exact for |n| < 2^22; no -ffast-math here).
   float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
@@ -115,7 +115,7 @@ inline double log_f64(double x) {
 }
 
 // c ? a : b on the bits, in float (see select_f64).
-inline float select_f32(bool c, float a, float b) {
+[[gnu::always_inline]] inline float select_f32(bool c, float a, float b) {
   const uint32_t m = uint32_t{0} - static_cast<uint32_t>(c);
   return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & m) | (std::bit_cast<uint32_t>(b) & ~m));
 }
@@ -123,7 +123,7 @@ inline float select_f32(bool c, float a, float b) {
 // tanh(x) in float, branch-free so loops vectorize: sign(x) (1 - e) / (1 + e) with
 // e = exp(-2|x|), and the odd Taylor polynomial x (1 - x^2/3 + 2x^4/15 - 17x^6/315) below
 // |x| = 1/16 where 1 - e would cancel. Absolute error below 2e-7 everywhere.
-inline float tanh_fast(float x) {
+[[gnu::always_inline]] inline float tanh_fast(float x) {
   const float ax = std::abs(x);
   const float e = exp_nonpositive(-2.0f * ax);
   const float big = std::copysign((1.0f - e) / (1.0f + e), x);
@@ -134,7 +134,7 @@ inline float tanh_fast(float x) {
 
 // 1 / (1 + exp(-x)) in float, branch-free: e = exp(-|x|) <= 1, then 1/(1+e) for x >= 0 and
 // e/(1+e) below. Relative error within a few ulp.
-inline float sigmoid_fast(float x) {
+[[gnu::always_inline]] inline float sigmoid_fast(float x) {
   const float e = exp_nonpositive(-std::abs(x));
   const float r = 1.0f / (1.0f + e);
   return select_f32(x >= 0, r, e * r);
