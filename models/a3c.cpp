@@ -247,9 +247,9 @@ void A3c::build() {
   Graph& t = graph();
   const double pull_bytes = 2.0 * static_cast<double>(global_->arena().values.bytes());
   const double updates = static_cast<double>(K_ * kUpdatesPerWorker);
-  flops_ = updates *
-           (static_cast<double>(T + 1) * r.flops().fprop + t.flops().total() + optimizer().flops());
-  bytes_ = updates * (static_cast<double>(T + 1) * r.bytes().fprop + t.bytes().total() +
+  flops_ = updates * (static_cast<double>(T + 1) * r.flops().fprop + t.executed_flops().total() +
+                      optimizer().flops());
+  bytes_ = updates * (static_cast<double>(T + 1) * r.bytes().fprop + t.executed_bytes().total() +
                       t.zero_grad_bytes() + optimizer().bytes() + pull_bytes);
   set_samples_per_step(K_ * kUpdatesPerWorker);
   set_extra_items("frames", static_cast<double>(K_ * kUpdatesPerWorker * T));

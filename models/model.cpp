@@ -121,13 +121,15 @@ void Model::train_step() {
   optimizers_.at(0)->step();
 }
 
+// The phases that run (Graph::executed_flops): no data gradient of a layer fed by data (the
+// first convolution's), no weight gradient of a frozen one.
 double Model::step_flops() const {
-  double f = graph_.flops().total();
+  double f = graph_.executed_flops().total();
   return f + (optimizers_.empty() ? 0.0 : optimizers_[0]->flops());
 }
 
 double Model::step_bytes() const {
-  double b = graph_.bytes().total() + graph_.zero_grad_bytes();
+  double b = graph_.executed_bytes().total() + graph_.zero_grad_bytes();
   return b + (optimizers_.empty() ? 0.0 : optimizers_[0]->bytes());
 }
 

@@ -116,11 +116,12 @@ class Model {
   virtual std::vector<StepPart> step_parts() const { return {StepPart{}}; }
 
   // Analytic FLOPs of one training step (layers + optimizer), for the default step; a model
-  // with its own step counts its own.
+  // with its own step counts its own. The phases that run (Graph::executed_flops): a layer's
+  // dgrad only where an input takes a gradient, its wgrad only where its parameters do.
   virtual double step_flops() const;
   // Analytic bytes of one training step, a lower bound (layers/layer.h): every layer's
-  // fwd + dgrad + wgrad (summed as the FLOPs are), zero_grad's writes of every
-  // gradient, and the optimizer step. The --tbd_h2d_per_step input copy is not counted.
+  // phases that run (summed as the FLOPs are), zero_grad's writes of every gradient, and the
+  // optimizer step. The --tbd_h2d_per_step input copy is not counted.
   virtual double step_bytes() const;
 
   // The --tbd_h2d_per_step copy of every data input (train_step and the steps that replace

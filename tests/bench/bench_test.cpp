@@ -873,11 +873,11 @@ TEST(TbdBench, ModelFixtureTimesTrainingSteps) {
   EXPECT_NEAR((*b)["pixels_per_second"].get<double>(), 256 * (*b)["items_per_second"].get<double>(),
               1e-6 * (*b)["pixels_per_second"].get<double>());
   // Bytes of the step, by hand (layers/conv2d.h; the test model's loss and SGD in
-  // fixtures/test_model.cpp), summed as the FLOPs are: every layer's three phases, plus
-  // zero_grad's writes and the optimizer. conv1: x (2, 3, 16, 16) = 1536, y (2, 16, 16, 16) =
-  // 8192, w 432; conv2: x 8192, y (2, 16, 8, 8) = 2048, w 2304; the mean loss reads 2048.
-  const double conv1 =
-      4 * (1536 + 432 + 8192) + 4 * (8192 + 432 + 1536) + 4 * (1536 + 8192 + 2 * 432);
+  // fixtures/test_model.cpp), summed as the FLOPs are: every layer's phases that run (conv1 has
+  // no data gradient: its input is the data), plus zero_grad's writes and the optimizer.
+  // conv1: x (2, 3, 16, 16) = 1536, y (2, 16, 16, 16) = 8192, w 432; conv2: x 8192,
+  // y (2, 16, 8, 8) = 2048, w 2304; the mean loss reads 2048.
+  const double conv1 = 4 * (1536 + 432 + 8192) + 4 * (1536 + 8192 + 2 * 432);
   const double conv2 =
       4 * (8192 + 2304 + 2048) + 4 * (2048 + 2304 + 8192) + 4 * (8192 + 2048 + 2 * 2304);
   const double loss = 4 * (2048 + 1) + 4 * (1 + 2048);

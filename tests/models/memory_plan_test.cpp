@@ -4,9 +4,7 @@
 // for every model.
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <memory>
-#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,16 +14,9 @@
 #include "layers/linear.h"
 #include "layers/loss.h"
 #include "layers/tensor_ops.h"
-#include "models/a3c.h"
-#include "models/deepspeech2.h"
-#include "models/faster_rcnn.h"
 #include "models/graph.h"
-#include "models/inception_v3.h"
 #include "models/memory_plan.h"
-#include "models/resnet50.h"
-#include "models/seq2seq.h"
-#include "models/transformer.h"
-#include "models/wgan.h"
+#include "tests/models/tiny_models.h"
 #include "tests/support/check.h"
 
 namespace tbd::test {
@@ -131,28 +122,6 @@ TEST(GraphMemoryPlan, GradientArenaIsTheDynamicMemoryAndStepsAllocateNothing) {
   }
 }
 
-using Builder = std::function<std::unique_ptr<Model>(Backend&)>;
-
-struct ModelCase {
-  const char* name;
-  Builder build;
-};
-
-void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.name; }
-
-std::vector<ModelCase> tiny_models() {
-  return {
-      {"ResNet50", [](Backend& be) { return build_resnet50(be, resnet50_tiny()); }},
-      {"InceptionV3", [](Backend& be) { return build_inception_v3(be, inception_v3_tiny()); }},
-      {"Transformer", [](Backend& be) { return build_transformer(be, transformer_tiny()); }},
-      {"Seq2Seq", [](Backend& be) { return build_seq2seq(be, seq2seq_tiny()); }},
-      {"DeepSpeech2", [](Backend& be) { return build_deepspeech2(be, deepspeech2_tiny()); }},
-      {"WGAN", [](Backend& be) { return build_wgan(be, wgan_tiny()); }},
-      {"A3C", [](Backend& be) { return build_a3c(be, a3c_tiny(1)); }},
-      {"FasterRCNN", [](Backend& be) { return build_faster_rcnn(be, faster_rcnn_tiny()); }},
-  };
-}
-
 // Every graph's parameter values and gradients (floats widened exactly: equal means equal bits,
 // but for the sign of zero).
 std::vector<Vec> state_of(Backend& be, Model& m) {
@@ -165,12 +134,12 @@ std::vector<Vec> state_of(Backend& be, Model& m) {
   return out;
 }
 
-class PlannedModel : public ::testing::TestWithParam<ModelCase> {};
+class PlannedModel : public ::testing::TestWithParam<TinyModel> {};
 
 // Two steps planned and unplanned: the same losses and the same parameters and gradients, bit
 // for bit; every graph's plan checks; the step allocates nothing and the planned one needs less.
 TEST_P(PlannedModel, SameBitsAsUnplannedWithLessMemory) {
-  const ModelCase& c = GetParam();
+  const TinyModel& c = GetParam();
   std::vector<float> losses[2];
   std::vector<Vec> state[2];
   std::size_t dynamic[2] = {0, 0}, feature_maps[2] = {0, 0};
@@ -212,8 +181,7 @@ TEST_P(PlannedModel, SameBitsAsUnplannedWithLessMemory) {
   EXPECT_LE(feature_maps[1], feature_maps[0]) << c.name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, PlannedModel, ::testing::ValuesIn(tiny_models()),
-                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Models, PlannedModel, ::testing::ValuesIn(tiny_models()), TinyModelName());
 
 }  // namespace
 }  // namespace tbd::test

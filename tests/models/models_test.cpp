@@ -1,6 +1,7 @@
 // tests/models/models_test.cpp: ResNet-50 and Transformer: tiny configurations overfit one
 // batch and rerun identically; the full configurations have their exact parameter counts;
-// ResNet-50's memory breakdown at batch 16 is dominated by feature maps, not weights.
+// ResNet-50's memory breakdown at batch 16 is dominated by feature maps, not weights. Every
+// model: its step's FLOPs are those of the phases that run.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "models/resnet50.h"
 #include "models/transformer.h"
 #include "tests/models/overfit.h"
+#include "tests/models/tiny_models.h"
 
 namespace tbd {
 namespace {
@@ -88,6 +90,43 @@ TEST(Breakdown, RowsCoverEveryNodeAndAddUp) {
   std::string table = format_breakdown(b, "tiny ResNet");
   EXPECT_NE(table.find("layer1.0.conv2"), std::string::npos) << table;
   EXPECT_NE(table.find("(optimizer)"), std::string::npos) << table;
+}
+
+// step_flops() counts the phases that run: the breakdown's rows (each node's executed phases)
+// plus the optimizer add up to it, for every model; and for ResNet-50 that is everything but
+// the first convolution's data gradient (its input is the images).
+class StepWork : public ::testing::TestWithParam<test::TinyModel> {};
+TEST_P(StepWork, StepFlopsAreThePhasesThatRun) {
+  auto be = make_cpu_backend();
+  auto m = GetParam().build(*be);
+  const StepBreakdown b = measure_breakdown(*m, 1);
+  double flops = 0;
+  for (const LayerTiming& t : b.layers) flops += t.flops.total();
+  EXPECT_DOUBLE_EQ(flops + b.optimizer_flops, m->step_flops());
+}
+// A3C is not among them: its breakdown times one update's training graph, while its step is 8
+// updates, each with t_max + 1 forwards of a rollout graph (Model::step_parts has no
+// forward-only part yet).
+std::vector<test::TinyModel> models_with_breakdown_steps() {
+  std::vector<test::TinyModel> v;
+  for (const test::TinyModel& m : test::tiny_models())
+    if (std::string(m.name) != "A3C") v.push_back(m);
+  return v;
+}
+INSTANTIATE_TEST_SUITE_P(Models, StepWork, ::testing::ValuesIn(models_with_breakdown_steps()),
+                         test::TinyModelName());
+
+TEST(ResNet50, StepFlopsLeaveOutTheFirstConvolutionsDataGradient) {
+  auto be = make_cpu_backend();
+  auto m = build_resnet50(*be, resnet50_tiny());
+  const Graph& g = m->graph();
+  const Layer* conv1 = nullptr;
+  for (const auto& n : m->graph().nodes())
+    if (n.layer->name() == "conv1") conv1 = n.layer.get();
+  ASSERT_NE(conv1, nullptr);
+  ASSERT_GT(conv1->flops().dgrad, 0);
+  EXPECT_DOUBLE_EQ(m->step_flops() + conv1->flops().dgrad,
+                   g.flops().total() + m->optimizer().flops());
 }
 
 }  // namespace
