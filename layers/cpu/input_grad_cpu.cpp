@@ -124,7 +124,7 @@ class Conv2dDgradCpu final : public Layer {
       transient(scratch_, scratch);
     }
     if (!blocked_) {
-      dw_scratch_ = be.empty(params_[0].value.shape(), MemCategory::kWorkspace);
+      transient(dw_scratch_, TensorDesc{params_[0].value.shape()});  // backward only
       return;
     }
     auto floats = [](const memory::desc& md) { return static_cast<int64_t>(md.get_size() / 4); };
@@ -132,21 +132,27 @@ class Conv2dDgradCpu final : public Layer {
                        const dnnl::primitive_attr& a = {}) {
       return dnnl::reorder(dnnl::reorder::primitive_desc(eng, from, eng, to, a));
     };
-    w_bwd_ = be.empty(Shape{floats(bwd_data_pd_.weights_desc())}, MemCategory::kWorkspace);
+    // The forward reorders W for backward-data; the backward reads that copy again where its
+    // convolution wants the same format (kept between them), else reorders its own (both
+    // transient then).
+    w_differ_ = fwd_pd_.weights_desc() != bwd_data_pd_.weights_desc();
     w_to_bwd_ = reorder(w_md_, bwd_data_pd_.weights_desc());
-    if (fwd_pd_.weights_desc() != bwd_data_pd_.weights_desc()) {
-      w_fwd_ = be.empty(Shape{floats(fwd_pd_.weights_desc())}, MemCategory::kWorkspace);
+    if (w_differ_) {
+      transient(w_bwd_, TensorDesc{Shape{floats(bwd_data_pd_.weights_desc())}});
+      transient(w_fwd_, TensorDesc{Shape{floats(fwd_pd_.weights_desc())}});
       w_to_fwd_ = reorder(w_md_, fwd_pd_.weights_desc());
+    } else {
+      w_bwd_ = be.empty(Shape{floats(bwd_data_pd_.weights_desc())}, MemCategory::kWorkspace);
     }
-    dw_scratch_ = be.empty(Shape{floats(bwd_w_pd_.diff_weights_desc())}, MemCategory::kWorkspace);
+    transient(dw_scratch_, TensorDesc{Shape{floats(bwd_w_pd_.diff_weights_desc())}});
     dnnl::primitive_attr sum_attr;
     dnnl::post_ops po;
     po.append_sum(1.0f);
     sum_attr.set_post_ops(po);
     dw_to_grad_ = reorder(bwd_w_pd_.diff_weights_desc(), w_md_, sum_attr);
     dy_blk_ = be.empty(ys, MemCategory::kFeatureMaps);  // read again by the weight gradient
-    x_blk_ = be.empty(xs, MemCategory::kWorkspace);
-    y_blk_ = be.empty(ys, MemCategory::kWorkspace);
+    transient(x_blk_, TensorDesc{xs});                  // inside one call each
+    transient(y_blk_, TensorDesc{ys});
     x_to_blk_ = reorder(x_plain_md_, x_md_);
     x_from_blk_ = reorder(x_md_, x_plain_md_);
     y_to_blk_ = reorder(y_plain_md_, y_md_);
@@ -191,7 +197,7 @@ class Conv2dDgradCpu final : public Layer {
     copy(x_to_blk_, mem(x_plain_md_, *dy[0]), v);
     if (dx[0] != nullptr) {                                 // d(dy) = conv(v, W)
       memory w = mem(bwd_data_pd_.weights_desc(), w_bwd_);  // as the forward reordered it
-      if (w_fwd_.defined()) {
+      if (w_differ_) {
         w = mem(fwd_pd_.weights_desc(), w_fwd_);
         copy(w_to_fwd_, mem(w_md_, params_[0].value), w);
       }
@@ -241,6 +247,7 @@ class Conv2dDgradCpu final : public Layer {
   Conv2dDgradConfig cfg_;
   CpuBackend& cpu_;
   bool blocked_ = false;
+  bool w_differ_ = false;  // forward and backward of the dgrad want W in different formats
   memory::desc x_md_, y_md_, w_md_, x_plain_md_, y_plain_md_;
   dnnl::convolution_forward::primitive_desc fwd_pd_;
   dnnl::convolution_backward_data::primitive_desc bwd_data_pd_;
