@@ -65,10 +65,11 @@ TEST(MemoryPlan, CheckerNamesAConflict) {
   EXPECT_THROW(plan_memory({{8, 3, 2}}), Error);
 }
 
-// A graph with a fork (h feeds two layers) and a join: the gradient arena holds every
-// activation gradient and the fork's scratch, and is all the allocator's dynamic memory
-// beyond the inputs.
-TEST(GraphMemoryPlan, GradientArenaIsTheDynamicMemoryAndStepsAllocateNothing) {
+// A graph with a fork (h feeds two layers) and a join: the planned arenas are exactly what the
+// allocator holds (the gradient arena, every activation gradient and the fork's scratch, all
+// its dynamic memory beyond the inputs; the value arena all its feature maps), so the planned
+// peak is the tracked peak, and a step allocates nothing.
+TEST(GraphMemoryPlan, ArenasAreTheTrackedMemoryAndStepsAllocateNothing) {
   for (bool planned : {true, false}) {
     auto be = make_cpu_backend();
     Graph g(*be, 3);
@@ -84,15 +85,20 @@ TEST(GraphMemoryPlan, GradientArenaIsTheDynamicMemoryAndStepsAllocateNothing) {
     TensorId y = g.add1("sum", AddConfig{}, {a, s});
     TensorId z = g.add1("fc2", fc, {y});
     g.set_loss(g.add1("mse", MseLossConfig{}, {z, t}));
-    const std::size_t before = be->allocator().stats().current_of(MemCategory::kDynamic);
+    const MemoryStats built = be->allocator().stats();
     g.finalize();
-    const std::size_t dynamic = be->allocator().stats().current_of(MemCategory::kDynamic) - before;
+    const MemoryStats ready = be->allocator().stats();
+    const std::size_t dynamic =
+        ready.current_of(MemCategory::kDynamic) - built.current_of(MemCategory::kDynamic);
+    const std::size_t feature_maps =
+        ready.current_of(MemCategory::kFeatureMaps) - built.current_of(MemCategory::kFeatureMaps);
     const std::size_t inputs = 4 * (M * I + M * O);
     if (planned) {
       ASSERT_EQ(check_memory_plan(g.gradient_requests(), g.gradient_plan()), "");
       // h, a, s, y, z and the loss, and one scratch for h's second consumer.
       EXPECT_EQ(g.gradient_requests().size(), 7u);
       EXPECT_EQ(dynamic, inputs + (g.gradient_plan().arena_bytes + 3) / 4 * 4);
+      EXPECT_EQ(feature_maps, (g.value_plan().arena_bytes + 3) / 4 * 4);
       EXPECT_LT(g.gradient_plan().arena_bytes, g.gradient_plan().total_bytes);
       // Values (steps: forward of node i is i, its backward 11 - i, the end 12): h is read by
       // tanh and sigmoid, which save their outputs, not h, so it is free after the sigmoid's
@@ -108,6 +114,7 @@ TEST(GraphMemoryPlan, GradientArenaIsTheDynamicMemoryAndStepsAllocateNothing) {
     } else {
       EXPECT_TRUE(g.gradient_requests().empty());
       EXPECT_EQ(dynamic, inputs + 4 * (5 * M * O + 1 + M * O));
+      EXPECT_EQ(feature_maps, 4 * (5 * M * O + 1));  // h, a, s, y, z and the loss
     }
     from_host(*be, g.tensor(x), random_vec(M * I, 1));
     from_host(*be, g.tensor(t), random_vec(M * O, 2));
