@@ -223,14 +223,16 @@ class RnnCudnn : public Layer {
     workspace_bytes_ = ws;
     reserve_bytes_ = rs;
     auto floats = [](std::size_t b) { return Shape{static_cast<int64_t>((b + 3) / 4)}; };
-    if (ws) workspace_ = be_.empty(floats(ws), MemCategory::kWorkspace);
+    // The workspace lives inside one call (transient: the graph's shared one); the reserve space
+    // carries the forward's state to the backward.
+    if (ws) transient(workspace_, TensorDesc{floats(ws)});
     if (rs) reserve_ = be_.empty(floats(rs), MemCategory::kFeatureMaps);
-    // cuDNN's data-gradient call always writes dx (and dhx, dcx for the cell): a scratch stands
-    // in when the caller wants no input gradient.
-    dx_scratch_ = be_.empty(inputs_[0], MemCategory::kDynamic);
+    // cuDNN's data-gradient call always writes dx (and dhx, dcx for the cell): a transient
+    // stands in when the caller wants no input gradient.
+    transient(dx_scratch_, inputs_[0]);
     if (spec_.one_step) {
-      dh_scratch_ = be_.empty(inputs_[1], MemCategory::kDynamic);
-      dc_scratch_ = be_.empty(inputs_[2], MemCategory::kDynamic);
+      transient(dh_scratch_, inputs_[1]);
+      transient(dc_scratch_, inputs_[2]);
     }
   }
 
