@@ -1,6 +1,7 @@
 // layers/layer.cpp: shared parts of the Layer interface.
 #include "layers/layer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/random.h"
@@ -75,6 +76,20 @@ void bind_own_transients(Backend& be, Layer& layer) {
   layer.bind_transients(
       bytes == 0 ? Tensor()
                  : be.empty(Shape{static_cast<int64_t>((bytes + 3) / 4)}, MemCategory::kWorkspace));
+}
+
+void Layer::backward_data(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) {
+  TBD_CHECK(false, kind(), " '", name_, "': its backward is one call (split_backward() is false)");
+}
+
+void Layer::backward_weights(TensorRefs, TensorRefs, TensorRefs) {
+  TBD_CHECK(false, kind(), " '", name_, "': its backward is one call (split_backward() is false)");
+}
+
+void Layer::backward_in_two(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) {
+  const bool any_dx = std::any_of(dx.begin(), dx.end(), [](const Tensor* t) { return t; });
+  if (any_dx) backward_data(dx, dy, x, y);
+  if (!params_.empty() && param_grads_) backward_weights(dy, x, y);
 }
 
 void init_param(Backend& be, Param& p, uint64_t seed) {

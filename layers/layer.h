@@ -246,6 +246,17 @@ class Layer {
   // Parameter gradients accumulate.
   virtual void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) = 0;
 
+  // The backward as its two products, where the implementation computes them apart (cuDNN's
+  // BackwardData and BackwardFilter, oneDNN's backward_data and backward_weights, a Linear's two
+  // GEMMs): backward_data assigns the input gradients (entries of dx may be null) and leaves
+  // the parameter gradients as they are; backward_weights adds the parameter gradients and
+  // writes nothing else. backward() of such an implementation is the two in turn
+  // (backward_in_two). Where one library call computes both (a fused RNN backward, oneDNN's
+  // batch normalization), split_backward() is false and backward() is the only call.
+  virtual bool split_backward() const { return false; }
+  virtual void backward_data(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y);
+  virtual void backward_weights(TensorRefs dy, TensorRefs x, TensorRefs y);
+
  protected:
   // Takes the kind's contract: outputs (an implementation may then choose other layouts for
   // them), parameters (declared here with their shapes; bound to storage later, see
@@ -257,6 +268,10 @@ class Layer {
   // tensor exists keeps that fact apart, since `t` stays undefined until bound.
   void transient(Tensor& t, const TensorDesc& desc);
   void transient(Tensor& t, std::size_t bytes);
+
+  // backward() of a split implementation: backward_data where some input gradient is wanted,
+  // then backward_weights where the parameter gradients are (param_grads()).
+  void backward_in_two(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y);
 
   // Checks the arity of a call (names the layer on failure).
   void check_arity(std::size_t got, std::size_t want, const char* what) const;

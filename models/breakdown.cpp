@@ -72,7 +72,22 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
         }
         be.fill(g.grad(g.loss()), 1.f);
         for (std::size_t i = n; i-- > 0;) {
-          b.layers[row0 + i].bwd_s += timed([&] { g.backward_node(i); });
+          LayerTiming& t = b.layers[row0 + i];
+          if (!g.nodes()[i].layer->split_backward()) {
+            t.bwd_s += timed([&] { g.backward_node(i); });
+            continue;
+          }
+          // A phase that does not run in this graph (conv1's data gradient) has no time.
+          if (g.runs_dgrad(i)) {
+            const double d = timed([&] { g.backward_node_data(i); });
+            t.dgrad_s = t.dgrad_s.value_or(0) + d;
+            t.bwd_s += d;
+          }
+          if (g.runs_wgrad(i)) {
+            const double w = timed([&] { g.backward_node_weights(i); });
+            t.wgrad_s = t.wgrad_s.value_or(0) + w;
+            t.bwd_s += w;
+          }
         }
         b.optimizer_s += timed([&] { m.optimizer(part.optimizer).step(); });
       }
@@ -85,11 +100,14 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
   for (auto& t : b.layers) {
     t.fwd_s /= steps;
     t.bwd_s /= steps;
+    if (t.dgrad_s) *t.dgrad_s /= steps;
+    if (t.wgrad_s) *t.wgrad_s /= steps;
     b.sum_s += t.fwd_s + t.bwd_s;
   }
 
-  // On CUDA, replace host timings by CUPTI kernel time per layer where available (tags: 2r for
-  // row r's forward, 2r + 1 for its backward, -1 zero_grad, -2 the optimizer).
+  // On CUDA, replace host timings by CUPTI kernel time per layer where available (tags: 3r for
+  // row r's forward, 3r + 1 for its backward or its data gradient, 3r + 2 for its weight
+  // gradients, -1 zero_grad, -2 the optimizer).
   if (counters != nullptr) {
     DeviceCounters dc = counters->measure_timeline([&] {
       std::size_t row0 = 0;
@@ -101,14 +119,24 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
           g.zero_grad();
           counters->pop_tag();
           for (std::size_t i = 0; i < n; ++i) {
-            counters->push_tag(static_cast<int>(2 * (row0 + i)));
+            counters->push_tag(static_cast<int>(3 * (row0 + i)));
             g.forward_node(i);
             counters->pop_tag();
           }
           be.fill(g.grad(g.loss()), 1.f);
           for (std::size_t i = n; i-- > 0;) {
-            counters->push_tag(static_cast<int>(2 * (row0 + i) + 1));
-            g.backward_node(i);
+            const int r = static_cast<int>(row0 + i);
+            if (!g.nodes()[i].layer->split_backward()) {
+              counters->push_tag(3 * r + 1);
+              g.backward_node(i);
+              counters->pop_tag();
+              continue;
+            }
+            counters->push_tag(3 * r + 1);
+            g.backward_node_data(i);
+            counters->pop_tag();
+            counters->push_tag(3 * r + 2);
+            g.backward_node_weights(i);
             counters->pop_tag();
           }
           counters->push_tag(-2);
@@ -122,12 +150,17 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
     if (!dc.kernel_s_by_tag.empty()) {
       b.from_device_counters = true;
       b.sum_s = 0;
+      auto tagged = [&](std::size_t tag) {
+        auto it = dc.kernel_s_by_tag.find(static_cast<int>(tag));
+        return it == dc.kernel_s_by_tag.end() ? 0.0 : it->second;
+      };
       for (std::size_t r = 0; r < b.layers.size(); ++r) {
-        auto f = dc.kernel_s_by_tag.find(static_cast<int>(2 * r));
-        auto k = dc.kernel_s_by_tag.find(static_cast<int>(2 * r + 1));
-        b.layers[r].fwd_s = f == dc.kernel_s_by_tag.end() ? 0 : f->second;
-        b.layers[r].bwd_s = k == dc.kernel_s_by_tag.end() ? 0 : k->second;
-        b.sum_s += b.layers[r].fwd_s + b.layers[r].bwd_s;
+        LayerTiming& t = b.layers[r];
+        t.fwd_s = tagged(3 * r);
+        t.bwd_s = tagged(3 * r + 1) + tagged(3 * r + 2);
+        if (t.dgrad_s) t.dgrad_s = tagged(3 * r + 1);
+        if (t.wgrad_s) t.wgrad_s = tagged(3 * r + 2);
+        b.sum_s += t.fwd_s + t.bwd_s;
       }
       auto z = dc.kernel_s_by_tag.find(-1), o = dc.kernel_s_by_tag.find(-2);
       b.zero_grad_s = z == dc.kernel_s_by_tag.end() ? 0 : z->second;
@@ -163,16 +196,22 @@ std::string format_breakdown(const StepBreakdown& b, const std::string& title,
   char line[512];
   os << title << " — per-layer breakdown ("
      << (b.from_device_counters ? "CUPTI kernel time" : "host timers") << ")\n";
-  std::snprintf(line, sizeof(line), "%-31s %-19s %8s %8s %7s %7s %8s %6s %5s %6s %6s %8s\n",
-                "layer", "kind", "fwd ms", "bwd ms", "GFLOP", "GFLOP/s", "MB", "FLOP/B", "bound",
-                "roof", "share", "mem MiB");
+  std::snprintf(line, sizeof(line), "%-31s %-19s %8s %8s %8s %8s %7s %7s %8s %6s %5s %6s %6s %8s\n",
+                "layer", "kind", "fwd ms", "bwd ms", "dgrad ms", "wgrad ms", "GFLOP", "GFLOP/s",
+                "MB", "FLOP/B", "bound", "roof", "share", "mem MiB");
   os << line;
   auto pct = [](const std::optional<double>& v) {
     char s[32];
     if (v) std::snprintf(s, sizeof(s), "%.1f%%", *v * 100);
     return v ? std::string(s) : std::string("-");
   };
-  auto row = [&](const std::string& name, const std::string& kind, double f, double bw, double flop,
+  auto ms = [](const std::optional<double>& v) {
+    char s[32];
+    if (v) std::snprintf(s, sizeof(s), "%.3f", *v * 1e3);
+    return v ? std::string(s) : std::string("-");
+  };
+  auto row = [&](const std::string& name, const std::string& kind, double f, double bw,
+                 const std::optional<double>& dg, const std::optional<double>& wg, double flop,
                  double bytes, std::size_t mem) {
     double t = f + bw;
     RowRoofline rr = row_roofline(flop, bytes, t, roofline);
@@ -181,18 +220,20 @@ std::string format_breakdown(const StepBreakdown& b, const std::string& title,
     std::string roof =
         rr.roofline_utilization ? pct(rr.roofline_utilization) : pct(rr.bandwidth_utilization);
     std::snprintf(line, sizeof(line),
-                  "%-31.31s %-19.19s %8.3f %8.3f %7.3f %7.1f %8.1f %6s %5s %6s %5.1f%% %8.2f\n",
-                  name.c_str(), kind.c_str(), f * 1e3, bw * 1e3, flop * 1e-9,
-                  t > 0 ? flop / t * 1e-9 : 0.0, bytes * 1e-6, ai, rr.bound.c_str(), roof.c_str(),
-                  b.sum_s > 0 ? 100.0 * t / b.sum_s : 0.0, static_cast<double>(mem) / (1 << 20));
+                  "%-31.31s %-19.19s %8.3f %8.3f %8s %8s %7.3f %7.1f %8.1f %6s %5s %6s %5.1f%% "
+                  "%8.2f\n",
+                  name.c_str(), kind.c_str(), f * 1e3, bw * 1e3, ms(dg).c_str(), ms(wg).c_str(),
+                  flop * 1e-9, t > 0 ? flop / t * 1e-9 : 0.0, bytes * 1e-6, ai, rr.bound.c_str(),
+                  roof.c_str(), b.sum_s > 0 ? 100.0 * t / b.sum_s : 0.0,
+                  static_cast<double>(mem) / (1 << 20));
     os << line;
   };
   for (const auto& t : b.layers) {
-    row(t.name, t.kind, t.fwd_s, t.bwd_s, t.flops.total(), t.bytes.total(),
+    row(t.name, t.kind, t.fwd_s, t.bwd_s, t.dgrad_s, t.wgrad_s, t.flops.total(), t.bytes.total(),
         t.param_bytes + t.output_bytes);
   }
-  row("(zero_grad)", "-", 0, b.zero_grad_s, 0, b.zero_grad_bytes, 0);
-  row("(optimizer)", "-", 0, b.optimizer_s, b.optimizer_flops, b.optimizer_bytes, 0);
+  row("(zero_grad)", "-", 0, b.zero_grad_s, {}, {}, 0, b.zero_grad_bytes, 0);
+  row("(optimizer)", "-", 0, b.optimizer_s, {}, {}, b.optimizer_flops, b.optimizer_bytes, 0);
   std::snprintf(line, sizeof(line),
                 "sum of rows %.3f ms; un-instrumented step %.3f ms; rows/step = %.1f%%\n",
                 b.sum_s * 1e3, b.step_s * 1e3, b.step_s > 0 ? 100.0 * b.sum_s / b.step_s : 0.0);

@@ -430,6 +430,12 @@ void Graph::forward_node(std::size_t i) {
   nodes_[i].layer->forward(p.yw, p.x);
 }
 
+void Graph::accumulate_input_grads(NodePlan& p) {
+  for (GradSlot& s : p.slots) {
+    if (s.accumulate_into) be_.accumulate(*s.accumulate_into, *s.target);
+  }
+}
+
 void Graph::backward_node(std::size_t i) {
   NodePlan& p = plans_[i];
   if (!p.run_backward) return;
@@ -437,9 +443,24 @@ void Graph::backward_node(std::size_t i) {
   const Layer& l = *nodes_[i].layer;
   if (!p.any_dx && (l.params().empty() || !l.param_grads())) return;
   nodes_[i].layer->backward(p.dx, p.dy, p.xb, p.yb);
-  for (GradSlot& s : p.slots) {
-    if (s.accumulate_into) be_.accumulate(*s.accumulate_into, *s.target);
-  }
+  accumulate_input_grads(p);
+}
+
+void Graph::backward_node_data(std::size_t i) {
+  NodePlan& p = plans_[i];
+  Layer& l = *nodes_[i].layer;
+  TBD_CHECK(l.split_backward(), l.kind(), " '", l.name(), "': its backward is one call");
+  if (!runs_dgrad(i)) return;
+  l.backward_data(p.dx, p.dy, p.xb, p.yb);
+  accumulate_input_grads(p);
+}
+
+void Graph::backward_node_weights(std::size_t i) {
+  NodePlan& p = plans_[i];
+  Layer& l = *nodes_[i].layer;
+  TBD_CHECK(l.split_backward(), l.kind(), " '", l.name(), "': its backward is one call");
+  if (!runs_wgrad(i)) return;
+  l.backward_weights(p.dy, p.xb, p.yb);
 }
 
 void Graph::forward() {
@@ -503,27 +524,35 @@ namespace {
 
 // The phases node i runs: fprop always, dgrad and wgrad as backward_node() decides.
 template <class Work>
-Work executed(const Work& w, bool run_backward, bool any_dx, const Layer& l) {
+Work executed(const Work& w, bool dgrad, bool wgrad) {
   Work out;
   out.fprop = w.fprop;
-  if (!run_backward) return out;
-  if (any_dx) out.dgrad = w.dgrad;
-  if (!l.params().empty() && l.param_grads()) out.wgrad = w.wgrad;
+  if (dgrad) out.dgrad = w.dgrad;
+  if (wgrad) out.wgrad = w.wgrad;
   return out;
 }
 
 }  // namespace
 
+bool Graph::runs_dgrad(std::size_t i) const {
+  TBD_CHECK(finalized_, "Graph::runs_dgrad before finalize()");
+  return plans_.at(i).run_backward && plans_[i].any_dx;
+}
+
+bool Graph::runs_wgrad(std::size_t i) const {
+  TBD_CHECK(finalized_, "Graph::runs_wgrad before finalize()");
+  const Layer& l = *nodes_.at(i).layer;
+  return plans_[i].run_backward && !l.params().empty() && l.param_grads();
+}
+
 Flops Graph::executed_flops(std::size_t i) const {
   TBD_CHECK(finalized_, "Graph::executed_flops before finalize()");
-  const Layer& l = *nodes_.at(i).layer;
-  return executed(l.flops(), plans_[i].run_backward, plans_[i].any_dx, l);
+  return executed(nodes_.at(i).layer->flops(), runs_dgrad(i), runs_wgrad(i));
 }
 
 Bytes Graph::executed_bytes(std::size_t i) const {
   TBD_CHECK(finalized_, "Graph::executed_bytes before finalize()");
-  const Layer& l = *nodes_.at(i).layer;
-  return executed(l.bytes(), plans_[i].run_backward, plans_[i].any_dx, l);
+  return executed(nodes_.at(i).layer->bytes(), runs_dgrad(i), runs_wgrad(i));
 }
 
 Flops Graph::executed_flops() const {

@@ -230,12 +230,21 @@ class Graph {
   Bytes executed_bytes(std::size_t i) const;
   Flops executed_flops() const;  // sums over nodes
   Bytes executed_bytes() const;
+  // Whether node i's backward computes some input gradient (its dgrad phase runs), and some
+  // parameter gradient (its wgrad phase runs).
+  bool runs_dgrad(std::size_t i) const;
+  bool runs_wgrad(std::size_t i) const;
   // Bytes zero_grad() writes: every unique parameter gradient once.
   double zero_grad_bytes() const;
 
   // Runs one node's forward or backward alone (per-layer breakdowns).
   void forward_node(std::size_t i);
   void backward_node(std::size_t i);
+  // backward_node(i) as its two calls, for a layer that splits its backward
+  // (Layer::split_backward): the data gradient (with the sums of a forked input's gradient),
+  // then the weight gradients; each does nothing where backward_node would not run it.
+  void backward_node_data(std::size_t i);
+  void backward_node_weights(std::size_t i);
 
  private:
   struct TensorInfo {
@@ -265,7 +274,8 @@ class Graph {
   std::vector<TensorId> add_node(std::unique_ptr<Layer> layer, std::vector<TensorId> inputs,
                                  Recipe recipe);
   void init_params();
-  std::vector<Param*> params_to_bind();  // params() in the arena order (param_order_)
+  void accumulate_input_grads(NodePlan& p);  // after a node's backward: scratch into targets
+  std::vector<Param*> params_to_bind();      // params() in the arena order (param_order_)
   void finalize_impl(bool inference);
   void plan_gradients();  // finalize(): who writes which gradient, gradient buffers
   void plan_values();     // finalize(): inputs' and outputs' buffers

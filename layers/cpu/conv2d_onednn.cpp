@@ -281,9 +281,14 @@ class Conv2dOneDnn final : public Layer {
     }
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+    backward_in_two(dx, dy, x, y);
+  }
+  bool split_backward() const override { return true; }
+
+  void backward_data(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     auto& e = cpu_.engine();
-    if (dx[0] != nullptr) {  // dgrad
+    if (dx[0] != nullptr) {
       memory w_mem = user_weights();
       if (w_bwd_blocked_) {
         memory w_blk(bwd_data_pd_.weights_desc(), e, w_bwd_.raw());
@@ -302,8 +307,11 @@ class Conv2dOneDnn final : public Layer {
       execute(cpu_, bwd_data_, args, "Conv2d backward data");
       dx_dgrad_.out_of(cpu_, dx_mem, mem_of(cpu_, *dx[0]));
     }
-    if (!param_grads()) return;
-    // wgrad into scratch, then += into the row-major gradient.
+  }
+
+  // wgrad into scratch, then += into the row-major gradient.
+  void backward_weights(TensorRefs dy, TensorRefs x, TensorRefs) override {
+    auto& e = cpu_.engine();
     memory dw_blk(bwd_w_pd_.diff_weights_desc(), e, dw_scratch_.raw());
     memory x_mem = x_wgrad_.into(cpu_, mem_of(cpu_, *x[0]));
     memory dy_mem = dy_wgrad_.into(cpu_, mem_of(cpu_, *dy[0]));

@@ -212,12 +212,19 @@ class LinearOneDnn final : public Layer {
   }
 
   // dx: (..., D_in)  dy: (..., D_out)  x: (..., D_in)
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+    backward_in_two(dx, dy, x, y);
+  }
+  bool split_backward() const override { return true; }
+
+  void backward_data(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (dx[0] != nullptr) {
       run(cpu_, dgrad_, dy[0]->raw(), params_[0].value.raw(), nullptr, dx[0]->raw(), scratch_,
           "Linear backward data");
     }
-    if (!param_grads()) return;
+  }
+
+  void backward_weights(TensorRefs dy, TensorRefs x, TensorRefs) override {
     run(cpu_, wgrad_, dy[0]->raw(), x[0]->raw(), nullptr, params_[0].grad.raw(), scratch_,
         "Linear weight gradient");
     if (cfg_.bias) {

@@ -145,16 +145,22 @@ class Conv2dCudnn final : public Layer {
   }
 
   // dx: (N, C, H, W) or null  dy: (N, K, P, Q)
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+    backward_in_two(dx, dy, x, y);
+  }
+  bool split_backward() const override { return true; }
+
+  void backward_data(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+    if (dx[0] == nullptr) return;
+    TBD_CUDNN_CHECK(cudnnConvolutionBackwardData(  // assigns (beta = 0)
+        cu_.cudnn(), &kOne, w_desc_, params_[0].value.raw(), y_desc_, dy[0]->raw(), conv_bwd_data_,
+        static_cast<cudnnConvolutionBwdDataAlgo_t>(plan_.dgrad.algo), cu_.workspace(),
+        plan_.dgrad.workspace, &kZero, x_desc_, dx[0]->raw()));
+  }
+
+  // wgrad and the bias gradient accumulate (beta = 1)
+  void backward_weights(TensorRefs dy, TensorRefs x, TensorRefs) override {
     cudnnHandle_t h = cu_.cudnn();
-    if (dx[0] != nullptr) {  // dgrad assigns
-      TBD_CUDNN_CHECK(cudnnConvolutionBackwardData(
-          h, &kOne, w_desc_, params_[0].value.raw(), y_desc_, dy[0]->raw(), conv_bwd_data_,
-          static_cast<cudnnConvolutionBwdDataAlgo_t>(plan_.dgrad.algo), cu_.workspace(),
-          plan_.dgrad.workspace, &kZero, x_desc_, dx[0]->raw()));
-    }
-    if (!param_grads()) return;
-    // wgrad and the bias gradient accumulate (beta = 1)
     TBD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
         h, &kOne, x_desc_, x[0]->raw(), y_desc_, dy[0]->raw(), conv_bwd_filter_,
         static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan_.wgrad.algo), cu_.workspace(),

@@ -115,14 +115,19 @@ class LinearCublas final : public Layer {
   }
 
   // dx: (..., D_in) or null  dy: (..., D_out)
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
-    const float* w = params_[0].value.f32();
-    if (dx[0] != nullptr) {  // dx = dy W
-      gemm_rm(cu_, compute_, false, false, m_, din_, dout_, 1.f, dy[0]->f32(), 0, w, 0, 0.f,
-              dx[0]->f32(), 0, 1);
-    }
-    if (!param_grads()) return;
-    // dW += dy^T x
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+    backward_in_two(dx, dy, x, y);
+  }
+  bool split_backward() const override { return true; }
+
+  void backward_data(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+    if (dx[0] == nullptr) return;
+    gemm_rm(cu_, compute_, false, false, m_, din_, dout_, 1.f, dy[0]->f32(), 0,  // dx = dy W
+            params_[0].value.f32(), 0, 0.f, dx[0]->f32(), 0, 1);
+  }
+
+  // dW += dy^T x
+  void backward_weights(TensorRefs dy, TensorRefs x, TensorRefs) override {
     gemm_rm(cu_, compute_, true, false, dout_, din_, m_, 1.f, dy[0]->f32(), 0, x[0]->f32(), 0, 1.f,
             params_[0].grad.f32(), 0, 1);
     if (cfg_.bias) {

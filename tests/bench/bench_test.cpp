@@ -512,7 +512,8 @@ TEST(TbdBench, ListsEveryKindAndEveryNameParses) {
                         "DeepSpeech2"}) {
     EXPECT_TRUE(kinds.count(k)) << k;
   }
-  EXPECT_EQ(phases, (std::set<std::string>{"fwd", "bwd", "fwdbwd", "step", "train"}));
+  EXPECT_EQ(phases,
+            (std::set<std::string>{"fwd", "bwd", "fwdbwd", "dgrad", "wgrad", "step", "train"}));
   for (const char* must :
        {"Conv2d/resnet50.layer2.0.conv2/fwd/batch:32", "Gemm/square1024/fwd/batch:1",
         "SGD/resnet50/step", "ResNet50/train/batch:128", "Transformer/train/batch:8",
@@ -586,8 +587,11 @@ TEST(TbdBench, LayerBenchmarksComeFromTheModelGraphs) {
       t,
       (std::vector<std::string>{
           "Conv2d/testconvnet.conv1/fwd/batch:2", "Conv2d/testconvnet.conv1/bwd/batch:2",
-          "Conv2d/testconvnet.conv1/fwdbwd/batch:2", "Conv2d/testconvnet.conv2/fwd/batch:2",
+          "Conv2d/testconvnet.conv1/fwdbwd/batch:2",
+          // conv1's input is the data: no data gradient, so no dgrad row
+          "Conv2d/testconvnet.conv1/wgrad/batch:2", "Conv2d/testconvnet.conv2/fwd/batch:2",
           "Conv2d/testconvnet.conv2/bwd/batch:2", "Conv2d/testconvnet.conv2/fwdbwd/batch:2",
+          "Conv2d/testconvnet.conv2/dgrad/batch:2", "Conv2d/testconvnet.conv2/wgrad/batch:2",
           "TestMeanLoss/testconvnet.loss/fwd/batch:2", "TestMeanLoss/testconvnet.loss/bwd/batch:2",
           "TestMeanLoss/testconvnet.loss/fwdbwd/batch:2", "SGD/testconvnet/step",
           "Adam/testconvnet/step", "RMSprop/testconvnet/step"}));
@@ -677,17 +681,17 @@ TEST(TbdBench, LayerRowsCarryTheCountersAndTheContext) {
   Result r;
   json j = run_json("'--benchmark_filter=^Conv2d/resnet50.layer1.0.conv1/' --tbd_batches=1", &r);
   ASSERT_TRUE(j.contains("benchmarks")) << r.out;
-  ASSERT_EQ(j["benchmarks"].size(), 3u) << r.out;
+  ASSERT_EQ(j["benchmarks"].size(), 5u) << r.out;
   // layer1.0.conv1: 64 -> 64 channels, 1x1, on 56x56: 64*64 weights, 2*N*K*C*P*Q FLOPs per pass.
   const double pass = 2.0 * 1 * 64 * 64 * 56 * 56;
-  const double flop[] = {pass, 2 * pass, 3 * pass};
+  const double flop[] = {pass, 2 * pass, 3 * pass, pass, pass};
   // Bytes (layers/conv2d.h): x = y = 64*56*56 floats, w = 64*64. fwd reads x, w and writes y;
   // dgrad reads dy, w and writes dx; wgrad reads x, dy and reads and writes dw.
   const double x = 64.0 * 56 * 56, w = 64.0 * 64;
-  const double fwd = 4 * (x + w + x), bwd = 4 * (x + w + x) + 4 * (x + x + 2 * w);
-  const double bytes[] = {fwd, bwd, fwd + bwd};
+  const double fwd = 4 * (x + w + x), dgrad = 4 * (x + w + x), wgrad = 4 * (x + x + 2 * w);
+  const double bytes[] = {fwd, dgrad + wgrad, fwd + dgrad + wgrad, dgrad, wgrad};
   int i = 0;
-  for (const char* phase : {"fwd", "bwd", "fwdbwd"}) {
+  for (const char* phase : {"fwd", "bwd", "fwdbwd", "dgrad", "wgrad"}) {
     const json* b =
         find_row(j, std::string("Conv2d/resnet50.layer1.0.conv1/") + phase + "/batch:1");
     ASSERT_NE(b, nullptr) << phase;
@@ -718,7 +722,7 @@ TEST(TbdBench, LayerRowsCarryTheCountersAndTheContext) {
   EXPECT_EQ(ctx["roofline_compute_roof"], "peak_fp32_flops");
   EXPECT_EQ(ctx["git_commit"].get<std::string>().size(), 40u);
   // The readable table: progress counter and the columns.
-  EXPECT_NE(r.out.find("[1/3]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[1/5]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("GFLOP/s"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("bound"), std::string::npos) << r.out;
   for (const std::string& l : lines(r.out)) {

@@ -85,11 +85,29 @@ TEST(Breakdown, RowsCoverEveryNodeAndAddUp) {
     sum += t.fwd_s + t.bwd_s;
   }
   EXPECT_DOUBLE_EQ(b.sum_s, sum);
+  // Convolutions compute their gradients in two calls and get a time for each (adding up to
+  // the backward), except conv1's data gradient, which the step never computes (the image
+  // needs none); BatchNorm's one oneDNN call gets none.
+  int split = 0;
+  for (const auto& t : b.layers) {
+    if (t.kind == "Conv2d" && t.name == "conv1") {
+      EXPECT_FALSE(t.dgrad_s);
+      ASSERT_TRUE(t.wgrad_s);
+      EXPECT_DOUBLE_EQ(t.bwd_s, *t.wgrad_s);
+    } else if (t.kind == "Conv2d") {
+      ASSERT_TRUE(t.dgrad_s && t.wgrad_s) << t.name;
+      EXPECT_DOUBLE_EQ(t.bwd_s, *t.dgrad_s + *t.wgrad_s) << t.name;
+      ++split;
+    }
+    if (t.kind == "BatchNorm2d") EXPECT_FALSE(t.dgrad_s || t.wgrad_s) << t.name;
+  }
+  EXPECT_GT(split, 0);
   // How close the rows come to the un-instrumented step is a performance figure, measured in
   // tbd_bench --tbd_breakdown (not asserted here: unit tests are not timed).
   std::string table = format_breakdown(b, "tiny ResNet");
   EXPECT_NE(table.find("layer1.0.conv2"), std::string::npos) << table;
   EXPECT_NE(table.find("(optimizer)"), std::string::npos) << table;
+  EXPECT_NE(table.find("dgrad ms"), std::string::npos) << table;
 }
 
 // step_flops() counts the phases that run: the breakdown's rows (each node's executed phases)

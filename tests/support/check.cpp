@@ -367,6 +367,43 @@ void check_layer(Backend& be, Layer& layer, const RefForward& fwd, const RefBack
                    to_host(be, dx[k]), g.dx.at(k), dgrad_tol);
     }
   }
+  // Split implementations (Layer::split_backward): backward_data alone gives the reference's
+  // input gradients and leaves the parameter gradients exactly as they were; backward_weights
+  // alone adds the reference's parameter gradients and leaves dx exactly as it was.
+  if (layer.split_backward()) {
+    for (std::size_t k = 0; k < layer.params().size(); ++k)
+      from_host(be, layer.params()[k].grad, grad_start[k]);
+    for (std::size_t k = 0; k < x.size(); ++k) {
+      if (needs[k]) be.fill(dx[k], 1234.5f);
+    }
+    layer.forward(yw, xp);
+    layer.backward_data(dxw, dyp, xb, yb);
+    be.synchronize();
+    std::vector<Vec> dx_data;
+    for (std::size_t k = 0; k < x.size(); ++k) {
+      if (!needs[k]) continue;
+      dx_data.push_back(to_host(be, dx[k]));
+      expect_close(layer.name() + " backward_data dx" + std::to_string(k), dx_data.back(),
+                   g.dx.at(k), dgrad_tol);
+    }
+    for (std::size_t k = 0; k < layer.params().size(); ++k) {
+      EXPECT_EQ(to_host(be, layer.params()[k].grad), grad_start[k])
+          << layer.params()[k].name << ": changed by backward_data";
+    }
+    layer.backward_weights(dyp, xb, yb);
+    be.synchronize();
+    for (std::size_t k = 0; k < layer.params().size(); ++k) {
+      Vec want = g.dparams.at(k);
+      for (std::size_t i = 0; i < want.size(); ++i) want[i] += grad_start[k][i];
+      expect_close(layer.params()[k].name + " backward_weights (accumulated)",
+                   to_host(be, layer.params()[k].grad), want, wgrad_tol);
+    }
+    std::size_t d = 0;
+    for (std::size_t k = 0; k < x.size(); ++k) {
+      if (needs[k])
+        EXPECT_EQ(to_host(be, dx[k]), dx_data[d++]) << "dx" << k << ": changed by backward_weights";
+    }
+  }
   if (opt.run_fd && target == Target::kCpu) {
     check_reference_gradients(fwd, bwd, xh, ph, dyh, needs, opt.fd_samples);
   }

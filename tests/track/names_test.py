@@ -26,6 +26,11 @@ class NamesTest(unittest.TestCase):
                          ("layer", "Conv2d", "resnet50", "layer2.0.conv2", "fwd", 32))
         n = parse("Gemm/square1024/fwdbwd/batch:1")
         self.assertEqual((n.model, n.layer), ("", "square1024"))
+        for phase in ("dgrad", "wgrad"):
+            n = parse(f"Linear/transformer.output_proj/{phase}/batch:8/len:32")
+            self.assertEqual((n.family, n.phase, n.batch, n.param("len")),
+                             ("layer", phase, 8, 32))
+        self.assertIsNone(parse("Linear/transformer.output_proj/grad/batch:8"))
         n = parse("SGD/resnet50/step")
         self.assertEqual((n.family, n.subject, n.batch), ("optimizer", "resnet50", None))
         n = parse("AllReduce/mpi/bytes:1048576/ranks:2")

@@ -46,7 +46,7 @@ def family_of(name: str) -> str:
         return "optimizers"
     if len(parts) >= 3 and parts[2].startswith("bytes:"):
         return "collectives"
-    if len(parts) >= 3 and re.match(r"^(fwd|bwd|fwdbwd)$", parts[2]):
+    if len(parts) >= 3 and re.match(r"^(fwd|bwd|fwdbwd|dgrad|wgrad)$", parts[2]):
         return "layers"
     return "other"
 

@@ -29,7 +29,7 @@ class BenchName:
     family: str                     # "layer", "optimizer", "model", "collective"
     kind: str                       # "Conv2d", "SGD", the model "ResNet50", "AllReduce"
     subject: str = ""               # "resnet50.layer2.0.conv2", "square1024", "resnet50", "mpi"
-    phase: str = ""                 # fwd | bwd | fwdbwd | step | train
+    phase: str = ""                 # fwd | bwd | fwdbwd | dgrad | wgrad | step | train
     batch: int | None = None
     params: list[tuple[str, int]] = field(default_factory=list)  # [("len", 32)], in order
     suffixes: list[str] = field(default_factory=list)
@@ -117,7 +117,7 @@ def parse(full: str) -> BenchName | None:
         if b is None or ps is None or not _ident(parts[0], False):
             return None
         n = BenchName("model", parts[0], phase="train", batch=b, params=ps)
-    elif len(parts) >= 4 and parts[2] in ("fwd", "bwd", "fwdbwd"):
+    elif len(parts) >= 4 and parts[2] in ("fwd", "bwd", "fwdbwd", "dgrad", "wgrad"):
         b, ps = batch_of(parts[3]), params_from(4)
         if b is None or ps is None or not _ident(parts[0], False) or not _ident(parts[1], True):
             return None

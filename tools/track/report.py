@@ -319,7 +319,7 @@ def _badge(verdict: str) -> str:
 # Names
 
 MODEL_RX = re.compile(r"^(?P<model>[^/]+)/train/batch:(?P<n>\d+)(?P<params>(?:/[^/:]+:[^/]+)*)$")
-LAYER_RX = re.compile(r"^(?P<kind>[^/]+)/(?P<subject>[^/]+)/(?P<phase>fwd|bwd|fwdbwd)"
+LAYER_RX = re.compile(r"^(?P<kind>[^/]+)/(?P<subject>[^/]+)/(?P<phase>fwd|bwd|fwdbwd|dgrad|wgrad)"
                       r"/batch:(?P<n>\d+)$")
 # Google Benchmark's own name components, removed before the grammar is applied.
 GB_SUFFIX = re.compile(r"^(manual_time|real_time|process_time|repeats:\d+|iterations:\d+|"
