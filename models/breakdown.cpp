@@ -28,6 +28,7 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
       t.name = part.label.empty() ? l.name() : part.label + ":" + l.name();
       t.kind = l.kind();
       t.problem = l.describe();
+      t.split_backward = l.split_backward();
       // The phases that run (Graph::executed_flops), per step.
       const Flops f = g.executed_flops(i);
       const Bytes by = g.executed_bytes(i);
@@ -238,6 +239,8 @@ std::string format_breakdown(const StepBreakdown& b, const std::string& title,
                 "sum of rows %.3f ms; un-instrumented step %.3f ms; rows/step = %.1f%%\n",
                 b.sum_s * 1e3, b.step_s * 1e3, b.step_s > 0 ? 100.0 * b.sum_s / b.step_s : 0.0);
   os << line;
+  os << "dgrad/wgrad '-': one library call computes the layer's gradients (a fused RNN backward, "
+        "oneDNN's batch normalization, ...), or that phase does not run in this step\n";
   return os.str();
 }
 

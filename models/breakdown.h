@@ -28,8 +28,9 @@ struct LayerTiming {
   double fwd_s = 0;     // mean seconds per step
   double bwd_s = 0;
   // Where the layer computes its backward as two calls (Layer::split_backward): each one's
-  // time (bwd_s is their sum); else unset.
+  // time where that phase runs in the step (bwd_s is their sum); else unset.
   std::optional<double> dgrad_s, wgrad_s;
+  bool split_backward = false;   // false: one library call computes every gradient
   Flops flops;                   // of the phases that run, per step
   Bytes bytes;                   // analytic bytes moved (a lower bound, layers/layer.h)
   std::size_t param_bytes = 0;   // weights + weight gradients

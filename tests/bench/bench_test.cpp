@@ -829,7 +829,18 @@ TEST(TbdBench, MetricTableDescribesEveryRowKey) {
       EXPECT_GT(row["bytes"].get<double>(), 0);
       EXPECT_TRUE(row.contains("arithmetic_intensity"));
       EXPECT_TRUE(row.contains("roofline_utilization"));
+      // Its backward is two calls, of which only the weight gradient runs (the image needs no
+      // gradient): no dgrad time, the wgrad time is the whole backward.
+      EXPECT_TRUE(row["backward_split"].get<bool>());
+      EXPECT_FALSE(row.contains("dgrad_time_s"));
+      EXPECT_DOUBLE_EQ(row["wgrad_time_s"].get<double>(), row["bwd_time_s"].get<double>());
     }
+    if (row["layer"] == "conv2") {
+      EXPECT_TRUE(row["backward_split"].get<bool>());
+      EXPECT_NEAR(row["dgrad_time_s"].get<double>() + row["wgrad_time_s"].get<double>(),
+                  row["bwd_time_s"].get<double>(), 1e-12);
+    }
+    if (row["layer"] == "loss") EXPECT_FALSE(row["backward_split"].get<bool>());
     if (row["layer"] == "(zero_grad)") {  // no FLOPs: bandwidth, never an intensity
       EXPECT_EQ(row["bound"], "mem");
       EXPECT_FALSE(row.contains("arithmetic_intensity"));
