@@ -4,16 +4,11 @@
 // splitmix64 (Steele, Lea, Flood 2014) is a bijective 64-bit mixer: hashing a counter gives
 // independent-looking values with no state, so a dropout mask element depends only on
 // (key, step, index) and the CPU and CUDA backends draw bit-identical masks (layers/dropout.h).
-// TBD_HOST_DEVICE marks functions that CUDA kernels call too.
 #pragma once
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define TBD_HOST_DEVICE __host__ __device__
-#else
-#define TBD_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 namespace tbd {
 

@@ -1,5 +1,7 @@
 // layers/detection.h: the non-differentiable detection kinds of Faster R-CNN (Proposal,
-// AnchorTarget, ProposalTarget) and the box library they share with the tests.
+// AnchorTarget, ProposalTarget), the anchors, and the box arithmetic and sampling keys every
+// backend shares (host and device code); the CPU's box algorithms (NMS, top-k, subsets) are
+// layers/cpu/boxes.h.
 //
 // Conventions (MXNet's rcnn example and py-faster-rcnn): a box is (x1, y1, x2, y2) in image
 // pixels, inclusive, so width = x2 - x1 + 1 and area = (x2 - x1 + 1) (y2 - y1 + 1); IoU uses
@@ -56,6 +58,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/host_device.h"
 #include "core/random.h"
 #include "layers/layer.h"
 
@@ -273,23 +276,6 @@ TBD_HOST_DEVICE inline void bbox_clip(float* b, float image_h, float image_w) {
   b[3] = fmaxf(fminf(b[3], image_h - 1.f), 0.f);
 }
 
-// (na, nb) IoU matrix of boxes a (na, 4) and b (nb, 4) (box_iou; OpenMP over rows).
-void iou_matrix(const float* a, int64_t na, const float* b, int64_t nb, float* out);
-// The indices of the k largest scores (k clamped to n), largest first, equal scores by
-// ascending index.
-std::vector<int64_t> top_k(const float* scores, int64_t n, int64_t k);
-// Greedy NMS of boxes (n, 4) already in score order: the positions kept, in order, at most
-// max_keep (the greedy result's prefix: it stops there). Precomputed areas, a vectorised
-// suppression pass per kept box over the boxes still alive.
-std::vector<int64_t> nms_sorted(const float* boxes, int64_t n, float threshold, int64_t max_keep);
-// The same on columns (x1, y1, x2, y2 and area, n each), which it reorders (suppressed boxes
-// are squeezed out as they accumulate, so later passes scan only live ones), with caller-owned
-// scratch: suppressed (n; 32-bit flags keep the pass in 32-bit lanes), pos (n) and keep (max_keep,
-// the kept input positions); returns how many were kept. No allocation.
-int64_t nms_columns(float* x1, float* y1, float* x2, float* y2, float* area, int64_t n,
-                    float threshold, int64_t max_keep, int32_t* suppressed, int64_t* pos,
-                    int64_t* keep);
-
 // Sampling (see the top of this file).
 inline uint64_t detection_key(uint64_t seed, const std::string& layer_name) {
   return seed_for(seed, layer_name);
@@ -302,12 +288,4 @@ TBD_HOST_DEVICE inline uint64_t sample_base(uint64_t key, uint64_t call, int64_t
 TBD_HOST_DEVICE inline uint64_t sample_rank(uint64_t base, int64_t index) {
   return splitmix64(base + static_cast<uint64_t>(index));
 }
-// The k candidates (indices) with the smallest sample_rank(base, index), in ascending index
-// order; all of them when k >= their count.
-std::vector<int64_t> sample_subset(const std::vector<int64_t>& candidates, int64_t k,
-                                   uint64_t base);
-// The same with caller-owned scratch (n pairs) and output (min(k, n)); returns the count.
-int64_t sample_subset_into(const int64_t* candidates, int64_t n, int64_t k, uint64_t base,
-                           std::pair<uint64_t, int64_t>* scratch, int64_t* out);
-
 }  // namespace tbd

@@ -40,7 +40,7 @@ Contract contract(const std::string& name, const DropoutConfig& cfg,
 // The mask, shared by every backend and by the tests' reference. One splitmix64 hash gives
 // four 16-bit uniforms (elements 4j..4j+3); element i is dropped iff its uniform is below
 // threshold = round(p * 2^16), so the drop probability is p to within 2^-17. The per-element
-// functions are host and device code (TBD_HOST_DEVICE, core/splitmix.h): CUDA kernels call them.
+// functions are host and device code (TBD_HOST_DEVICE, core/host_device.h): CUDA kernels call them.
 inline uint64_t dropout_key(const DropoutConfig& cfg, const std::string& layer_name) {
   return seed_for(cfg.seed, layer_name);
 }

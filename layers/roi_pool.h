@@ -42,7 +42,7 @@
 
 #include <cmath>
 
-#include "core/splitmix.h"
+#include "core/host_device.h"
 #include "layers/layer.h"
 #include "layers/smooth_l1_loss.h"
 

@@ -48,7 +48,7 @@ struct RunContext {
   std::string omp_wait_policy = "default";
   std::map<std::string, std::string> backend_facts;  // Backend::describe()
   // --tbd_dist runs: "dist_backend", "dist_ranks", "dist_library", the bucket caps and plans,
-  // the launch command, whether ranks share cores (fixtures/dist_fixture.cpp); empty otherwise.
+  // the launch command, whether ranks share cores (fixtures/parallel_fixture.cpp); empty otherwise.
   std::map<std::string, std::string> dist;
   GitState git;
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "layers/cpu/boxes.h"
 #include "layers/detection.h"
 
 namespace tbd::cpu {

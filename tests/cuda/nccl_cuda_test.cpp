@@ -8,9 +8,9 @@
 #include <cstring>
 
 #include "backends/backends.h"
-#include "dist/data_parallel.h"
 #include "models/resnet50.h"
-#include "tests/dist/ready_times.h"
+#include "parallel/data_parallel.h"
+#include "tests/parallel/ready_times.h"
 #include "tests/support/check.h"
 
 namespace tbd {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "layers/cpu/boxes.h"
 #include "layers/detection.h"
 #include "tests/support/check.h"
 

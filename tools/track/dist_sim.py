@@ -4,7 +4,7 @@
 data-parallel training step at P = 2 .. 1024 ranks on links this machine is not on.
 
 Inputs, from the run's JSON:
-  - tbd_dist_steps: rank 0's profile of each data-parallel row (fixtures/dist_fixture.cpp):
+  - tbd_dist_steps: rank 0's profile of each data-parallel row (fixtures/parallel_fixture.cpp):
     forward, backward and optimizer time, and when backward completed each gradient (the CPU
     backend runs the graph node by node, so that is the per-layer backward breakdown). The
     one-rank row (`.../ranks:1`) is the model's step without communication.
@@ -181,7 +181,7 @@ def cpu_share_of(run: Run) -> float:
 
 def buckets_of(grads: list[tuple[int, float]], cap_mib: float, first_mib: float
                ) -> list[tuple[int, float]]:
-    """tbd's bucketing (dist/data_parallel.cpp): close once the cap is reached."""
+    """tbd's bucketing (parallel/data_parallel.cpp): close once the cap is reached."""
     out, n, ready = [], 0, 0.0
     for b, r in grads:
         n += b

@@ -1,5 +1,5 @@
-// dist/data_parallel.cpp
-#include "dist/data_parallel.h"
+// parallel/data_parallel.cpp
+#include "parallel/data_parallel.h"
 
 #include <algorithm>
 #include <cstdio>

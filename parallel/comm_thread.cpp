@@ -1,5 +1,5 @@
-// dist/comm_thread.cpp
-#include "dist/comm_thread.h"
+// parallel/comm_thread.cpp
+#include "parallel/comm_thread.h"
 
 #include <utility>
 

@@ -1,4 +1,4 @@
-// tests/dist/data_parallel_test.cpp: the data-parallel step without a library (the group of
+// tests/parallel/data_parallel_test.cpp: the data-parallel step without a library (the group of
 // one): the backward-order arena, the bucket plan, the hook, and that one rank trains exactly
 // as the non-distributed step does.
 #include <gtest/gtest.h>
@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "backends/backends.h"
-#include "dist/data_parallel.h"
 #include "models/resnet50.h"
 #include "models/transformer.h"
-#include "tests/dist/ready_times.h"
+#include "parallel/data_parallel.h"
+#include "tests/parallel/ready_times.h"
 
 namespace tbd {
 namespace {

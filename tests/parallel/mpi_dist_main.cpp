@@ -1,4 +1,4 @@
-// tests/dist/mpi_dist_main.cpp: the data-parallel tests, run by ctest under mpiexec at P = 1, 2
+// tests/parallel/mpi_dist_main.cpp: the data-parallel tests, run by ctest under mpiexec at P = 1, 2
 // and 4 ranks (tests/CMakeLists.txt: dist_mpi_np<P>, each with a timeout: a rank that stops
 // early leaves the others waiting in a collective).
 //
@@ -28,8 +28,6 @@
 #include <vector>
 
 #include "backends/backends.h"
-#include "dist/communicator.h"
-#include "dist/data_parallel.h"
 #include "layers/batchnorm2d.h"
 #include "models/deepspeech2.h"
 #include "models/faster_rcnn.h"
@@ -37,6 +35,8 @@
 #include "models/resnet50.h"
 #include "models/seq2seq.h"
 #include "models/transformer.h"
+#include "parallel/communicator.h"
+#include "parallel/data_parallel.h"
 
 namespace tbd {
 namespace {

@@ -1,4 +1,4 @@
-// dist/communicator.h: the ranks of a data-parallel run and their collectives.
+// parallel/communicator.h: the ranks of a data-parallel run and their collectives.
 //
 // A Communicator is one process's view of a group of P ranks (MPI across processes and
 // machines, NCCL across GPUs, or just this process). Collectives act in place on f32 tensors of
@@ -87,7 +87,7 @@ class Communicator {
 std::unique_ptr<Communicator> make_local_communicator(Backend& be);
 
 // The communicator of `b` over every rank of the launch (MPI_COMM_WORLD; NCCL from MPI or from
-// the environment, see dist/nccl_comm.cpp). Throws a named error when the backend was not
+// the environment, see parallel/nccl_comm.cpp). Throws a named error when the backend was not
 // built or does not fit `be` (MPI moves host memory: the CPU backend; NCCL: CUDA). MPI is
 // initialised on the first call (dist_init) and finalised at exit.
 std::unique_ptr<Communicator> make_communicator(DistBackend b, Backend& be);

@@ -1,4 +1,4 @@
-// dist/comm_thread.h: one thread that runs jobs in the order they were posted.
+// parallel/comm_thread.h: one thread that runs jobs in the order they were posted.
 //
 // Open MPI here has no asynchronous progress (ompi_info: "OMPI progress: no"): a non-blocking
 // all-reduce advances only inside MPI calls. So, as PyTorch's ProcessGroupMPI does, every MPI

@@ -1,4 +1,4 @@
-// tests/dist/ready_times.h: what every backend's data-parallel profile must say about when
+// tests/parallel/ready_times.h: what every backend's data-parallel profile must say about when
 // backward completed each gradient (Backend::mark): after forward, before backward ended (within
 // `tol` seconds, the gap between the clocks that measure them), in the arena's order, which is
 // the order of completion. Shared by the CPU test and the CUDA one.
@@ -8,7 +8,7 @@
 
 #include <cstddef>
 
-#include "dist/data_parallel.h"
+#include "parallel/data_parallel.h"
 
 namespace tbd::test {
 

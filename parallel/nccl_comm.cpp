@@ -1,4 +1,4 @@
-// dist/nccl_comm.cpp: the NCCL communicator (CUDA backend), device buffers, its own stream.
+// parallel/nccl_comm.cpp: the NCCL communicator (CUDA backend), device buffers, its own stream.
 //
 // As llm.c's multi-GPU path does: one dedicated NCCL stream; a bucket's all-reduce is queued on
 // it after an event recorded on the compute stream (so it reads finished gradients) and runs
@@ -19,14 +19,14 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "core/error.h"
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 #if TBD_HAVE_MPI
 #include <mpi.h>
 #endif
 
 namespace tbd {
 
-bool mpi_initialized();  // dist/mpi_comm.cpp (with MPI)
+bool mpi_initialized();  // parallel/mpi_comm.cpp (with MPI)
 
 namespace {
 

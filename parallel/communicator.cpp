@@ -1,5 +1,5 @@
-// dist/communicator.cpp: the backend names, the group of one, the launcher's rank.
-#include "dist/communicator.h"
+// parallel/communicator.cpp: the backend names, the group of one, the launcher's rank.
+#include "parallel/communicator.h"
 
 #include <chrono>
 #include <cstdio>
@@ -10,7 +10,7 @@
 
 namespace tbd {
 
-// Defined by dist/mpi_comm.cpp and dist/nccl_comm.cpp when the build has them.
+// Defined by parallel/mpi_comm.cpp and parallel/nccl_comm.cpp when the build has them.
 #if TBD_HAVE_MPI
 std::unique_ptr<Communicator> make_mpi_communicator(Backend& be);
 bool mpi_initialized();

@@ -1,4 +1,4 @@
-// tests/dist/comm_thread_test.cpp: the communication thread runs jobs in posting order, drains,
+// tests/parallel/comm_thread_test.cpp: the communication thread runs jobs in posting order, drains,
 // passes errors back, and shares its queue safely (this test also runs under ThreadSanitizer).
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "dist/comm_thread.h"
+#include "parallel/comm_thread.h"
 
 namespace tbd {
 namespace {

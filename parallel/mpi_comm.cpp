@@ -1,4 +1,4 @@
-// dist/mpi_comm.cpp: the MPI communicator (Open MPI here), host buffers, one comm thread.
+// parallel/mpi_comm.cpp: the MPI communicator (Open MPI here), host buffers, one comm thread.
 //
 // Every MPI call after MPI_Init_thread is made on the communicator's CommThread (so
 // MPI_THREAD_SERIALIZED suffices and a blocking MPI_Allreduce there overlaps the main thread's
@@ -15,8 +15,8 @@
 #include <utility>
 
 #include "core/error.h"
-#include "dist/comm_thread.h"
-#include "dist/communicator.h"
+#include "parallel/comm_thread.h"
+#include "parallel/communicator.h"
 
 namespace tbd {
 namespace {

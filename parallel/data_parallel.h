@@ -1,4 +1,4 @@
-// dist/data_parallel.h: a model's training step, data-parallel over a Communicator.
+// parallel/data_parallel.h: a model's training step, data-parallel over a Communicator.
 //
 // The PyTorch DDP algorithm on tbd's static graph (shared/notes/distributed.md):
 //   - Plan. The graph's parameters are laid out in the order backward completes their
@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.h"
 #include "models/model.h"
+#include "parallel/communicator.h"
 
 namespace tbd {
 
