@@ -337,6 +337,12 @@ class FormattingTest(unittest.TestCase):
         self.assertIsNone(report.parse_model("Conv2d/resnet50.conv1/fwd/batch:8"))
         self.assertEqual(report.parse_layer("Conv2d/resnet50.layer2.0.conv2/bwd/batch:32"),
                          ("Conv2d/resnet50.layer2.0.conv2/bwd", 32))
+        self.assertEqual(report.parse_layer("Conv2d/resnet50.layer2.0.conv2/wgrad/batch:4_median"),
+                         ("Conv2d/resnet50.layer2.0.conv2/wgrad", 4))
+        self.assertEqual(report.parse_layer("MultiHeadAttention/transformer.enc0.attn/fwd/batch:8"
+                                            "/len:32"),
+                         ("MultiHeadAttention/transformer.enc0.attn/fwd len:32", 8))
+        self.assertIsNone(report.parse_layer("AllReduce/mpi/bytes:8/ranks:2"))
 
 
 class ReportHtmlTest(ReportTestBase):

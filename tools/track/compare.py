@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import re
 from dataclasses import asdict, dataclass, field
 
-from . import stats
+from . import names, stats
 from .config import Config
 from .gbjson import Bench, Run
 from .metrics import MetricTable
@@ -38,17 +37,13 @@ CONTEXT_IGNORE = {"date", "load_avg", "executable", "tbd_metrics", "caches", "mh
                   "peak_fp32_method", "peak_bandwidth_method"}
 
 
+FAMILIES = {"model": "models", "optimizer": "optimizers", "collective": "collectives",
+            "layer": "layers"}
+
+
 def family_of(name: str) -> str:
-    parts = name.split("/")
-    if len(parts) >= 2 and parts[1] == "train":
-        return "models"
-    if len(parts) >= 3 and parts[2] == "step":
-        return "optimizers"
-    if len(parts) >= 3 and parts[2].startswith("bytes:"):
-        return "collectives"
-    if len(parts) >= 3 and re.match(r"^(fwd|bwd|fwdbwd|dgrad|wgrad)$", parts[2]):
-        return "layers"
-    return "other"
+    n = names.parse(name)
+    return FAMILIES[n.family] if n is not None else "other"
 
 
 @dataclass

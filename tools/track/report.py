@@ -32,6 +32,7 @@ import re
 import statistics
 import sys
 
+from . import names
 from .gbjson import InputError, Run, load_runs
 
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
@@ -318,35 +319,26 @@ def _badge(verdict: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # Names
 
-MODEL_RX = re.compile(r"^(?P<model>[^/]+)/train/batch:(?P<n>\d+)(?P<params>(?:/[^/:]+:[^/]+)*)$")
-LAYER_RX = re.compile(r"^(?P<kind>[^/]+)/(?P<subject>[^/]+)/(?P<phase>fwd|bwd|fwdbwd|dgrad|wgrad)"
-                      r"/batch:(?P<n>\d+)$")
-# Google Benchmark's own name components, removed before the grammar is applied.
-GB_SUFFIX = re.compile(r"^(manual_time|real_time|process_time|repeats:\d+|iterations:\d+|"
-                       r"threads:\d+|min_time:[0-9.e+-]+s?|min_warmup_time:[0-9.e+-]+s?)$")
-
-
-def _strip_gb(name: str) -> str:
-    parts = name.split("/")
-    while len(parts) > 1 and GB_SUFFIX.match(parts[-1]):
-        parts.pop()
-    return "/".join(parts)
+def _params_text(n) -> str:
+    return " ".join(f"{k}:{v}" for k, v in n.params)
 
 
 def parse_model(name: str):
     """(model with its non-batch parameters, batch) for `<Model>/train/batch:<N>[/k:v...]`."""
-    m = MODEL_RX.match(_strip_gb(name))
-    if not m:
+    n = names.parse(name)
+    if n is None or n.family != "model":
         return None
-    params = " ".join(p for p in m.group("params").split("/") if p)
-    return (m.group("model") + (" " + params if params else ""), int(m.group("n")))
+    p = _params_text(n)
+    return (n.kind + (" " + p if p else ""), n.batch)
 
 
 def parse_layer(name: str):
-    m = LAYER_RX.match(_strip_gb(name))
-    if not m:
+    """(`<Kind>/<subject>/<phase>` with its parameters, batch) for a layer row's name."""
+    n = names.parse(name)
+    if n is None or n.family != "layer":
         return None
-    return (f'{m.group("kind")}/{m.group("subject")}/{m.group("phase")}', int(m.group("n")))
+    p = _params_text(n)
+    return (f"{n.kind}/{n.subject}/{n.phase}" + (" " + p if p else ""), n.batch)
 
 
 def _median(xs) -> float | None:
