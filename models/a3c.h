@@ -44,7 +44,7 @@
 // together), an apply exclusively (one RMSprop step at a time, the optimizer's state being
 // shared too). Cost: an apply (about 1M parameters: read w, g, sq, write w, sq) blocks pulls,
 // and pulls block an apply; both are memory-bound copies of a few MB against the rollout and
-// training compute of one update (see README, "Reading the output").
+// training compute of one update (see docs/output.md).
 // One benchmark iteration = 8 K updates in all, which the workers claim from a shared counter
 // (8 each when they keep pace; a worker that finishes early takes more); the iteration ends
 // when all are applied. That end is a barrier that lines the workers up, so they meet at the

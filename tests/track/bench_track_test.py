@@ -83,7 +83,7 @@ class RealOutput(unittest.TestCase):
 
     def test_a_a_run_reports_no_change(self):
         # Threshold 10 %: this shared 2-core machine drifts by up to 8 % over minutes; the
-        # default 5 % is what the README's A/A example shows on a quiet machine.
+        # default 5 % is what docs/tracking.md's A/A example shows on a quiet machine.
         r = subprocess.run([TBD_TRACK, "run", BENCH, BENCH, "--rounds", "4", "--repetitions",
                             "2", "--order", "abba", "--threshold", "0.10",
                             "--work", tempfile.mkdtemp(prefix="tbd_track_aa."), "--",

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from .common import count_params, identity, only_params
 
 MODEL = "ResNet50"
-PARAMS = 25_557_032  # tbd's (README's model table)
+PARAMS = 25_557_032  # tbd's (docs/models.md)
 
 
 # models/resnet50.cpp: ResNet-50's stages (blocks, bottleneck width, stride of the first block).

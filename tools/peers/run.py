@@ -44,7 +44,7 @@ from .common import blas_info, identity
 from track.files import write_atomic
 
 # The rows run when neither --rows nor a tbd_bench list names them: each model at the batch
-# the README's framework table uses (the TBD paper's CPU-sized configurations).
+# docs/peers.md's framework table uses (the TBD paper's CPU-sized configurations).
 DEFAULT_ROWS = (
     "ResNet50/train/batch:4",
     "InceptionV3/train/batch:4",

@@ -1,5 +1,5 @@
 """tbd_track: per-commit performance tracking for tbd_bench (and any Google Benchmark) JSON.
 
-Subcommands: compare, run, history, bisect, report. See `tools/tbd_track --help` and the
-README's "Tracking performance per commit".
+Subcommands: compare, run, history, bisect, report. See `tools/tbd_track --help` and
+docs/tracking.md.
 """

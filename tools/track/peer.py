@@ -10,7 +10,7 @@ virtual environment under ~/.cache/tbd-peers/torch-<version> (TBD_PEERS_CACHE mo
 torch and torchvision from PyPI, made on first use; `--torch=debian` takes Debian's
 python3-torch (1.13) instead. Rows are tbd's names, selected by --rows and --benchmark_filter
 (Google Benchmark's semantics) from peers.run's default rows, each model at the batch of the
-README's framework table. Each round runs, for every row, one tbd_bench process and one peer
+docs/peers.md's framework table. Each round runs, for every row, one tbd_bench process and one peer
 process per mode (eager: plain PyTorch; compile: torch.compile with inductor), in an order that
 rotates from round to round, so every side sees the same spells of the machine; each process
 does --repetitions repetitions of at least --min-time seconds. The files are Google Benchmark
