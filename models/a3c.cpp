@@ -77,8 +77,6 @@ class A3c final : public Model {
   void build();
   void train_step() override;
   float loss() override { return last_loss_.load(); }
-  double step_flops() const override { return flops_; }
-  double step_bytes() const override { return bytes_; }
   int64_t actors() const { return K_; }
 
  private:
@@ -113,7 +111,6 @@ class A3c final : public Model {
   std::vector<Param> shared_;  // the optimizer's view: global values, the applier's gradients
   std::shared_mutex weights_;  // shared: a pull; exclusive: an apply
   std::atomic<float> last_loss_{0.f};
-  double flops_ = 0, bytes_ = 0;
 
   // The worker pool (K > 1): one generation per train_step.
   std::vector<std::thread> threads_;
@@ -171,6 +168,7 @@ void A3c::build() {
   add_net(*global_, o_, gx);
   global_->finalize_inference();
 
+  std::size_t rollout_graph = 0;  // worker 0's, for the step plan
   for (int64_t k = 0; k < K_; ++k) {
     // Each worker's primitives are created with the threads it will run with.
     std::unique_ptr<WorkerScope> scope;
@@ -187,6 +185,7 @@ void A3c::build() {
     add_train(*w->train, *w, k == 0);
     w->train->finalize();
     w->rollout = &add_graph();
+    if (k == 0) rollout_graph = num_graphs() - 1;
     w->r_frames = w->rollout->input("frames", Shape{1, o_.stack, S, S}, DType::kU8);
     w->r_net = add_net(*w->rollout, o_, w->r_frames);
     w->rollout->keep(w->r_net.value);  // the host reads both after each forward
@@ -241,16 +240,20 @@ void A3c::build() {
   add_optimizer(make_optimizer(be, rc, sp));
   fill_data();
 
-  // Work of one iteration (K * kUpdatesPerWorker updates): the rollout's t_max + 1 forwards (the
-  // loss excluded: rollout graphs have none), the training step, the pull copy and the update.
-  Graph& r = *workers_[0]->rollout;
-  Graph& t = graph();
-  const double pull_bytes = 2.0 * static_cast<double>(global_->arena().values.bytes());
-  const double updates = static_cast<double>(K_ * kUpdatesPerWorker);
-  flops_ = updates * (static_cast<double>(T + 1) * r.flops().fprop + t.executed_flops().total() +
-                      optimizer().flops());
-  bytes_ = updates * (static_cast<double>(T + 1) * r.bytes().fprop + t.executed_bytes().total() +
-                      t.zero_grad_bytes() + optimizer().bytes() + pull_bytes);
+  // The step's plan (Model::StepPart), which train_step() does not run (the workers run the
+  // updates concurrently) but which describes their work for step_flops(), step_bytes() and
+  // the breakdown, on worker 0's graphs: K * kUpdatesPerWorker updates, each t_max + 1
+  // forwards of the rollout graph (no loss: rollout graphs have none) and one training pass
+  // with the shared RMSprop, after the pull copy of the global weights (read and written).
+  const int updates = static_cast<int>(K_ * kUpdatesPerWorker);
+  StepPart rollout{rollout_graph, kForwardOnly, updates * static_cast<int>(T + 1), "rollout"};
+  StepPart train{0, 0, updates, "update"};
+  train.prepare = [this](int) {
+    std::shared_lock<std::shared_mutex> lock(weights_);
+    backend().reorder(graph().arena().values, global_->arena().values);
+  };
+  train.prepare_bytes = 2.0 * static_cast<double>(global_->arena().values.bytes());
+  set_step_plan({rollout, train});
   set_samples_per_step(K_ * kUpdatesPerWorker);
   set_extra_items("frames", static_cast<double>(K_ * kUpdatesPerWorker * T));
 

@@ -16,7 +16,7 @@ double now_s() {
 
 StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
   Backend& be = m.backend();
-  const std::vector<Model::StepPart> parts = m.step_parts();
+  const std::vector<Model::StepPart>& parts = m.step_plan();
   // One row per node of every part, in part order (a part's rows count its `times` runs).
   StepBreakdown b;
   for (const Model::StepPart& part : parts) {
@@ -29,9 +29,10 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
       t.kind = l.kind();
       t.problem = l.describe();
       t.split_backward = l.split_backward();
-      // The phases that run (Graph::executed_flops), per step.
-      const Flops f = g.executed_flops(i);
-      const Bytes by = g.executed_bytes(i);
+      // The phases that run (Graph::executed_flops; a forward-only part's fprop), per step.
+      const bool fwd_only = part.optimizer == Model::kForwardOnly;
+      const Flops f = fwd_only ? Flops{l.flops().fprop, 0, 0} : g.executed_flops(i);
+      const Bytes by = fwd_only ? Bytes{l.bytes().fprop, 0, 0} : g.executed_bytes(i);
       t.flops = Flops{f.fprop * times, f.dgrad * times, f.wgrad * times};
       t.bytes = Bytes{by.fprop * times, by.dgrad * times, by.wgrad * times};
       for (const Param& p : l.params()) {
@@ -40,6 +41,8 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
       for (const TensorDesc& d : l.output_descs()) t.output_bytes += d.bytes();
       b.layers.push_back(std::move(t));
     }
+    b.prepare_bytes += times * part.prepare_bytes;
+    if (part.optimizer == Model::kForwardOnly) continue;
     b.optimizer_flops += times * m.optimizer(part.optimizer).flops();
     b.optimizer_bytes += times * m.optimizer(part.optimizer).bytes();
     b.zero_grad_bytes += times * g.zero_grad_bytes();
@@ -66,11 +69,14 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
     for (const Model::StepPart& part : parts) {
       Graph& g = m.graph(part.graph);
       const std::size_t n = g.nodes().size();
+      const bool fwd_only = part.optimizer == Model::kForwardOnly;
       for (int k = 0; k < part.times; ++k) {
-        b.zero_grad_s += timed([&] { g.zero_grad(); });
+        if (part.prepare) b.prepare_s += timed([&] { part.prepare(k); });
+        if (!fwd_only) b.zero_grad_s += timed([&] { g.zero_grad(); });
         for (std::size_t i = 0; i < n; ++i) {
           b.layers[row0 + i].fwd_s += timed([&] { g.forward_node(i); });
         }
+        if (fwd_only) continue;
         be.fill(g.grad(g.loss()), 1.f);
         for (std::size_t i = n; i-- > 0;) {
           LayerTiming& t = b.layers[row0 + i];
@@ -97,7 +103,8 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
   }
   b.zero_grad_s /= steps;
   b.optimizer_s /= steps;
-  b.sum_s = b.zero_grad_s + b.optimizer_s;
+  b.prepare_s /= steps;
+  b.sum_s = b.zero_grad_s + b.optimizer_s + b.prepare_s;
   for (auto& t : b.layers) {
     t.fwd_s /= steps;
     t.bwd_s /= steps;
@@ -108,22 +115,31 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
 
   // On CUDA, replace host timings by CUPTI kernel time per layer where available (tags: 3r for
   // row r's forward, 3r + 1 for its backward or its data gradient, 3r + 2 for its weight
-  // gradients, -1 zero_grad, -2 the optimizer).
+  // gradients, -1 zero_grad, -2 the optimizer, -3 the parts' input preparation).
   if (counters != nullptr) {
     DeviceCounters dc = counters->measure_timeline([&] {
       std::size_t row0 = 0;
       for (const Model::StepPart& part : parts) {
         Graph& g = m.graph(part.graph);
         const std::size_t n = g.nodes().size();
+        const bool fwd_only = part.optimizer == Model::kForwardOnly;
         for (int k = 0; k < part.times; ++k) {
-          counters->push_tag(-1);
-          g.zero_grad();
-          counters->pop_tag();
+          if (part.prepare) {
+            counters->push_tag(-3);
+            part.prepare(k);
+            counters->pop_tag();
+          }
+          if (!fwd_only) {
+            counters->push_tag(-1);
+            g.zero_grad();
+            counters->pop_tag();
+          }
           for (std::size_t i = 0; i < n; ++i) {
             counters->push_tag(static_cast<int>(3 * (row0 + i)));
             g.forward_node(i);
             counters->pop_tag();
           }
+          if (fwd_only) continue;
           be.fill(g.grad(g.loss()), 1.f);
           for (std::size_t i = n; i-- > 0;) {
             const int r = static_cast<int>(row0 + i);
@@ -163,10 +179,12 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
         if (t.wgrad_s) t.wgrad_s = tagged(3 * r + 2);
         b.sum_s += t.fwd_s + t.bwd_s;
       }
-      auto z = dc.kernel_s_by_tag.find(-1), o = dc.kernel_s_by_tag.find(-2);
+      auto z = dc.kernel_s_by_tag.find(-1), o = dc.kernel_s_by_tag.find(-2),
+           pr = dc.kernel_s_by_tag.find(-3);
       b.zero_grad_s = z == dc.kernel_s_by_tag.end() ? 0 : z->second;
       b.optimizer_s = o == dc.kernel_s_by_tag.end() ? 0 : o->second;
-      b.sum_s += b.zero_grad_s + b.optimizer_s;
+      b.prepare_s = pr == dc.kernel_s_by_tag.end() ? 0 : pr->second;
+      b.sum_s += b.zero_grad_s + b.optimizer_s + b.prepare_s;
     }
   }
   return b;
@@ -233,6 +251,8 @@ std::string format_breakdown(const StepBreakdown& b, const std::string& title,
     row(t.name, t.kind, t.fwd_s, t.bwd_s, t.dgrad_s, t.wgrad_s, t.flops.total(), t.bytes.total(),
         t.param_bytes + t.output_bytes);
   }
+  if (b.prepare_bytes > 0 || b.prepare_s > 0)
+    row("(prepare)", "-", b.prepare_s, 0, {}, {}, 0, b.prepare_bytes, 0);
   row("(zero_grad)", "-", 0, b.zero_grad_s, {}, {}, 0, b.zero_grad_bytes, 0);
   row("(optimizer)", "-", 0, b.optimizer_s, {}, {}, b.optimizer_flops, b.optimizer_bytes, 0);
   std::snprintf(line, sizeof(line),

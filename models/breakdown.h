@@ -3,11 +3,12 @@
 // Runs the model's step node by node and times each layer's forward and backward (host clock
 // around each call after a device synchronize on CPU; on CUDA the kernel time attributed to
 // the layer through CUPTI external correlation when a CounterSession is given), plus the
-// gradient zeroing and the optimizer update. A model whose step has several parts
-// (Model::step_parts: WGAN-GP's generator step and its 5 critic steps) gets rows for every
-// part's nodes, labelled "<part>:<node>", each counting the part's runs per step; zero_grad and
-// optimizer are summed over the parts. A row's FLOPs and bytes are the phases the node runs
-// (Graph::executed_flops). The rows add up to the instrumented step; the un-instrumented step
+// gradient zeroing, the optimizer update and the parts' input preparation. It runs the model's
+// step plan (Model::step_plan): a model whose step has several parts (WGAN-GP's generator step
+// and its 5 critic steps; A3C's rollout forwards and its updates) gets rows for every part's
+// nodes, labelled "<part>:<node>", each counting the part's runs per step; zero_grad,
+// optimizer and prepare are summed over the parts. A row's FLOPs and bytes are the phases the node
+// runs (Graph::executed_flops). The rows add up to the instrumented step; the un-instrumented step
 // time is measured alongside so the gap is visible (`coverage`).
 #pragma once
 
@@ -44,7 +45,9 @@ struct StepBreakdown {
   double optimizer_flops = 0;
   double optimizer_bytes = 0;
   double zero_grad_bytes = 0;         // every gradient written once (Graph::zero_grad_bytes)
-  double sum_s = 0;                   // all rows + zero_grad + optimizer
+  double prepare_s = 0;               // the parts' input preparation (StepPart::prepare)
+  double prepare_bytes = 0;           // and its bytes (StepPart::prepare_bytes)
+  double sum_s = 0;                   // all rows + zero_grad + optimizer + prepare
   double step_s = 0;                  // mean un-instrumented train_step() time
   bool from_device_counters = false;  // kernel time from CUPTI instead of host timers
 };

@@ -208,15 +208,6 @@ std::vector<std::pair<std::string, float>> FasterRcnn::loss_terms() {
   return out;
 }
 
-double FasterRcnn::step_flops() const {
-  return graph().executed_flops().total() + (num_optimizers() ? optimizer().flops() : 0.0);
-}
-
-double FasterRcnn::step_bytes() const {
-  return graph().executed_bytes().total() + graph().zero_grad_bytes() +
-         (num_optimizers() ? optimizer().bytes() : 0.0);
-}
-
 std::unique_ptr<FasterRcnn> build_faster_rcnn(Backend& be, const FasterRcnnOptions& o) {
   check_options(o);
   auto m = std::make_unique<FasterRcnn>(be, "FasterRCNN", o.seed);

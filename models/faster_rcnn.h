@@ -74,10 +74,6 @@ class FasterRcnn : public Model {
   using Model::Model;
   // (name, value) of rpn_cls, rpn_bbox, rcnn_cls, rcnn_bbox after the last step.
   std::vector<std::pair<std::string, float>> loss_terms();
-  // The work that runs: the frozen stem's backward is not run, so not counted (the default
-  // counts every phase of every layer).
-  double step_flops() const override;
-  double step_bytes() const override;
 
  private:
   friend std::unique_ptr<FasterRcnn> build_faster_rcnn(Backend&, const FasterRcnnOptions&);

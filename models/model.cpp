@@ -115,22 +115,67 @@ void Model::copy_inputs_from_host() {
 
 void Model::train_step() {
   copy_inputs_from_host();
-  graph_.zero_grad();
-  graph_.forward();
-  graph_.backward();
-  optimizers_.at(0)->step();
+  for (const StepPart& p : plan_) {
+    for (int k = 0; k < p.times; ++k) run_pass(p, k);
+  }
 }
 
-// The phases that run (Graph::executed_flops): no data gradient of a layer fed by data (the
-// first convolution's), no weight gradient of a frozen one.
+void Model::set_step_plan(std::vector<StepPart> plan) {
+  TBD_CHECK(!plan.empty(), name_, ": an empty step plan");
+  for (const StepPart& p : plan) {
+    TBD_CHECK(p.graph < num_graphs(), name_, ": step part '", p.label, "' names graph ", p.graph,
+              " of ", num_graphs());
+    TBD_CHECK(p.optimizer == kForwardOnly ||
+                  (p.optimizer >= 0 && static_cast<std::size_t>(p.optimizer) < optimizers_.size()),
+              name_, ": step part '", p.label, "' names optimizer ", p.optimizer, " of ",
+              optimizers_.size());
+    TBD_CHECK(p.times >= 1, name_, ": step part '", p.label, "' runs ", p.times, " times");
+  }
+  plan_ = std::move(plan);
+}
+
+void Model::run_pass(const StepPart& p, int k) {
+  if (p.prepare) p.prepare(k);
+  Graph& g = graph(p.graph);
+  if (p.optimizer == kForwardOnly) {
+    g.forward();
+    return;
+  }
+  g.zero_grad();
+  g.forward();
+  g.backward();
+  optimizers_.at(static_cast<std::size_t>(p.optimizer))->step();
+}
+
+// Per pass: the phases that run (Graph::executed_flops): no data gradient of a layer fed by
+// data (the first convolution's), no weight gradient of a frozen one; a forward-only part's
+// forward.
 double Model::step_flops() const {
-  double f = graph_.executed_flops().total();
-  return f + (optimizers_.empty() ? 0.0 : optimizers_[0]->flops());
+  double f = 0;
+  for (const StepPart& p : plan_) {
+    const Graph& g = graph(p.graph);
+    const bool fwd_only = p.optimizer == kForwardOnly;
+    double pass = fwd_only ? g.flops().fprop : g.executed_flops().total();
+    if (!fwd_only && !optimizers_.empty()) pass += optimizers_.at(p.optimizer)->flops();
+    f += p.times * pass;
+  }
+  return f;
 }
 
 double Model::step_bytes() const {
-  double b = graph_.executed_bytes().total() + graph_.zero_grad_bytes();
-  return b + (optimizers_.empty() ? 0.0 : optimizers_[0]->bytes());
+  double b = 0;
+  for (const StepPart& p : plan_) {
+    const Graph& g = graph(p.graph);
+    double pass = p.prepare_bytes;
+    if (p.optimizer == kForwardOnly) {
+      pass += g.bytes().fprop;
+    } else {
+      pass += g.executed_bytes().total() + g.zero_grad_bytes();
+      if (!optimizers_.empty()) pass += optimizers_.at(p.optimizer)->bytes();
+    }
+    b += p.times * pass;
+  }
+  return b;
 }
 
 }  // namespace tbd

@@ -1,8 +1,9 @@
 // models/model.h: a trainable model = graph(s) + optimizer(s) + synthetic data.
 //
-// A model owns its training step. The default train_step() is one full step of the main
-// graph: zero the gradients, forward (loss included), backward in reverse order, optimizer
-// update (llm.c's four calls). A model that trains otherwise overrides it: a GAN keeps a critic
+// A model describes its training step once, as a plan of parts (StepPart, below), which one
+// engine runs, times and counts. The default plan is one full step of the main graph: zero the
+// gradients, forward (loss included), backward in reverse order, optimizer update (llm.c's
+// four calls). A model that trains otherwise sets its own plan: a GAN keeps a critic
 // graph and a generator graph (the generator's graph runs the critic's layers with their
 // weights tied to the critic's and their parameter gradients off, Graph::set_param_grads) with
 // an optimizer each, and runs n_critic critic steps per generator step. Using one set of
@@ -49,6 +50,7 @@ class Model {
     return *graphs_.back();
   }
   Graph& graph(std::size_t i) { return i == 0 ? graph_ : *graphs_.at(i - 1); }
+  const Graph& graph(std::size_t i) const { return i == 0 ? graph_ : *graphs_.at(i - 1); }
   std::size_t num_graphs() const { return 1 + graphs_.size(); }
 
   // Declares an input of the main graph (or of `g`) that holds synthetic data: uniform floats
@@ -91,7 +93,9 @@ class Model {
 
   void set_h2d_per_step(bool on) { h2d_per_step_ = on; }
   bool h2d_per_step() const { return h2d_per_step_; }
-  // One training step (see the top); copies the inputs from the host first with h2d_per_step.
+  // One training step: the step plan's parts in order (step_plan()); copies the inputs from the
+  // host first with h2d_per_step. A model whose step the plan cannot run (A3C's concurrent
+  // workers) overrides it and keeps a plan that describes the same work.
   virtual void train_step();
   // The loss of the last step (a model with its own step may say which).
   virtual float loss() { return graph_.loss_value(); }
@@ -102,27 +106,37 @@ class Model {
   const std::map<std::string, double>& extra_items_per_step() const { return extra_items_; }
   void set_extra_items(const std::string& what, double per_step) { extra_items_[what] = per_step; }
 
-  // The parts of one training step, for the per-layer breakdown (models/breakdown.h): each part
-  // zeroes graph `graph`'s gradients, runs its forward and backward and steps optimizer
-  // `optimizer`, `times` per step; `label` prefixes its rows ("critic" in "critic:res1.conv1").
-  // The default step is one unlabelled part; a model with its own step lists its parts (what
-  // else its step does, such as copying data, is what the breakdown's coverage leaves out).
+  // One training step as a plan of parts, the one description of the step that the step
+  // engine runs (train_step()), the per-layer breakdown times (models/breakdown.h) and
+  // step_flops()/step_bytes() count. A part is `times` passes over graph `graph` per step:
+  // before each, prepare(k) (k = 0 .. times-1; optional) loads the pass's inputs; then zero the
+  // gradients, forward (loss included), backward and step optimizer `optimizer`, or, for a
+  // forward-only part (optimizer kForwardOnly: an A3C rollout), the forward alone. `label`
+  // prefixes the part's breakdown rows ("critic_step" in "critic_step:res1.conv1"). The default
+  // plan is one unlabelled pass of the main graph with optimizer 0.
+  static constexpr int kForwardOnly = -1;
   struct StepPart {
     std::size_t graph = 0;
-    std::size_t optimizer = 0;
+    int optimizer = 0;
     int times = 1;
     std::string label;
+    std::function<void(int)> prepare;
+    double prepare_bytes = 0;  // bytes one prepare moves (read and written)
   };
-  virtual std::vector<StepPart> step_parts() const { return {StepPart{}}; }
+  const std::vector<StepPart>& step_plan() const { return plan_; }
+  // Replaces the default plan (before the first step).
+  void set_step_plan(std::vector<StepPart> plan);
+  // One pass of part p (pass k): prepare, then the graph's phases as above.
+  void run_pass(const StepPart& p, int k);
 
-  // Analytic FLOPs of one training step (layers + optimizer), for the default step; a model
-  // with its own step counts its own. The phases that run (Graph::executed_flops): a layer's
-  // dgrad only where an input takes a gradient, its wgrad only where its parameters do.
-  virtual double step_flops() const;
-  // Analytic bytes of one training step, a lower bound (layers/layer.h): every layer's
-  // phases that run (summed as the FLOPs are), zero_grad's writes of every gradient, and the
-  // optimizer step. The --tbd_h2d_per_step input copy is not counted.
-  virtual double step_bytes() const;
+  // Analytic FLOPs of one training step, from the plan: per pass, the phases that run
+  // (Graph::executed_flops: a layer's dgrad only where an input takes a gradient, its wgrad
+  // only where its parameters do; a forward-only part's fprop) and the optimizer step.
+  double step_flops() const;
+  // Analytic bytes of one training step, a lower bound (layers/layer.h), counted as the FLOPs
+  // are, plus zero_grad's writes of every gradient and each prepare's bytes. The
+  // --tbd_h2d_per_step input copy is not counted.
+  double step_bytes() const;
 
   // The --tbd_h2d_per_step copy of every data input (train_step and the steps that replace
   // it call it first).
@@ -137,6 +151,7 @@ class Model {
     std::vector<char> host;  // staged host copy (h2d_per_step)
     bool filled = false;
   };
+  std::vector<StepPart> plan_{StepPart{}};
   Backend& be_;
   std::string name_;
   Graph graph_;

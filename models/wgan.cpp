@@ -182,54 +182,30 @@ class Wgan final : public Model {
     adam.lr = o.lr;
     adam.beta1 = 0.0;
     adam.beta2 = 0.9;
-    critic_opt_ = &add_optimizer(make_optimizer(be, adam, g0.params()));
-    gen_opt_ = &add_optimizer(make_optimizer(be, adam, g1.params()));
-    be.fill(g0.tensor(seed_), 1.f);  // d sum(D(x_hat)) / d x_hat
+    add_optimizer(make_optimizer(be, adam, g0.params()));  // 0: the critic's
+    add_optimizer(make_optimizer(be, adam, g1.params()));  // 1: the generator's
+    be.fill(g0.tensor(seed_), 1.f);                        // d sum(D(x_hat)) / d x_hat
 
     // The data pool (see the header): per iteration, a real and a noise batch per critic step
     // and a noise batch for the generator step.
     Rng rng(seed_for(o.seed, "wgan.data"));
     for (int i = 0; i < o.critic_iters; ++i) add_pool(real_pool_, g0.desc(real_), rng, false);
     for (int i = 0; i <= o.critic_iters; ++i) add_pool(noise_pool_, g0.desc(critic_z_), rng, true);
-  }
 
-  void train_step() override {
-    // The generator step.
-    load(gen_g_->tensor(gen_z_), noise_pool_.back());
-    gen_g_->zero_grad();
-    gen_g_->forward();
-    gen_g_->backward();
-    gen_opt_->step();
-    // n_critic critic steps, each on new real images and noise.
-    for (int i = 0; i < o_.critic_iters; ++i) {
-      load(critic_g_->tensor(real_), real_pool_[i]);
-      load(critic_g_->tensor(critic_z_), noise_pool_[i]);
-      critic_g_->zero_grad();
-      critic_g_->forward();
-      critic_g_->backward();
-      critic_opt_->step();
-    }
-  }
-
-  std::vector<StepPart> step_parts() const override {
-    return {StepPart{1, 1, 1, "gen_step"}, StepPart{0, 0, o_.critic_iters, "critic_step"}};
-  }
-
-  // The phases that run (Graph::executed_flops): the critic's layers in the generator's step
-  // compute no weight gradients, the generator's layers in the critic's step only a forward.
-  double step_flops() const override {
-    return gen_g_->executed_flops().total() + gen_opt_->flops() +
-           o_.critic_iters * (critic_g_->executed_flops().total() + critic_opt_->flops());
-  }
-  // Layers as above, zero_grad's writes, the optimizers, and the copies of the batches from the
-  // pool into the inputs (read and write: 2x their bytes).
-  double step_bytes() const override {
-    const double gen = gen_g_->executed_bytes().total() + gen_g_->zero_grad_bytes() +
-                       gen_opt_->bytes() + 2.0 * gen_g_->tensor(gen_z_).bytes();
-    const double critic =
-        critic_g_->executed_bytes().total() + critic_g_->zero_grad_bytes() + critic_opt_->bytes() +
-        2.0 * (critic_g_->tensor(real_).bytes() + critic_g_->tensor(critic_z_).bytes());
-    return gen + o_.critic_iters * critic;
+    // The step: the generator's (graph 1, optimizer 1) on the pool's last noise batch, then
+    // n_critic critic steps (graph 0, optimizer 0), each on the next real and noise batch. The
+    // copies from the pool into the inputs read and write each batch (2x its bytes).
+    StepPart gen_step{1, 1, 1, "gen_step"};
+    gen_step.prepare = [this](int) { load(gen_g_->tensor(gen_z_), noise_pool_.back()); };
+    gen_step.prepare_bytes = 2.0 * static_cast<double>(g1.tensor(gen_z_).bytes());
+    StepPart critic_step{0, 0, o.critic_iters, "critic_step"};
+    critic_step.prepare = [this](int k) {
+      load(critic_g_->tensor(real_), real_pool_[static_cast<std::size_t>(k)]);
+      load(critic_g_->tensor(critic_z_), noise_pool_[static_cast<std::size_t>(k)]);
+    };
+    critic_step.prepare_bytes =
+        2.0 * static_cast<double>(g0.tensor(real_).bytes() + g0.tensor(critic_z_).bytes());
+    set_step_plan({gen_step, critic_step});
   }
 
  private:
@@ -257,8 +233,6 @@ class Wgan final : public Model {
   WganOptions o_;
   Graph* critic_g_ = nullptr;
   Graph* gen_g_ = nullptr;
-  Optimizer* critic_opt_ = nullptr;
-  Optimizer* gen_opt_ = nullptr;
   TensorId real_ = -1, critic_z_ = -1, gen_z_ = -1, seed_ = -1;
   std::vector<Batch> real_pool_, noise_pool_;
 };

@@ -11,10 +11,13 @@
 namespace tbd {
 
 void check_data_parallel_model(const Model& m) {
-  TBD_CHECK(m.num_graphs() == 1 && m.num_optimizers() == 1, m.name(),
+  const auto& plan = m.step_plan();
+  const bool default_plan = plan.size() == 1 && plan[0].graph == 0 && plan[0].optimizer == 0 &&
+                            plan[0].times == 1 && !plan[0].prepare;
+  TBD_CHECK(m.num_graphs() == 1 && m.num_optimizers() == 1 && default_plan, m.name(),
             " cannot run data-parallel: it trains with a step of its own (", m.num_graphs(),
-            " graphs, ", m.num_optimizers(),
-            " optimizers); data-parallel runs the default step of one graph and one optimizer");
+            " graphs, ", m.num_optimizers(), " optimizers, ", plan.size(),
+            " step parts); data-parallel runs the default step of one graph and one optimizer");
 }
 
 uint64_t BucketPlan::hash() const {

@@ -110,28 +110,26 @@ TEST(Breakdown, RowsCoverEveryNodeAndAddUp) {
   EXPECT_NE(table.find("dgrad ms"), std::string::npos) << table;
 }
 
-// step_flops() counts the phases that run: the breakdown's rows (each node's executed phases)
-// plus the optimizer add up to it, for every model; and for ResNet-50 that is everything but
-// the first convolution's data gradient (its input is the images).
+// step_flops() and step_bytes() count the phases that run: the breakdown's rows (each node's
+// executed phases per part of the step plan) plus the optimizer, zero_grad and input
+// preparation add up to them, for every model (A3C's rollouts included: its plan has a
+// forward-only part); and for ResNet-50 that is everything but the first convolution's data
+// gradient (its input is the images).
 class StepWork : public ::testing::TestWithParam<test::TinyModel> {};
 TEST_P(StepWork, StepFlopsAreThePhasesThatRun) {
   auto be = make_cpu_backend();
   auto m = GetParam().build(*be);
   const StepBreakdown b = measure_breakdown(*m, 1);
-  double flops = 0;
-  for (const LayerTiming& t : b.layers) flops += t.flops.total();
+  double flops = 0, bytes = 0;
+  for (const LayerTiming& t : b.layers) {
+    flops += t.flops.total();
+    bytes += t.bytes.total();
+  }
   EXPECT_DOUBLE_EQ(flops + b.optimizer_flops, m->step_flops());
+  EXPECT_DOUBLE_EQ(bytes + b.optimizer_bytes + b.zero_grad_bytes + b.prepare_bytes,
+                   m->step_bytes());
 }
-// A3C is not among them: its breakdown times one update's training graph, while its step is 8
-// updates, each with t_max + 1 forwards of a rollout graph (Model::step_parts has no
-// forward-only part yet).
-std::vector<test::TinyModel> models_with_breakdown_steps() {
-  std::vector<test::TinyModel> v;
-  for (const test::TinyModel& m : test::tiny_models())
-    if (std::string(m.name) != "A3C") v.push_back(m);
-  return v;
-}
-INSTANTIATE_TEST_SUITE_P(Models, StepWork, ::testing::ValuesIn(models_with_breakdown_steps()),
+INSTANTIATE_TEST_SUITE_P(Models, StepWork, ::testing::ValuesIn(test::tiny_models()),
                          test::TinyModelName());
 
 TEST(ResNet50, StepFlopsLeaveOutTheFirstConvolutionsDataGradient) {
