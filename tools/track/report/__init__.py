@@ -32,8 +32,8 @@ import re
 import statistics
 import sys
 
-from . import names
-from .gbjson import InputError, Run, load_runs
+from .. import names
+from ..gbjson import InputError, Run, load_runs
 
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
        "img-src data:")
@@ -1392,7 +1392,7 @@ def ratio_chart(kind: str, title: str, items: list[tuple[str, list[tuple[str, di
 def section_frameworks(summary: dict) -> str:
     """tbd against peer frameworks (tbd_track peer, or runs of both): ratio bars per row with
     their confidence intervals, then the table with rates and peak memory on every side."""
-    from . import frameworks as fw  # noqa: PLC0415
+    from .. import frameworks as fw  # noqa: PLC0415
     ref = summary["reference"]
     short = fw.short_labels(summary["sides"])
     peers = [s for s in summary["sides"] if s != ref]
@@ -1837,7 +1837,7 @@ def section_scaling(runs: list[Run]) -> str:
     """Weak-scaling efficiency predicted by tbd_track simulate for each model with a one-rank
     data-parallel profile, on each named link (ring all-reduce, 25 MiB buckets), and the
     model's validation against the measured multi-rank rows."""
-    from . import dist_sim  # noqa: PLC0415
+    from .. import dist_sim  # noqa: PLC0415
     profs = [p for p in dist_sim.profiles(runs) if p.ranks == 1]
     ranks = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
     out = ['<p class="caption">Predicted from the one-rank step profile of a '
@@ -1881,7 +1881,7 @@ def build_html(comparison: dict | None, history: dict | None, runs: list, title:
                frameworks: dict | None = None) -> str:
     """The whole report as one string; the same input gives the same bytes. Runs of peer
     frameworks (tbd_track peer's files) go to the frameworks section only."""
-    from . import frameworks as fw  # noqa: PLC0415
+    from .. import frameworks as fw  # noqa: PLC0415
     c = comparison
     runs = list(runs or [])
     peer_runs = [r for r in runs if fw.framework_of(r) != "tbd"]
@@ -2007,9 +2007,9 @@ def run_report(args) -> int:
     comparison = None
     new_runs: list[Run] = []
     if args.compare:
-        from . import compare as cmp  # noqa: PLC0415 (needs scipy; only for --compare)
-        from .config import load_config  # noqa: PLC0415
-        from . import frameworks as fw  # noqa: PLC0415
+        from .. import compare as cmp  # noqa: PLC0415 (needs scipy; only for --compare)
+        from ..config import load_config  # noqa: PLC0415
+        from .. import frameworks as fw  # noqa: PLC0415
         base = load_runs([args.compare[0]])
         new_runs = load_runs([args.compare[1]])
         if fw.is_frameworks_comparison(base, new_runs):
@@ -2022,7 +2022,7 @@ def run_report(args) -> int:
     history = load_history(args.history) if args.history else None
     frameworks = load_frameworks(args.frameworks) if args.frameworks else None
     runs = load_runs(args.runs) if args.runs else new_runs
-    from .cli import write_atomic  # noqa: PLC0415 (cli imports this module's siblings)
+    from ..cli import write_atomic  # noqa: PLC0415 (cli imports this module's siblings)
     text = build_html(comparison, history, runs, args.title, frameworks)
     write_atomic(args.output, text)
     print(f"tbd_track: wrote {args.output} ({len(text.encode('utf-8'))} bytes)",
