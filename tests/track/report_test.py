@@ -1,4 +1,4 @@
-"""Tests of `tbd_track report` (tools/track/report.py): one offline, deterministic HTML file.
+"""Tests of `tbd_track report` (tools/track/report/): one offline, deterministic HTML file.
 
 Run from the repository root (Debian's python3, which has scipy):
     /usr/bin/python3 -m unittest discover -s tests/track -p 'report_test.py'

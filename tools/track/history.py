@@ -192,7 +192,7 @@ def _resolve_commits(repo: str, by_commit: dict, ref: str):
 def build_document(store: str, repo: str, machine: str | None = None, ref: str = "HEAD",
                    metrics: list[str] | None = None, bench_filter: str | None = None,
                    config_path: str | None = None) -> dict:
-    """The history document: commits in git order, series, change points (see report.py)."""
+    """The history document: commits in git order, series, change points (see report/)."""
     cfg = load_config(config_path)
     machine = pick_machine(store, machine)
     by_commit = load_machine(store, machine)
