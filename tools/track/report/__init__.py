@@ -77,7 +77,7 @@ def build_html(comparison: dict | None, history: dict | None, runs: list, title:
     has_dist = any(r.dist_steps for r in runs)
     body["scaling"] = ((True, section_scaling(runs)) if has_dist else
                        (False, "No data-parallel profile in the runs (tbd_bench --tbd_dist=mpi "
-                        "writes one; see README, Data-parallel training)."))
+                        "writes one; see docs/data_parallel.md)."))
     body["frameworks"] = ((True, section_frameworks(frameworks)) if frameworks else
                           (False, "No peer framework's runs (tbd_track peer writes them; give "
                            "its folder to --runs, or its frameworks.json to --frameworks)."))
