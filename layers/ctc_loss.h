@@ -20,7 +20,7 @@
 //
 //   CPU (layers/cpu/ctc_loss_cpu.cpp): own code, samples in parallel, each frame's row of the
 //   recursion vectorised, all in double; the same bits for any thread count.
-//   CUDA (layers/cuda/ctc_loss_cudnn.cu): cuDNN's CTC loss (cudnnCTCLoss_v8,
+//   CUDA (layers/cuda/ctc_loss_cuda.cu): cuDNN's CTC loss (cudnnCTCLoss_v8,
 //   CUDNN_CTC_LOSS_ALGO_DETERMINISTIC, softmax normalisation: float arithmetic in cuDNN's order,
 //   the same bits run to run), labels packed on the device into buffers made at build. cuDNN's
 //   limits are checked at build, naming the layer: blank must be 0, S at most 255. cuDNN is

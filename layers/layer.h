@@ -16,9 +16,9 @@
 // Each layer kind has a Config struct with `static constexpr const char* kKind` and states its
 // contract once, for every backend (layers/<kind>.{h,cpp}: contract<Config>, see Contract
 // below): input checks, output shapes and dtypes, parameters, FLOPs and bytes. Each backend
-// has one implementation file (layers/cpu/<kind>_onednn.cpp, layers/cuda/<kind>_cudnn.cu) whose
-// class hands the contract to Layer's constructor, builds its primitives and computes; it
-// registers its factory with TBD_REGISTER_LAYER.
+// has one implementation file (layers/cpu/<kind>_cpu.cpp, layers/cuda/<kind>_cuda.cu, one suffix
+// per backend) whose class hands the contract to Layer's constructor, builds its primitives and
+// computes; it registers its factory with TBD_REGISTER_LAYER.
 #pragma once
 
 #include <functional>

@@ -1,4 +1,4 @@
-// layers/cpu/attention_onednn.cpp: MultiHeadAttention on oneDNN matmul plus own softmax code.
+// layers/cpu/attention_cpu.cpp: MultiHeadAttention on oneDNN matmul plus own softmax code.
 //
 // Every GEMM is a oneDNN matmul primitive created at build: the four projections as 2-D
 // (N*T, D) x (D, D)^T GEMMs with the bias fused, and the attention products as batched

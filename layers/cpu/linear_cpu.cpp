@@ -1,4 +1,4 @@
-// layers/cpu/linear_onednn.cpp: Linear and Gemm on oneDNN matmul primitives.
+// layers/cpu/linear_cpu.cpp: Linear and Gemm on oneDNN matmul primitives.
 //
 // Every product is one oneDNN matmul created at build: a transposed operand is the same buffer
 // seen through a memory descriptor with swapped strides, so nothing is ever copied or

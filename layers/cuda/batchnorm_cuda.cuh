@@ -1,6 +1,6 @@
-// layers/cuda/batchnorm_cudnn.cuh: batch normalization on cuDNN, shared by BatchNorm2d
-// (layers/cuda/batchnorm2d_cudnn.cu) and SequenceBatchNorm
-// (layers/cuda/sequence_batchnorm_cudnn.cu), which differ only in the (N, C, H, W) their x is
+// layers/cuda/batchnorm_cuda.cuh: batch normalization on cuDNN, shared by BatchNorm2d
+// (layers/cuda/batchnorm2d_cuda.cu) and SequenceBatchNorm
+// (layers/cuda/sequence_batchnorm_cuda.cu), which differ only in the (N, C, H, W) their x is
 // normalised as (BatchNormSpec): cuDNN gets x as that NCHW tensor. Included only by .cu files.
 //
 // cudnnBatchNormalizationForwardTraining/Backward in spatial mode; cuDNN keeps the saved mean

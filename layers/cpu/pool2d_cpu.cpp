@@ -1,4 +1,4 @@
-// layers/cpu/pool2d_onednn.cpp: Pool2d and GlobalAvgPool2d on oneDNN pooling.
+// layers/cpu/pool2d_cpu.cpp: Pool2d and GlobalAvgPool2d on oneDNN pooling.
 //
 // x and y share x's layout (plain or nChw16c). Max pooling keeps oneDNN's workspace (the
 // argmax of every window) as saved state for backward, category feature maps. Global average

@@ -1,6 +1,6 @@
-// layers/cpu/batchnorm_onednn.h: batch normalization on oneDNN batch_normalization, shared by
-// BatchNorm2d (layers/cpu/batchnorm2d_onednn.cpp) and SequenceBatchNorm
-// (layers/cpu/sequence_batchnorm_onednn.cpp), which differ only in the (N, C, H, W) their x is
+// layers/cpu/batchnorm_cpu.h: batch normalization on oneDNN batch_normalization, shared by
+// BatchNorm2d (layers/cpu/batchnorm2d_cpu.cpp) and SequenceBatchNorm
+// (layers/cpu/sequence_batchnorm_cpu.cpp), which differ only in the (N, C, H, W) their x is
 // normalised as (BatchNormSpec). oneDNN gets x's own descriptor when x is that (N, C, H, W)
 // (BatchNorm2d, plain or nChw16c), else the 2-D `nc` (N, C) (SequenceBatchNorm's rows, H = W =
 // 1), both with statistics per C.

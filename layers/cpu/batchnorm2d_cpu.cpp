@@ -1,6 +1,6 @@
-// layers/cpu/batchnorm2d_onednn.cpp: BatchNorm2d on oneDNN batch_normalization
-// (layers/cpu/batchnorm_onednn.h), x as it comes: (N, C, H, W), plain or nChw16c.
-#include "layers/cpu/batchnorm_onednn.h"
+// layers/cpu/batchnorm2d_cpu.cpp: BatchNorm2d on oneDNN batch_normalization
+// (layers/cpu/batchnorm_cpu.h), x as it comes: (N, C, H, W), plain or nChw16c.
+#include "layers/cpu/batchnorm_cpu.h"
 
 namespace tbd::cpu {
 namespace {

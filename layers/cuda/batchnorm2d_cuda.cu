@@ -1,6 +1,6 @@
-// layers/cuda/batchnorm2d_cudnn.cu: BatchNorm2d on cuDNN (layers/cuda/batchnorm_cudnn.cuh),
+// layers/cuda/batchnorm2d_cuda.cu: BatchNorm2d on cuDNN (layers/cuda/batchnorm_cuda.cuh),
 // x as it is: (N, C, H, W).
-#include "layers/cuda/batchnorm_cudnn.cuh"
+#include "layers/cuda/batchnorm_cuda.cuh"
 
 namespace tbd::cuda {
 namespace {

@@ -1,4 +1,4 @@
-// layers/cpu/activation_onednn.cpp: Activation on oneDNN eltwise (forward_training, backward).
+// layers/cpu/activation_cpu.cpp: Activation on oneDNN eltwise (forward_training, backward).
 //
 // An elementwise op does not care about layout, so x (plain or nChw16c, any rank) is described
 // to oneDNN as one dense 1-D run of numel floats; y keeps x's layout. relu, leaky relu (alpha

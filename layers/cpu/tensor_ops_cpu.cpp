@@ -1,4 +1,4 @@
-// layers/cpu/tensor_ops_onednn.cpp: Add, Concat, Split, Reshape, Transpose, Detach and Reverse
+// layers/cpu/tensor_ops_cpu.cpp: Add, Concat, Split, Reshape, Transpose, Detach and Reverse
 // on the CPU.
 //
 // Add is a oneDNN binary add over the dense buffers (layout-free: both inputs share one

@@ -1,4 +1,4 @@
-// layers/cpu/conv2d_onednn.cpp: Conv2d on oneDNN (fprop, dgrad, wgrad primitives).
+// layers/cpu/conv2d_cpu.cpp: Conv2d on oneDNN (fprop, dgrad, wgrad primitives).
 //
 // Activations: x in whatever layout the producer left it (plain or nChw16c); y is nChw16c when
 // K % 16 == 0 (what oneDNN's AVX-512/AVX2 kernels want), so blocked data flows on to the next

@@ -1,4 +1,4 @@
-// layers/cuda/rnn_cudnn.cu: LSTM, GRU and LSTMCell on cuDNN's RNN v8 API.
+// layers/cuda/rnn_cuda.cu: LSTM, GRU and LSTMCell on cuDNN's RNN v8 API.
 //
 // Semantics are those of layers/rnn.h (time-major x: (T, N, I), PyTorch parameter layout and
 // gate order). cuDNN uses the same gate order (LSTM i, f, g, o; GRU r, z, n, linear-before-

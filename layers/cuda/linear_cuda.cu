@@ -1,4 +1,4 @@
-// layers/cuda/linear_cublas.cu: Linear and Gemm on cuBLAS/cuBLASLt.
+// layers/cuda/linear_cuda.cu: Linear and Gemm on cuBLAS/cuBLASLt.
 //
 // All matrices are row-major; cuBLAS is column-major, so a row-major C = op(A) op(B) is
 // computed as the column-major C^T = op(B)^T op(A)^T (gemm_rm below), with the compute type of

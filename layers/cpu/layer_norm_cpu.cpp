@@ -1,4 +1,4 @@
-// layers/cpu/layer_norm_onednn.cpp: LayerNorm on oneDNN layer_normalization primitives (over the
+// layers/cpu/layer_norm_cpu.cpp: LayerNorm on oneDNN layer_normalization primitives (over the
 // last dim), and own loops for the (C, H, W) form.
 //
 // Over the last dim, x is seen as (M, D) rows. The forward (training) writes the per-row mean and

@@ -1,4 +1,4 @@
-// layers/cuda/attention_cublas.cu: MultiHeadAttention on cuBLAS plus own kernels.
+// layers/cuda/attention_cuda.cu: MultiHeadAttention on cuBLAS plus own kernels.
 //
 // Semantics of layers/attention.h. cuDNN's fused attention is FP16/BF16/FP8 only on Hopper and
 // its legacy multi-head attention API is deprecated (docs/cuda.md), so FP32 attention is

@@ -1,4 +1,4 @@
-// layers/cpu/rnn_onednn.cpp: GRU (linear-before-reset) on oneDNN's RNN primitives
+// layers/cpu/rnn_cpu.cpp: GRU (linear-before-reset) on oneDNN's RNN primitives
 // (lbr_gru_forward/backward); LSTM and LSTMCell on sgemm and fused elementwise passes (at the
 // end).
 //

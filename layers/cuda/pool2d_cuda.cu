@@ -1,4 +1,4 @@
-// layers/cuda/pool2d_cudnn.cu: Pool2d and GlobalAvgPool2d on CUDA.
+// layers/cuda/pool2d_cuda.cu: Pool2d and GlobalAvgPool2d on CUDA.
 //
 // Pool2d: cuDNN pooling (deterministic max; average including or excluding padding).
 // GlobalAvgPool2d: own kernels (a warp per (n, c) plane), with no limit on the window size.

@@ -1,4 +1,4 @@
-// layers/cpu/upsample_onednn.cpp: Upsample2d on oneDNN's nearest resampling primitives.
+// layers/cpu/upsample_cpu.cpp: Upsample2d on oneDNN's nearest resampling primitives.
 //
 // x and y share x's layout (plain or nChw16c: the generator's activations stay blocked between
 // its batch norms and convolutions). For an integer factor s, oneDNN's nearest rule

@@ -1,7 +1,7 @@
-// layers/cpu/sequence_batchnorm_onednn.cpp: SequenceBatchNorm on oneDNN batch_normalization
-// (layers/cpu/batchnorm_onednn.h): x (..., C) row-major goes to oneDNN as a 2-D `nc` memory
+// layers/cpu/sequence_batchnorm_cpu.cpp: SequenceBatchNorm on oneDNN batch_normalization
+// (layers/cpu/batchnorm_cpu.h): x (..., C) row-major goes to oneDNN as a 2-D `nc` memory
 // (M, C), whose statistics are per C over the M rows.
-#include "layers/cpu/batchnorm_onednn.h"
+#include "layers/cpu/batchnorm_cpu.h"
 #include "layers/sequence_batchnorm.h"
 
 namespace tbd::cpu {

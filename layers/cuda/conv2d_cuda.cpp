@@ -1,4 +1,4 @@
-// layers/cuda/conv2d_cudnn.cpp: Conv2d on cuDNN's convolution API (fprop, dgrad, wgrad).
+// layers/cuda/conv2d_cuda.cpp: Conv2d on cuDNN's convolution API (fprop, dgrad, wgrad).
 //
 // Algorithms are chosen at build by measurement (cudnnFind*AlgorithmEx), once per problem: a
 // process-wide cache keyed by shapes, convolution parameters, math mode and device holds the

@@ -1,7 +1,7 @@
-// layers/cuda/sequence_batchnorm_cudnn.cu: SequenceBatchNorm on cuDNN
-// (layers/cuda/batchnorm_cudnn.cuh): x (..., C) row-major is the NCHW tensor (M, C, 1, 1), whose
+// layers/cuda/sequence_batchnorm_cuda.cu: SequenceBatchNorm on cuDNN
+// (layers/cuda/batchnorm_cuda.cuh): x (..., C) row-major is the NCHW tensor (M, C, 1, 1), whose
 // spatial-mode statistics are per C over the M rows.
-#include "layers/cuda/batchnorm_cudnn.cuh"
+#include "layers/cuda/batchnorm_cuda.cuh"
 #include "layers/sequence_batchnorm.h"
 
 namespace tbd::cuda {

@@ -1,4 +1,4 @@
-// layers/cuda/ctc_loss_cudnn.cu: CtcLoss on cuDNN's CTC loss (cudnnCTCLoss_v8), with own kernels
+// layers/cuda/ctc_loss_cuda.cu: CtcLoss on cuDNN's CTC loss (cudnnCTCLoss_v8), with own kernels
 // for what cuDNN is not given.
 //
 // cuDNN: CUDNN_CTC_LOSS_ALGO_DETERMINISTIC, CUDNN_LOSS_NORMALIZATION_SOFTMAX (cuDNN applies the
