@@ -5,7 +5,8 @@
 # default set: every layer kind and optimizer at one small configuration and every registered
 # model at its quick batch (--tbd_quick). Prints the readable table with a [k/n] progress
 # counter and writes the full JSON to results/<short commit>-<UTC time>.json, never over an
-# earlier file (tbd_bench writes <file>.tmp and renames it when the run is complete).
+# earlier file (tbd_bench writes <file>.<pid>.tmp and renames it when the run is complete,
+# never over a file another run wrote meanwhile).
 # Extra arguments go to tbd_bench, e.g. --tbd_backend=cpu or --benchmark_filter=Conv2d.
 # Environment: TBD_BENCH=<binary> skips the build; TBD_MIN_TIME (default 0.2) seconds per row.
 set -euo pipefail
@@ -29,7 +30,7 @@ fi
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 out="$root/results/$commit-$stamp.json"
 n=1
-while [[ -e "$out" || -e "$out.tmp" ]]; do
+while [[ -e "$out" ]] || compgen -G "$out.*.tmp" >/dev/null; do
   out="$root/results/$commit-$stamp-$n.json"
   n=$((n + 1))
 done

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -1027,7 +1028,84 @@ TEST(TbdBench, AnInterruptedRunLeavesNoFile) {
                "'")
                   .c_str());
   EXPECT_FALSE(fs::exists(out));
-  EXPECT_FALSE(fs::exists(out.string() + ".tmp"));
+  EXPECT_TRUE(fs::is_empty(dir.path())) << "a temporary was left behind";
+}
+
+// Runs `script` under bash (single quotes in it are escaped here).
+int run_bash(const std::string& script) {
+  std::string q;
+  for (char c : script) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  const int status = std::system(("bash -c '" + q + "'").c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// SIGHUP (a closed terminal) removes the temporary as SIGINT and SIGTERM do.
+TEST(TbdBench, AHangUpLeavesNoFile) {
+  TempDir dir;
+  fs::path out = dir / "run.json";
+  run_bash(std::string(TBD_BENCH_BINARY) +
+           " --tbd_backend=cpu --benchmark_min_time=30 '--benchmark_filter=^Conv2d/resnet50.conv1/"
+           "fwd/' --tbd_batches=1 --benchmark_out=" +
+           out.string() + " >/dev/null 2>&1 & pid=$!; sleep 2; kill -HUP $pid; wait $pid");
+  EXPECT_TRUE(fs::is_empty(dir.path())) << "a file or temporary was left behind";
+}
+
+// Two runs given the same --benchmark_out: each writes a temporary of its own, and the one
+// that finishes second keeps the first one's file and writes its own to run.2.json, saying so.
+TEST(TbdBench, TwoRunsWritingOneFileLoseNothing) {
+  TempDir dir;
+  const fs::path out = dir / "run.json";
+  const std::string bench = std::string(TBD_BENCH_BINARY) +
+                            " --tbd_backend=cpu '--benchmark_filter=^Gemm/square1024/fwd/' "
+                            "--tbd_batches=1 --benchmark_out=" +
+                            out.string();
+  // The long run starts first and ends last; the short one runs entirely inside it.
+  const int rc = run_bash(bench + " --benchmark_min_time=4 >" + (dir / "long.log").string() +
+                          " 2>&1 & pid=$!; sleep 0.5; " + bench + " --benchmark_min_time=0.05 >" +
+                          (dir / "short.log").string() + " 2>&1 || exit 3; wait $pid || exit 4");
+  ASSERT_EQ(rc, 0) << read_text(dir / "long.log") << read_text(dir / "short.log");
+  const fs::path second = dir / "run.2.json";
+  ASSERT_TRUE(fs::exists(out));
+  ASSERT_TRUE(fs::exists(second)) << read_text(dir / "long.log");
+  for (const fs::path& p : {out, second}) {
+    std::ifstream f(p);
+    const json j = json::parse(f);  // complete JSON, or the test errors
+    EXPECT_EQ(j["benchmarks"].size(), 1u) << p;
+  }
+  EXPECT_NE(read_text(dir / "short.log").find("wrote " + out.string()), std::string::npos);
+  const std::string long_log = read_text(dir / "long.log");
+  EXPECT_NE(long_log.find("was written by another run"), std::string::npos) << long_log;
+  EXPECT_NE(long_log.find("wrote " + second.string()), std::string::npos) << long_log;
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    ++files;
+    EXPECT_NE(e.path().extension(), ".tmp") << e.path();
+  }
+  EXPECT_EQ(files, 4);  // the two results and the two logs
+}
+
+// An output that cannot be written is refused before the first row, with exit 2: a folder, a
+// missing parent, and --benchmark_out given twice (Google Benchmark would take the last).
+TEST(TbdBench, UnwritableOutputIsRefusedBeforeTheRun) {
+  TempDir dir;
+  const std::string filter = " --tbd_backend=cpu '--benchmark_filter=^Gemm/square1024/fwd/' ";
+  Result folder = run_bench(filter + "--benchmark_out=" + dir.path());
+  EXPECT_EQ(folder.rc, 2) << folder.out;
+  EXPECT_NE(folder.out.find("is a folder"), std::string::npos) << folder.out;
+  EXPECT_EQ(folder.out.find("Gemm/square1024"), std::string::npos) << "a row ran: " << folder.out;
+  Result parent = run_bench(filter + "--benchmark_out=" + (dir / "no/such/run.json").string());
+  EXPECT_EQ(parent.rc, 2) << parent.out;
+  EXPECT_NE(parent.out.find("cannot create"), std::string::npos) << parent.out;
+  Result twice = run_bench(filter + "--benchmark_out=" + (dir / "a.json").string() +
+                           " --benchmark_out=" + (dir / "b.json").string());
+  EXPECT_EQ(twice.rc, 2) << twice.out;
+  EXPECT_NE(twice.out.find("--benchmark_out given 2 times"), std::string::npos) << twice.out;
+  EXPECT_TRUE(fs::is_empty(dir.path()));
 }
 
 }  // namespace
