@@ -930,10 +930,8 @@ TEST(TbdBench, AFailingConfigIsAnErrorRowAndTheRunGoesOn) {
 // (Seq2Seq: about 0.5 GiB at batch 1 and 2 GiB at batch 128, with a 1 GiB limit).
 TEST(TbdBench, RecurrentModelOutOfMemoryIsAnErrorRow) {
   Result r;
-  json j = run_json(
-      "'--benchmark_filter=^Seq2Seq/train/' --tbd_batches=1,128 --tbd_memory_limit=1 "
-      "--benchmark_min_time=0.01",
-      &r);
+  json j =
+      run_json("'--benchmark_filter=^Seq2Seq/train/' --tbd_batches=1,128 --tbd_memory_limit=1", &r);
   ASSERT_EQ(j["benchmarks"].size(), 2u) << r.out;
   const json* ok = find_row(j, "Seq2Seq/train/batch:1");
   ASSERT_NE(ok, nullptr) << r.out;
@@ -1104,8 +1102,40 @@ TEST(TbdBench, UnwritableOutputIsRefusedBeforeTheRun) {
   Result twice = run_bench(filter + "--benchmark_out=" + (dir / "a.json").string() +
                            " --benchmark_out=" + (dir / "b.json").string());
   EXPECT_EQ(twice.rc, 2) << twice.out;
-  EXPECT_NE(twice.out.find("--benchmark_out given 2 times"), std::string::npos) << twice.out;
+  EXPECT_NE(twice.out.find("--benchmark_out given twice"), std::string::npos) << twice.out;
   EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
+// Google Benchmark's own flags get the --tbd_* treatment: a bad value or a flag given twice is
+// exit 2 with the flag named, before anything runs (Google Benchmark would abort, print its
+// usage and exit 0, or run nothing and exit 0).
+TEST(TbdBench, BadGoogleBenchmarkFlagsAreNamed) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--benchmark_repetitions=-1", "--benchmark_repetitions=-1: not a whole number"},
+      {"--benchmark_repetitions=2x", "--benchmark_repetitions=2x: not a whole number"},
+      {"--benchmark_min_time=abc", "--benchmark_min_time=abc: not a positive number"},
+      {"--benchmark_min_time=1s", "--benchmark_min_time=1s: not a positive number"},
+      {"--benchmark_min_time=0", "--benchmark_min_time=0: not a positive number"},
+      {"--benchmark_min_warmup_time=-1", "--benchmark_min_warmup_time=-1: not a number"},
+      {"--benchmark_out_format=bogus", "--benchmark_out_format=bogus: unknown format"},
+      {"--benchmark_format=xml", "--benchmark_format=xml: unknown format"},
+      {"'--benchmark_filter=Conv2d/(resnet'", "--benchmark_filter=Conv2d/(resnet: not a valid"},
+      {"'--benchmark_filter=-[a'", "--benchmark_filter=-[a: not a valid"},
+      {"--benchmark_list_tests=maybe", "--benchmark_list_tests=maybe: not true or false"},
+      {"--benchmark_filter=Gemm --benchmark_filter=Conv2d", "--benchmark_filter given twice"},
+  };
+  for (const auto& [args, message] : cases) {
+    Result r = run_bench(std::string("--tbd_backend=cpu ") + args);
+    EXPECT_EQ(r.rc, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << args << "\n" << r.out;
+    EXPECT_EQ(r.out.find("Gemm/"), std::string::npos) << "a row ran: " << r.out;
+  }
+  // Valid ones still run: a negated filter (every name not starting with G).
+  Result ok = run_bench(
+      "--tbd_backend=cpu --benchmark_list_tests '--benchmark_filter=-^[A-FH-Z]' "
+      "--benchmark_min_time=0.01");
+  EXPECT_EQ(ok.rc, 0) << ok.out;
+  EXPECT_NE(ok.out.find("Gemm/square1024/fwd"), std::string::npos) << ok.out;
 }
 
 }  // namespace

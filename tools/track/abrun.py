@@ -61,12 +61,17 @@ def resolve_binary(spec: str, repo: str, work: str | None, cuda: bool) -> tuple[
 
 
 def run_process(exe: str, out: str, args, extra: list[str], log=sys.stderr) -> float:
-    cmd = [exe, f"--benchmark_out={out}", "--benchmark_out_format=json",
-           f"--benchmark_repetitions={args.repetitions}",
-           "--benchmark_enable_random_interleaving=true"]
-    if args.bench_filter and not any(a.startswith("--benchmark_filter=") for a in extra):
+    def given(flag: str) -> bool:  # tbd_bench refuses a --benchmark_* flag given twice
+        return any(a == flag or a.startswith(flag + "=") for a in extra)
+
+    cmd = [exe, f"--benchmark_out={out}", "--benchmark_out_format=json"]
+    if not given("--benchmark_repetitions"):
+        cmd.append(f"--benchmark_repetitions={args.repetitions}")
+    if not given("--benchmark_enable_random_interleaving"):
+        cmd.append("--benchmark_enable_random_interleaving=true")
+    if args.bench_filter and not given("--benchmark_filter"):
         cmd.append(f"--benchmark_filter={args.bench_filter}")
-    if args.min_time is not None:
+    if args.min_time is not None and not given("--benchmark_min_time"):
         cmd.append(f"--benchmark_min_time={args.min_time}")
     cmd += extra
     env = dict(os.environ)
