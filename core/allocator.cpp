@@ -13,9 +13,15 @@
 namespace tbd {
 namespace {
 
+// A size for people: MiB below a GiB, else GiB.
 std::string gib(std::size_t bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2f GiB", static_cast<double>(bytes) / (1ull << 30));
+  const double b = static_cast<double>(bytes);
+  if (bytes < (1ull << 30)) {
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", b / (1ull << 20));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.2f GiB", b / (1ull << 30));
+  }
   return buf;
 }
 
@@ -66,9 +72,13 @@ std::shared_ptr<Buffer> TrackingAllocator::allocate(std::size_t bytes, MemCatego
   std::unique_lock<std::mutex> lock(mutex_);
   std::size_t limit = limit_locked();
   if (limit && stats_.total_current + bytes > limit) {
-    throw OutOfMemory("out of memory: needs " + gib(stats_.total_current + bytes) + " (" +
-                      gib(stats_.total_current) + " in use + " + gib(bytes) + " for " +
-                      to_string(category) + "), have " + gib(limit));
+    // Where the rounded sizes would read alike ("needs 0.50 GiB, have 0.50 GiB"), the bytes.
+    const std::size_t need = stats_.total_current + bytes;
+    const bool close = gib(need) == gib(limit);
+    auto size = [&](std::size_t b) { return close ? std::to_string(b) + " bytes" : gib(b); };
+    throw OutOfMemory("out of memory: needs " + size(need) + " (" + size(stats_.total_current) +
+                      " in use + " + size(bytes) + " for " + to_string(category) + "), have " +
+                      size(limit));
   }
   void* p = raw_->allocate(bytes);
   if (!p) {

@@ -86,8 +86,24 @@ TEST(TrackingAllocator, LimitGivesOutOfMemoryWithSizes) {
   } catch (const OutOfMemory& e) {
     std::string m = e.what();
     EXPECT_NE(m.find("out of memory: needs"), std::string::npos) << m;
-    EXPECT_NE(m.find("have 0.00 GiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("have 1.0 MiB"), std::string::npos) << m;
     EXPECT_NE(m.find("feature_maps"), std::string::npos) << m;
+  }
+  // A request just past the limit: the rounded sizes would read alike, so the bytes show.
+  be->allocator().set_limit_bytes(std::size_t{1} << 31);
+  const std::size_t in_use = be->allocator().stats().total_current;
+  const int64_t floats = static_cast<int64_t>(((std::size_t{1} << 31) - in_use) / 4 + 16);
+  try {
+    be->empty(Shape{floats}, MemCategory::kWorkspace);
+    FAIL() << "expected OutOfMemory";
+  } catch (const OutOfMemory& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("have " + std::to_string(std::size_t{1} << 31) + " bytes"), std::string::npos)
+        << m;
+    EXPECT_NE(
+        m.find("needs " + std::to_string(in_use + 4 * static_cast<std::size_t>(floats)) + " bytes"),
+        std::string::npos)
+        << m;
   }
 }
 
