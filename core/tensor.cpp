@@ -66,7 +66,10 @@ const char* to_string(MemCategory c) {
 
 int64_t Shape::numel() const {
   int64_t n = 1;
-  for (int64_t d : dims_) n *= d;
+  for (int64_t d : dims_) {
+    TBD_CHECK(!__builtin_mul_overflow(n, d, &n), "shape ", to_string(),
+              " has more elements than a 64-bit count holds");
+  }
   return n;
 }
 

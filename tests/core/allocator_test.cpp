@@ -107,6 +107,20 @@ TEST(TrackingAllocator, LimitGivesOutOfMemoryWithSizes) {
   }
 }
 
+// An element count past int64 is a named error, not a negative shape.
+TEST(Shape, ElementCountOverflowIsAnError) {
+  const Shape huge{int64_t{1} << 40, int64_t{1} << 30};
+  try {
+    (void)huge.numel();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("more elements than a 64-bit count holds"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ((Shape{int64_t{1} << 31, int64_t{1} << 31}.numel()), int64_t{1} << 62);
+}
+
 TEST(Backend, RejectsNonPositiveDimsAndBadBlockedShapes) {
   auto be = make_cpu_backend();
   EXPECT_THROW(be->empty(Shape{3, 0}, MemCategory::kDynamic), Error);
