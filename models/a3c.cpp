@@ -246,8 +246,9 @@ void A3c::build() {
   // forwards of the rollout graph (no loss: rollout graphs have none) and one training pass
   // with the shared RMSprop, after the pull copy of the global weights (read and written).
   const int updates = static_cast<int>(K_ * kUpdatesPerWorker);
-  StepPart rollout{rollout_graph, kForwardOnly, updates * static_cast<int>(T + 1), "rollout"};
-  StepPart train{0, 0, updates, "update"};
+  StepPart rollout =
+      passes(rollout_graph, kForwardOnly, updates * static_cast<int>(T + 1), "rollout");
+  StepPart train = passes(0, 0, updates, "update");
   train.prepare = [this](int) {
     std::shared_lock<std::shared_mutex> lock(weights_);
     backend().reorder(graph().arena().values, global_->arena().values);

@@ -123,6 +123,15 @@ class Model {
     std::function<void(int)> prepare;
     double prepare_bytes = 0;  // bytes one prepare moves (read and written)
   };
+  // A part with no prepare: `times` passes of graph `graph` with optimizer `optimizer`.
+  static StepPart passes(std::size_t graph, int optimizer, int times, std::string label) {
+    StepPart p;
+    p.graph = graph;
+    p.optimizer = optimizer;
+    p.times = times;
+    p.label = std::move(label);
+    return p;
+  }
   const std::vector<StepPart>& step_plan() const { return plan_; }
   // Replaces the default plan (before the first step).
   void set_step_plan(std::vector<StepPart> plan);

@@ -195,10 +195,10 @@ class Wgan final : public Model {
     // The step: the generator's (graph 1, optimizer 1) on the pool's last noise batch, then
     // n_critic critic steps (graph 0, optimizer 0), each on the next real and noise batch. The
     // copies from the pool into the inputs read and write each batch (2x its bytes).
-    StepPart gen_step{1, 1, 1, "gen_step"};
+    StepPart gen_step = passes(1, 1, 1, "gen_step");
     gen_step.prepare = [this](int) { load(gen_g_->tensor(gen_z_), noise_pool_.back()); };
     gen_step.prepare_bytes = 2.0 * static_cast<double>(g1.tensor(gen_z_).bytes());
-    StepPart critic_step{0, 0, o.critic_iters, "critic_step"};
+    StepPart critic_step = passes(0, 0, o.critic_iters, "critic_step");
     critic_step.prepare = [this](int k) {
       load(critic_g_->tensor(real_), real_pool_[static_cast<std::size_t>(k)]);
       load(critic_g_->tensor(critic_z_), noise_pool_[static_cast<std::size_t>(k)]);

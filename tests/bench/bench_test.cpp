@@ -844,7 +844,9 @@ TEST(TbdBench, MetricTableDescribesEveryRowKey) {
       EXPECT_NEAR(row["dgrad_time_s"].get<double>() + row["wgrad_time_s"].get<double>(),
                   row["bwd_time_s"].get<double>(), 1e-12);
     }
-    if (row["layer"] == "loss") EXPECT_FALSE(row["backward_split"].get<bool>());
+    if (row["layer"] == "loss") {
+      EXPECT_FALSE(row["backward_split"].get<bool>());
+    }
     if (row["layer"] == "(zero_grad)") {  // no FLOPs: bandwidth, never an intensity
       EXPECT_EQ(row["bound"], "mem");
       EXPECT_FALSE(row.contains("arithmetic_intensity"));

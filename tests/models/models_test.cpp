@@ -99,7 +99,9 @@ TEST(Breakdown, RowsCoverEveryNodeAndAddUp) {
       EXPECT_DOUBLE_EQ(t.bwd_s, *t.dgrad_s + *t.wgrad_s) << t.name;
       ++split;
     }
-    if (t.kind == "BatchNorm2d") EXPECT_FALSE(t.dgrad_s || t.wgrad_s) << t.name;
+    if (t.kind == "BatchNorm2d") {
+      EXPECT_FALSE(t.dgrad_s || t.wgrad_s) << t.name;
+    }
   }
   EXPECT_GT(split, 0);
   // How close the rows come to the un-instrumented step is a performance figure, measured in
