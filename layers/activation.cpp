@@ -79,6 +79,11 @@ Contract contract(const std::string& name, const ActivationConfig& cfg,
   return c;
 }
 
+std::string describe_problem(const ActivationConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat(to_string(cfg.act), " x ", in[0].shape.to_string());
+}
+
 bool activation_saves_output(const ActivationConfig& cfg) {
   switch (cfg.act) {
     case ActKind::kRelu:

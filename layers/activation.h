@@ -43,5 +43,7 @@ bool activation_saves_output(const ActivationConfig& cfg);
 template <>
 Contract contract(const std::string& name, const ActivationConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const ActivationConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 }  // namespace tbd

@@ -108,4 +108,12 @@ Contract contract(const std::string& name, const MultiHeadAttentionConfig& cfg,
   return c;
 }
 
+std::string describe_problem(const MultiHeadAttentionConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat(
+      "q ", in[0].shape.to_string(), cfg.cross ? " kv " + in[1].shape.to_string() : std::string(),
+      " heads=", cfg.num_heads, cfg.causal ? " causal" : "", cfg.padding_mask ? " padded" : "",
+      cfg.dropout > 0 ? detail::concat(" dropout=", cfg.dropout) : "");
+}
+
 }  // namespace tbd

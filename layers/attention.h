@@ -101,5 +101,7 @@ inline bool attention_dropout_keep(uint64_t base, uint64_t i, uint64_t threshold
 template <>
 Contract contract(const std::string& name, const MultiHeadAttentionConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const MultiHeadAttentionConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 }  // namespace tbd

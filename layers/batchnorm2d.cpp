@@ -80,4 +80,10 @@ Contract contract(const std::string& name, const BatchNorm2dConfig& cfg,
   return batchnorm_contract(in[0], spec.nchw, spec.relu, spec.frozen);
 }
 
+std::string describe_problem(const BatchNorm2dConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("x ", in[0].to_string(), " eps=", cfg.eps, " momentum=", cfg.momentum,
+                        cfg.relu ? " +relu" : "", cfg.frozen ? " frozen" : "");
+}
+
 }  // namespace tbd

@@ -75,6 +75,8 @@ Contract batchnorm_contract(const TensorDesc& x, const Shape& nchw, bool relu = 
 template <>
 Contract contract(const std::string& name, const BatchNorm2dConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const BatchNorm2dConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 // Every backend's batch normalization (BatchNorm2d, SequenceBatchNorm) derives from this, so
 // callers (tests, checkpoints, eval runs) reach the running statistics without knowing the

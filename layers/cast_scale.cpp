@@ -31,4 +31,9 @@ Contract contract(const std::string& name, const CastScaleConfig& cfg,
   return c;
 }
 
+std::string describe_problem(const CastScaleConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("x ", in[0].shape.to_string(), " u8 scale ", cfg.scale);
+}
+
 }  // namespace tbd

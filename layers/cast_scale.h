@@ -25,5 +25,7 @@ Bytes cast_scale_bytes(const Shape& x);
 template <>
 Contract contract(const std::string& name, const CastScaleConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const CastScaleConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 }  // namespace tbd

@@ -62,4 +62,13 @@ Contract contract(const std::string& name, const Conv2dConfig& cfg,
   return c;
 }
 
+std::string describe_problem(const Conv2dConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("x ", in[0].shape.to_string(), " K=", cfg.out_channels, " ", cfg.kernel_h,
+                        "x", cfg.kernel_w, " s", cfg.stride_h, " p", cfg.pad_h,
+                        cfg.dilation_h > 1 ? detail::concat(" d", cfg.dilation_h) : "",
+                        cfg.groups > 1 ? detail::concat(" g", cfg.groups) : "",
+                        cfg.bias ? " +bias" : "");
+}
+
 }  // namespace tbd

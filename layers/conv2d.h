@@ -51,5 +51,7 @@ Bytes conv2d_bytes(const Conv2dConfig& cfg, const Shape& x, const Shape& y);
 template <>
 Contract contract(const std::string& name, const Conv2dConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const Conv2dConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 }  // namespace tbd

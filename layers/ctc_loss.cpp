@@ -35,4 +35,10 @@ Contract contract(const std::string& name, const CtcLossConfig& cfg,
   return c;
 }
 
+std::string describe_problem(const CtcLossConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("logits ", in[0].shape.to_string(), " labels ", in[1].shape.to_string(),
+                        " blank=", cfg.blank);
+}
+
 }  // namespace tbd

@@ -46,5 +46,7 @@ struct CtcLossConfig {
 template <>
 Contract contract(const std::string& name, const CtcLossConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const CtcLossConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 }  // namespace tbd

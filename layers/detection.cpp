@@ -129,6 +129,12 @@ Contract contract(const std::string& name, const ProposalConfig& cfg,
   return c;
 }
 
+std::string describe_problem(const ProposalConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("cls ", in[0].shape.to_string(), " pre ", cfg.pre_nms_top_n, " post ",
+                        cfg.post_nms_top_n, " nms ", cfg.nms_threshold);
+}
+
 template <>
 Contract contract(const std::string& name, const AnchorTargetConfig& cfg,
                   const std::vector<TensorDesc>& in) {
@@ -151,6 +157,13 @@ Contract contract(const std::string& name, const AnchorTargetConfig& cfg,
   c.output_grads = {false, false, false};
   c.input_grads = {false};
   return c;
+}
+
+std::string describe_problem(const AnchorTargetConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("gt ", in[0].shape.to_string(), " anchors ",
+                        cfg.anchors.num_anchors() * cfg.anchors.feature_h * cfg.anchors.feature_w,
+                        " batch ", cfg.batch_size, " seed=", cfg.seed);
 }
 
 template <>
@@ -188,6 +201,12 @@ Contract contract(const std::string& name, const ProposalTargetConfig& cfg,
   c.output_grads = {false, false, false, false};
   c.input_grads = {false, false};
   return c;
+}
+
+std::string describe_problem(const ProposalTargetConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("rois ", in[0].shape.to_string(), " gt ", in[1].shape.to_string(), " R ",
+                        cfg.rois_per_image, " seed=", cfg.seed);
 }
 
 // ---- anchors ----

@@ -148,12 +148,18 @@ Bytes proposal_target_bytes(const ProposalTargetConfig& cfg, int64_t N, int64_t 
 template <>
 Contract contract(const std::string& name, const ProposalConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const ProposalConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 template <>
 Contract contract(const std::string& name, const AnchorTargetConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const AnchorTargetConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 template <>
 Contract contract(const std::string& name, const ProposalTargetConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const ProposalTargetConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 // ---- the box library (host; the CUDA kernels call the TBD_HOST_DEVICE ones) ----
 

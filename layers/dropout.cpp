@@ -39,4 +39,9 @@ Contract contract(const std::string& name, const DropoutConfig& cfg,
   return c;
 }
 
+std::string describe_problem(const DropoutConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("x ", in[0].to_string(), " p=", cfg.p);
+}
+
 }  // namespace tbd

@@ -36,6 +36,8 @@ Bytes dropout_bytes(const Shape& x);
 template <>
 Contract contract(const std::string& name, const DropoutConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const DropoutConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 // The mask, shared by every backend and by the tests' reference. One splitmix64 hash gives
 // four 16-bit uniforms (elements 4j..4j+3); element i is dropped iff its uniform is below

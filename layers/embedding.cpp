@@ -51,4 +51,10 @@ Contract contract(const std::string& name, const EmbeddingConfig& cfg,
   return c;
 }
 
+std::string describe_problem(const EmbeddingConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("ids ", in[0].shape.to_string(), " V=", cfg.num_embeddings,
+                        " dim=", cfg.dim);
+}
+
 }  // namespace tbd

@@ -40,5 +40,7 @@ Bytes embedding_bytes(const EmbeddingConfig& cfg, const Shape& ids);
 template <>
 Contract contract(const std::string& name, const EmbeddingConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const EmbeddingConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 }  // namespace tbd

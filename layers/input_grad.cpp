@@ -40,6 +40,12 @@ Contract contract(const std::string& name, const LinearDgradConfig& cfg,
                         bytes_of(m * o + m * i + 2 * o * i)}};
 }
 
+std::string describe_problem(const LinearDgradConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("dy ", in[0].shape.to_string(), " W (", in[0].shape[-1], ", ",
+                        cfg.in_features, ")");
+}
+
 // Conv2dDgrad: the forward conv's figures with x = dx (N, C, H, W), y = dy, no bias: its dgrad
 // becomes fprop, its fprop dgrad, its wgrad stays.
 template <>
@@ -69,6 +75,13 @@ Contract contract(const std::string& name, const Conv2dDgradConfig& cfg,
       Bytes{b.dgrad, b.fprop, b.wgrad}};
 }
 
+std::string describe_problem(const Conv2dDgradConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c) {
+  return detail::concat("dy ", in[0].shape.to_string(), " -> dx ", c.outputs[0].shape.to_string(),
+                        " ", cfg.conv.kernel_h, "x", cfg.conv.kernel_w, " s", cfg.conv.stride_h,
+                        " p", cfg.conv.pad_h);
+}
+
 // ActivationDgrad, E elements: FLOPs fprop and dgrad E (ReLU: a select) or 2E (leaky: a
 // compare and a multiply); bytes fprop 4*3E (read dy, x; write dx), dgrad 4*3E (read v, x;
 // write d(dy)).
@@ -93,6 +106,11 @@ Contract contract(const std::string& name, const ActivationDgradConfig& cfg,
              Bytes{bytes_of(3 * e), bytes_of(3 * e), 0}};
   c.input_grads = {true, false};
   return c;
+}
+
+std::string describe_problem(const ActivationDgradConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat(to_string(cfg.act.act), "' x ", in[1].shape.to_string());
 }
 
 Shape pool2d_dgrad_input_shape(const Pool2dDgradConfig& cfg, const Shape& dy) {
@@ -121,6 +139,12 @@ Contract contract(const std::string& name, const Pool2dDgradConfig& cfg,
   return Contract{{TensorDesc{xs}}, {}, Flops{f.dgrad, f.fprop, 0}, Bytes{b.dgrad, b.fprop, 0}};
 }
 
+std::string describe_problem(const Pool2dDgradConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat(to_string(cfg.pool.pool), " ", cfg.pool.kernel_h, "x", cfg.pool.kernel_w,
+                        " s", cfg.pool.stride_h, " dy ", in[0].shape.to_string());
+}
+
 // LayerNormDgrad, E = M*D, P gamma entries (D, or C over (C, H, W)): FLOPs fprop 10E (g, xh,
 // two row means, dx), dgrad 30E (P(v), the row means of v*g, v*xh, and the five-term d(x)),
 // wgrad 2E (dg * dy summed per gamma entry). Bytes fprop 4*(3E + P) (read dy, x, gamma; write
@@ -143,6 +167,11 @@ Contract contract(const std::string& name, const LayerNormDgradConfig& cfg,
                   {{"gamma", Shape{P}, Init::kOnes, P, P, false}},
                   Flops{10 * e, 30 * e, 2 * e},
                   Bytes{bytes_of(3 * e + p), bytes_of(5 * e + p), bytes_of(3 * e + 2 * p)}};
+}
+
+std::string describe_problem(const LayerNormDgradConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("x ", in[1].shape.to_string(), " over ", to_string(cfg.ln.over));
 }
 
 }  // namespace tbd

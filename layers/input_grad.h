@@ -73,18 +73,28 @@ struct LayerNormDgradConfig {
 template <>
 Contract contract(const std::string& name, const LinearDgradConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const LinearDgradConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 template <>
 Contract contract(const std::string& name, const Conv2dDgradConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const Conv2dDgradConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 template <>
 Contract contract(const std::string& name, const ActivationDgradConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const ActivationDgradConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 template <>
 Contract contract(const std::string& name, const Pool2dDgradConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const Pool2dDgradConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 template <>
 Contract contract(const std::string& name, const LayerNormDgradConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const LayerNormDgradConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 // The forward pooling's input as seen by Pool2dDgrad: (N, C, in_h, in_w).
 Shape pool2d_dgrad_input_shape(const Pool2dDgradConfig& cfg, const Shape& dy);

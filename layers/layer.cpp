@@ -10,13 +10,17 @@ namespace tbd {
 
 Layer::Layer(Backend& be, std::string name, std::vector<TensorDesc> inputs, const Contract& c)
     : be_(be),
+      kind_(c.kind),
       name_(std::move(name)),
+      problem_(c.problem),
       inputs_(std::move(inputs)),
       outputs_(c.outputs),
       output_grads_(c.output_grads),
       input_grads_(c.input_grads),
       saved_inputs_(c.saved_inputs),
       saved_outputs_(c.saved_outputs) {
+  TBD_CHECK(kind_ != nullptr, "'", name_, "': a contract without its kind (use contract_of)");
+  TBD_CHECK(!problem_.empty(), kind_, " '", name_, "': the contract describes no problem");
   TBD_CHECK(saved_inputs_.empty() || saved_inputs_.size() == inputs_.size(), "'", name_,
             "': the contract says what is saved of ", saved_inputs_.size(), " inputs, not ",
             inputs_.size());
@@ -78,18 +82,63 @@ void bind_own_transients(Backend& be, Layer& layer) {
                  : be.empty(Shape{static_cast<int64_t>((bytes + 3) / 4)}, MemCategory::kWorkspace));
 }
 
-void Layer::backward_data(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) {
+std::string Layer::describe() const {
+  const std::string alg = implementation();
+  return alg.empty() ? problem_ : problem_ + " | " + alg;
+}
+
+namespace {
+void check_arity(const Layer& l, std::size_t got, std::size_t want, const char* what) {
+  TBD_LAYER_CHECK(got == want, l.kind(), l.name(), what, ": expected ", want, " tensors, got ",
+                  got);
+}
+}  // namespace
+
+void Layer::forward(MutTensorRefs y, TensorRefs x) {
+  check_arity(*this, x.size(), inputs_.size(), "forward inputs");
+  check_arity(*this, y.size(), outputs_.size(), "forward outputs");
+  fprop(y, x);
+}
+
+void Layer::backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) {
+  check_arity(*this, dx.size(), inputs_.size(), "backward input gradients");
+  check_arity(*this, dy.size(), outputs_.size(), "backward output gradients");
+  check_arity(*this, x.size(), inputs_.size(), "backward inputs");
+  check_arity(*this, y.size(), outputs_.size(), "backward outputs");
+  bprop(dx, dy, x, y);
+}
+
+void Layer::backward_data(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) {
+  TBD_CHECK(split_backward(), kind(), " '", name_,
+            "': its backward is one call (split_backward() is false)");
+  check_arity(*this, dx.size(), inputs_.size(), "backward input gradients");
+  check_arity(*this, dy.size(), outputs_.size(), "backward output gradients");
+  check_arity(*this, x.size(), inputs_.size(), "backward inputs");
+  check_arity(*this, y.size(), outputs_.size(), "backward outputs");
+  dgrad(dx, dy, x, y);
+}
+
+void Layer::backward_weights(TensorRefs dy, TensorRefs x, TensorRefs y) {
+  TBD_CHECK(split_backward(), kind(), " '", name_,
+            "': its backward is one call (split_backward() is false)");
+  check_arity(*this, dy.size(), outputs_.size(), "backward output gradients");
+  check_arity(*this, x.size(), inputs_.size(), "backward inputs");
+  check_arity(*this, y.size(), outputs_.size(), "backward outputs");
+  wgrad(dy, x, y);
+}
+
+void Layer::dgrad(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) {
   TBD_CHECK(false, kind(), " '", name_, "': its backward is one call (split_backward() is false)");
 }
 
-void Layer::backward_weights(TensorRefs, TensorRefs, TensorRefs) {
+void Layer::wgrad(TensorRefs, TensorRefs, TensorRefs) {
   TBD_CHECK(false, kind(), " '", name_, "': its backward is one call (split_backward() is false)");
 }
 
 void Layer::backward_in_two(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) {
   const bool any_dx = std::any_of(dx.begin(), dx.end(), [](const Tensor* t) { return t; });
-  if (any_dx) backward_data(dx, dy, x, y);
-  if (!params_.empty() && param_grads_) backward_weights(dy, x, y);
+  if (any_dx) dgrad(dx, dy, x, y);
+  if (!params_.empty() && param_grads_) wgrad(dy, x, y);
 }
 
 void init_param(Backend& be, Param& p, uint64_t seed) {
@@ -153,10 +202,6 @@ ParamArena bind_params(Backend& be, const std::vector<Param*>& params, bool with
     voff += d.bytes();
   }
   return a;
-}
-
-void Layer::check_arity(std::size_t got, std::size_t want, const char* what) const {
-  TBD_LAYER_CHECK(got == want, kind(), name_, what, ": expected ", want, " tensors, got ", got);
 }
 
 void check_input_count(const char* kind, const std::string& name, const std::vector<TensorDesc>& in,

@@ -124,10 +124,31 @@ struct Contract {
   // its input, as an in-place ReLU does in PyTorch).
   std::vector<bool> saved_inputs = {};
   std::vector<bool> saved_outputs = {};
+  // The problem in the kind's words, the same on every backend: the inputs' shapes and the
+  // attributes that set the work ("x (32, 64, 56, 56) K=64 3x3 s1 p1"), from the kind's
+  // describe_problem. An implementation adds only its algorithm (Layer::implementation), so CPU and
+  // CUDA rows describe one problem alike.
+  std::string problem = {};
+  // The kind's name (Config::kKind).
+  const char* kind = nullptr;
 };
 
+// The kind's contract, written once per kind in layers/<kind>.cpp as a specialization, beside
+// an overload `std::string describe_problem(const Config&, const std::vector<TensorDesc>& in,
+// const Contract&)` that words the problem.
 template <class Config>
 Contract contract(const std::string& name, const Config& cfg, const std::vector<TensorDesc>& in);
+
+// What an implementation hands Layer's constructor: the kind's contract with its name and its
+// problem filled in, so no implementation restates either.
+template <class Config>
+Contract contract_of(const std::string& name, const Config& cfg,
+                     const std::vector<TensorDesc>& in) {
+  Contract c = contract(name, cfg, in);
+  c.kind = Config::kKind;
+  c.problem = describe_problem(cfg, in, c);
+  return c;
+}
 
 // Marks every input and output of `c` as not saved for backward (kinds whose backward only
 // moves dy back: add, copies, reorders); a kind that saves some then sets those.
@@ -188,7 +209,8 @@ class Layer {
   Layer(const Layer&) = delete;
   Layer& operator=(const Layer&) = delete;
 
-  virtual const char* kind() const = 0;
+  // The kind's name (Config::kKind, from the contract).
+  const char* kind() const { return kind_; }
   const std::string& name() const { return name_; }
   const std::vector<TensorDesc>& input_descs() const { return inputs_; }
   const std::vector<TensorDesc>& output_descs() const { return outputs_; }
@@ -207,8 +229,12 @@ class Layer {
   const std::vector<Param>& params() const { return params_; }
   const Flops& flops() const { return flops_; }
   const Bytes& bytes() const { return bytes_; }
-  // A one-line description of the problem: "x (32, 64, 56, 56) k=64 3x3 s1 p1".
-  virtual std::string describe() const { return name_; }
+  // A one-line description: the kind's problem (Contract::problem, the same words on every
+  // backend), then " | " and the implementation's algorithm where it names one:
+  // "x (32, 64, 56, 56) K=64 3x3 s1 p1 | fwd brg:avx512_core ...".
+  std::string describe() const;
+  // What the implementation runs for this problem (library, algorithm, kernel), or nothing.
+  virtual std::string implementation() const { return {}; }
 
   // Training mode by default; eval mode changes batchnorm (running stats) and dropout (off).
   virtual void set_training(bool training) { training_ = training; }
@@ -239,12 +265,14 @@ class Layer {
   void bind_transients(const Tensor& workspace);
   bool transients_bound() const { return transients_bound_; }
 
+  // The calls. Each checks its arity against the layer's inputs and outputs (an error names
+  // the layer), then runs the implementation's fprop / bprop / dgrad / wgrad below.
   // y: outputs (allocated by the caller with output_descs()), x: inputs.
-  virtual void forward(MutTensorRefs y, TensorRefs x) = 0;
+  void forward(MutTensorRefs y, TensorRefs x);
   // dx: input gradients (assign; entries may be null), x/y: the forward's inputs and outputs
   // (null where the kind does not save them: saves_input, saves_output), dy: output gradients.
   // Parameter gradients accumulate.
-  virtual void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) = 0;
+  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y);
 
   // The backward as its two products, where the implementation computes them apart (cuDNN's
   // BackwardData and BackwardFilter, oneDNN's backward_data and backward_weights, a Linear's two
@@ -254,8 +282,8 @@ class Layer {
   // (backward_in_two). Where one library call computes both (a fused RNN backward, oneDNN's
   // batch normalization), split_backward() is false and backward() is the only call.
   virtual bool split_backward() const { return false; }
-  virtual void backward_data(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y);
-  virtual void backward_weights(TensorRefs dy, TensorRefs x, TensorRefs y);
+  void backward_data(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y);
+  void backward_weights(TensorRefs dy, TensorRefs x, TensorRefs y);
 
  protected:
   // Takes the kind's contract: outputs (an implementation may then choose other layouts for
@@ -269,12 +297,16 @@ class Layer {
   void transient(Tensor& t, const TensorDesc& desc);
   void transient(Tensor& t, std::size_t bytes);
 
-  // backward() of a split implementation: backward_data where some input gradient is wanted,
-  // then backward_weights where the parameter gradients are (param_grads()).
-  void backward_in_two(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y);
+  // What an implementation computes, called with arguments of the right arity: forward,
+  // backward (both gradients), and where split_backward() the data and weight gradients apart.
+  virtual void fprop(MutTensorRefs y, TensorRefs x) = 0;
+  virtual void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) = 0;
+  virtual void dgrad(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y);
+  virtual void wgrad(TensorRefs dy, TensorRefs x, TensorRefs y);
 
-  // Checks the arity of a call (names the layer on failure).
-  void check_arity(std::size_t got, std::size_t want, const char* what) const;
+  // bprop() of a split implementation: dgrad where some input gradient is wanted, then wgrad
+  // where the parameter gradients are (param_grads()).
+  void backward_in_two(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y);
   // Replaces the analytic work of one call, for a kind whose work depends on the mode (dropout
   // inside attention is off in eval mode). FLOPs and bytes are set together and only from the
   // kind's shared formulas, so no backend can report one without the other.
@@ -288,7 +320,9 @@ class Layer {
   const CallNumbering& call_numbering() const { return numbering_; }
 
   Backend& be_;
+  const char* kind_;
   std::string name_;
+  std::string problem_;
   std::vector<TensorDesc> inputs_;
   std::vector<TensorDesc> outputs_;
   std::vector<Param> params_;

@@ -67,4 +67,9 @@ Contract contract(const std::string& name, const LayerNormConfig& cfg,
   return c;
 }
 
+std::string describe_problem(const LayerNormConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("x ", in[0].to_string(), " over ", to_string(cfg.over), " eps=", cfg.eps);
+}
+
 }  // namespace tbd

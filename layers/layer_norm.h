@@ -49,5 +49,7 @@ Bytes layer_norm_bytes(const LayerNormConfig& cfg, const Shape& x);
 template <>
 Contract contract(const std::string& name, const LayerNormConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const LayerNormConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 }  // namespace tbd

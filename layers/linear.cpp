@@ -100,6 +100,12 @@ Contract contract(const std::string& name, const LinearConfig& cfg,
   return c;
 }
 
+std::string describe_problem(const LinearConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("x ", in[0].shape.to_string(), " out=", cfg.out_features,
+                        cfg.bias ? " +bias" : "");
+}
+
 template <>
 Contract contract(const std::string& name, const GemmConfig& cfg,
                   const std::vector<TensorDesc>& in) {
@@ -113,6 +119,14 @@ Contract contract(const std::string& name, const GemmConfig& cfg,
   c.saved_inputs = {true, true};  // each operand for the other's gradient; y is not read
   c.saved_outputs = {false};
   return c;
+}
+
+std::string describe_problem(const GemmConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("a ", in[0].shape.to_string(), cfg.trans_a ? "^T" : "", " b ",
+                        in[1].shape.to_string(), cfg.trans_b ? "^T" : "",
+                        cfg.alpha != 1.0 ? detail::concat(" alpha=", cfg.alpha) : "",
+                        cfg.bias ? " +bias" : "");
 }
 
 }  // namespace tbd

@@ -60,10 +60,14 @@ Bytes gemm_bytes(const GemmConfig& cfg, const GemmDims& d);
 template <>
 Contract contract(const std::string& name, const LinearConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const LinearConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 // Contract: inputs a, b (f32); y as documented above, f32; [bias (N) zeros, no decay].
 template <>
 Contract contract(const std::string& name, const GemmConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const GemmConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 }  // namespace tbd

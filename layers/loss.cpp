@@ -77,6 +77,12 @@ Contract contract(const std::string& name, const SoftmaxCrossEntropyConfig& cfg,
                   softmax_cross_entropy_bytes(in[0].shape)};
 }
 
+std::string describe_problem(const SoftmaxCrossEntropyConfig& cfg,
+                             const std::vector<TensorDesc>& in, const Contract&) {
+  return detail::concat("logits ", in[0].shape.to_string(), " smoothing=", cfg.label_smoothing,
+                        cfg.weight != 1 ? detail::concat(" weight=", cfg.weight) : "");
+}
+
 template <>
 Contract contract(const std::string& name, const MseLossConfig& cfg,
                   const std::vector<TensorDesc>& in) {
@@ -84,6 +90,11 @@ Contract contract(const std::string& name, const MseLossConfig& cfg,
   check_input_count(MseLossConfig::kKind, name, in, 2, "inputs (pred, target)");
   const Shape ys = mse_loss_output_shape(name, in[0], in[1]);
   return Contract{{TensorDesc{ys}}, {}, mse_loss_flops(in[0].shape), mse_loss_bytes(in[0].shape)};
+}
+
+std::string describe_problem(const MseLossConfig&, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("pred ", in[0].shape.to_string());
 }
 
 template <>
@@ -103,6 +114,11 @@ Contract contract(const std::string& name, const GradientPenaltyConfig& cfg,
                   {},
                   Flops{2 * e + 4 * n, 2 * e + 6 * n, 0},
                   Bytes{bytes_of(e + 1), bytes_of(1 + 2 * e), 0}};
+}
+
+std::string describe_problem(const GradientPenaltyConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("g ", in[0].shape.to_string(), " weight=", cfg.weight);
 }
 
 Flops actor_critic_loss_flops(const Shape& logits) {
@@ -146,6 +162,11 @@ Contract contract(const std::string& name, const ActorCriticLossConfig& cfg,
              actor_critic_loss_bytes(in[0].shape)};
   c.input_grads = {true, true, false, false};
   return c;
+}
+
+std::string describe_problem(const ActorCriticLossConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("logits ", in[0].shape.to_string(), " beta=", cfg.entropy_beta);
 }
 
 }  // namespace tbd

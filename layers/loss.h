@@ -97,20 +97,28 @@ Bytes actor_critic_loss_bytes(const Shape& logits);
 template <>
 Contract contract(const std::string& name, const ActorCriticLossConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const ActorCriticLossConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 // Contract: inputs logits (..., V) f32 and labels (...) i32; y (1) f32; no parameters.
 template <>
 Contract contract(const std::string& name, const SoftmaxCrossEntropyConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const SoftmaxCrossEntropyConfig& cfg,
+                             const std::vector<TensorDesc>& in, const Contract& c);
 
 // Contract: inputs pred and target (same shape, f32); y (1) f32; no parameters.
 template <>
 Contract contract(const std::string& name, const MseLossConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const MseLossConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 // Contract: input g (N, ...) f32 row-major, rank >= 2; y (1) f32; no parameters.
 template <>
 Contract contract(const std::string& name, const GradientPenaltyConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const GradientPenaltyConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 }  // namespace tbd

@@ -30,4 +30,9 @@ Contract contract(const std::string& name, const MeanLossConfig& cfg,
       {TensorDesc{Shape{1}}}, {}, mean_loss_flops(in[0].shape), mean_loss_bytes(in[0].shape)};
 }
 
+std::string describe_problem(const MeanLossConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("x ", in[0].shape.to_string(), " weight=", cfg.weight);
+}
+
 }  // namespace tbd

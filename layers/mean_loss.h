@@ -25,5 +25,7 @@ Bytes mean_loss_bytes(const Shape& x);
 template <>
 Contract contract(const std::string& name, const MeanLossConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const MeanLossConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 }  // namespace tbd

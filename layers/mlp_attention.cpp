@@ -59,4 +59,9 @@ Contract contract(const std::string& name, const MlpAttentionConfig&,
   return c;
 }
 
+std::string describe_problem(const MlpAttentionConfig&, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("keys ", in[1].shape.to_string(), " memory ", in[2].shape.to_string());
+}
+
 }  // namespace tbd

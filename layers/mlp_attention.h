@@ -57,5 +57,7 @@ Bytes mlp_attention_bytes(const MlpAttentionDims& d);
 template <>
 Contract contract(const std::string& name, const MlpAttentionConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const MlpAttentionConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 }  // namespace tbd

@@ -73,6 +73,12 @@ Contract contract(const std::string& name, const Pool2dConfig& cfg,
                   pool2d_bytes(cfg, xs, ys)};
 }
 
+std::string describe_problem(const Pool2dConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat(to_string(cfg.pool), " x ", in[0].shape.to_string(), " ", cfg.kernel_h, "x",
+                        cfg.kernel_w, " s", cfg.stride_h, " p", cfg.pad_h);
+}
+
 template <>
 Contract contract(const std::string& name, const GlobalAvgPool2dConfig& cfg,
                   const std::vector<TensorDesc>& in) {
@@ -85,6 +91,11 @@ Contract contract(const std::string& name, const GlobalAvgPool2dConfig& cfg,
              global_avg_pool2d_bytes(in[0].shape)};
   saves_nothing(c, in.size());  // dx = dy / HW everywhere
   return c;
+}
+
+std::string describe_problem(const GlobalAvgPool2dConfig&, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("x ", in[0].shape.to_string());
 }
 
 }  // namespace tbd

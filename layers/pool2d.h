@@ -56,10 +56,14 @@ Bytes global_avg_pool2d_bytes(const Shape& x);
 template <>
 Contract contract(const std::string& name, const Pool2dConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const Pool2dConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 // Contract: one input x (N, C, H, W) f32; y (N, C) row-major; no parameters.
 template <>
 Contract contract(const std::string& name, const GlobalAvgPool2dConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const GlobalAvgPool2dConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 }  // namespace tbd

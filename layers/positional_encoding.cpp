@@ -36,4 +36,9 @@ Contract contract(const std::string& name, const PositionalEncodingConfig& cfg,
   return c;
 }
 
+std::string describe_problem(const PositionalEncodingConfig&, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("x ", in[0].shape.to_string());
+}
+
 }  // namespace tbd

@@ -26,5 +26,7 @@ Bytes positional_encoding_bytes(const Shape& x);
 template <>
 Contract contract(const std::string& name, const PositionalEncodingConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const PositionalEncodingConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 }  // namespace tbd

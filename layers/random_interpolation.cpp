@@ -33,4 +33,9 @@ Contract contract(const std::string& name, const RandomInterpolationConfig&,
   return c;
 }
 
+std::string describe_problem(const RandomInterpolationConfig& cfg,
+                             const std::vector<TensorDesc>& in, const Contract&) {
+  return detail::concat("x ", in[0].shape.to_string(), " seed=", cfg.seed);
+}
+
 }  // namespace tbd

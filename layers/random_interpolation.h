@@ -33,6 +33,8 @@ Bytes random_interpolation_bytes(const Shape& x);
 template <>
 Contract contract(const std::string& name, const RandomInterpolationConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const RandomInterpolationConfig& cfg,
+                             const std::vector<TensorDesc>& in, const Contract& c);
 
 // alpha_n of one forward, shared by every backend and the tests: the top 24 bits of one
 // splitmix64 hash per sample, a float in [0, 1) (host and device code, core/splitmix.h).

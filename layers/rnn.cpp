@@ -201,6 +201,12 @@ Contract contract(const std::string& name, const LstmConfig& cfg,
                            lstm_bytes(cfg, xs));
 }
 
+std::string describe_problem(const LstmConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("x ", in[0].shape.to_string(), " H=", cfg.hidden,
+                        " layers=", cfg.num_layers, cfg.bidirectional ? " bidirectional" : "");
+}
+
 template <>
 Contract contract(const std::string& name, const GruConfig& cfg,
                   const std::vector<TensorDesc>& in) {
@@ -209,6 +215,12 @@ Contract contract(const std::string& name, const GruConfig& cfg,
   Shape ys = gru_output_shape(name, cfg, xs);  // checks x before the formulas read it
   return sequence_contract(name, cfg, in, false, std::move(ys), gru_flops(cfg, xs),
                            gru_bytes(cfg, xs));
+}
+
+std::string describe_problem(const GruConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("x ", in[0].shape.to_string(), " H=", cfg.hidden,
+                        " layers=", cfg.num_layers, cfg.bidirectional ? " bidirectional" : "");
 }
 
 template <>
@@ -225,6 +237,11 @@ Contract contract(const std::string& name, const LstmCellConfig& cfg,
              lstm_cell_bytes(cfg, in[0].shape)};
   add_direction_params(c.params, true, "", in[0].shape[1], cfg.hidden);
   return c;
+}
+
+std::string describe_problem(const LstmCellConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("x ", in[0].shape.to_string(), " H=", cfg.hidden);
 }
 
 }  // namespace tbd

@@ -88,14 +88,20 @@ int64_t lstm_cell_param_count(const LstmCellConfig& cfg, int64_t input_size);
 template <>
 Contract contract(const std::string& name, const LstmConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const LstmConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 // Contract: as LSTM, with the GRU parameters above.
 template <>
 Contract contract(const std::string& name, const GruConfig& cfg, const std::vector<TensorDesc>& in);
+std::string describe_problem(const GruConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 // Contract: inputs x (N, I), h (N, H), c (N, H) f32; outputs h', c' (N, H); w_ih, w_hh, b.
 template <>
 Contract contract(const std::string& name, const LstmCellConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const LstmCellConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 }  // namespace tbd

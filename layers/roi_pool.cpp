@@ -72,4 +72,13 @@ Contract contract(const std::string& name, const RoIPoolConfig& cfg,
   return c;
 }
 
+std::string describe_problem(const RoIPoolConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat(
+      to_string(cfg.mode), " x ", in[0].to_string(), " rois ", in[1].shape.to_string(), " -> ",
+      cfg.pooled_h, "x", cfg.pooled_w, " scale=", cfg.spatial_scale,
+      cfg.mode == RoIPoolMode::kAlign ? detail::concat(" sampling_ratio=", cfg.sampling_ratio)
+                                      : std::string());
+}
+
 }  // namespace tbd

@@ -71,6 +71,8 @@ Bytes roi_pool_bytes(const RoIPoolConfig& cfg, const Shape& x, const Shape& rois
 template <>
 Contract contract(const std::string& name, const RoIPoolConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const RoIPoolConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 // ---- the geometry, shared by the CPU and CUDA implementations (host and device code) ----
 

@@ -35,4 +35,9 @@ Contract contract(const std::string& name, const SequenceBatchNormConfig& cfg,
   return batchnorm_contract(in[0], spec.nchw);
 }
 
+std::string describe_problem(const SequenceBatchNormConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("x ", in[0].to_string(), " eps=", cfg.eps, " momentum=", cfg.momentum);
+}
+
 }  // namespace tbd

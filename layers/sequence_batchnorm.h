@@ -34,5 +34,7 @@ Bytes sequence_batchnorm_bytes(const Shape& x);
 template <>
 Contract contract(const std::string& name, const SequenceBatchNormConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const SequenceBatchNormConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 }  // namespace tbd

@@ -31,4 +31,9 @@ Contract contract(const std::string& name, const SequenceLastConfig&,
   return c;
 }
 
+std::string describe_problem(const SequenceLastConfig&, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("x ", in[0].shape.to_string());
+}
+
 }  // namespace tbd

@@ -22,5 +22,7 @@ struct SequenceLastConfig {
 template <>
 Contract contract(const std::string& name, const SequenceLastConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const SequenceLastConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 }  // namespace tbd

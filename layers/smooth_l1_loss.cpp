@@ -46,4 +46,9 @@ Contract contract(const std::string& name, const SmoothL1LossConfig& cfg,
   return c;
 }
 
+std::string describe_problem(const SmoothL1LossConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return smooth_l1_loss_describe(in[0].shape, cfg);
+}
+
 }  // namespace tbd

@@ -41,6 +41,8 @@ std::string smooth_l1_loss_describe(const Shape& pred, const SmoothL1LossConfig&
 template <>
 Contract contract(const std::string& name, const SmoothL1LossConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const SmoothL1LossConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 // f(d) and f'(d) in float, shared by the CPU and CUDA kernels; s2 = sigma^2.
 TBD_HOST_DEVICE inline float smooth_l1(float d, float s2) {

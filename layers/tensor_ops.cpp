@@ -235,6 +235,10 @@ Contract contract(const std::string& name, const AddConfig& cfg,
   return c;
 }
 
+std::string describe_problem(const AddConfig&, const std::vector<TensorDesc>& in, const Contract&) {
+  return detail::concat(in.size(), " x ", in[0].to_string());
+}
+
 namespace {
 // The copy kinds: outputs of the input's dtype, row-major; no FLOPs, copy bytes.
 Contract copy_contract(const std::vector<TensorDesc>& in, const std::vector<Shape>& out) {
@@ -254,6 +258,12 @@ Contract contract(const std::string& name, const ConcatConfig& cfg,
   return c;
 }
 
+std::string describe_problem(const ConcatConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c) {
+  return detail::concat(in.size(), " inputs -> ", c.outputs[0].shape.to_string(), " axis ",
+                        cfg.axis);
+}
+
 template <>
 Contract contract(const std::string& name, const SplitConfig& cfg,
                   const std::vector<TensorDesc>& in) {
@@ -263,6 +273,12 @@ Contract contract(const std::string& name, const SplitConfig& cfg,
   return c;
 }
 
+std::string describe_problem(const SplitConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c) {
+  return detail::concat("x ", in[0].shape.to_string(), " -> ", c.outputs.size(), " outputs axis ",
+                        cfg.axis);
+}
+
 template <>
 Contract contract(const std::string& name, const ReshapeConfig& cfg,
                   const std::vector<TensorDesc>& in) {
@@ -270,11 +286,26 @@ Contract contract(const std::string& name, const ReshapeConfig& cfg,
   return copy_contract(in, {reshape_output_shape(name, cfg, in[0])});
 }
 
+std::string describe_problem(const ReshapeConfig&, const std::vector<TensorDesc>& in,
+                             const Contract& c) {
+  return detail::concat("x ", in[0].shape.to_string(), " -> ", c.outputs[0].shape.to_string());
+}
+
 template <>
 Contract contract(const std::string& name, const TransposeConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   check_input_count(TransposeConfig::kKind, name, in, 1);
   return copy_contract(in, {transpose_output_shape(name, cfg, in[0])});
+}
+
+std::string describe_problem(const TransposeConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  std::string p;
+  for (int v : cfg.perm) {
+    if (!p.empty()) p += ",";
+    p += std::to_string(v);
+  }
+  return detail::concat("x ", in[0].shape.to_string(), " perm {", p, "}");
 }
 
 template <>
@@ -291,6 +322,11 @@ Contract contract(const std::string& name, const DetachConfig& cfg,
   return c;
 }
 
+std::string describe_problem(const DetachConfig&, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return "x " + in[0].to_string();
+}
+
 template <>
 Contract contract(const std::string& name, const ReverseConfig& cfg,
                   const std::vector<TensorDesc>& in) {
@@ -301,6 +337,12 @@ Contract contract(const std::string& name, const ReverseConfig& cfg,
   saves_nothing(c, in.size());
   if (in.size() > 1) c.saved_inputs[1] = true;  // backward reverses dy within the lengths
   return c;
+}
+
+std::string describe_problem(const ReverseConfig&, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("x ", in[0].to_string(),
+                        in.size() > 1 ? " within lengths" : " whole sequences");
 }
 
 }  // namespace tbd

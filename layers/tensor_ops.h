@@ -112,35 +112,49 @@ int normalize_axis(const char* kind, const std::string& name, int axis, int rank
 // Contract: inputs x0, x1; y like x0 (its layout); no parameters.
 template <>
 Contract contract(const std::string& name, const AddConfig& cfg, const std::vector<TensorDesc>& in);
+std::string describe_problem(const AddConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 // Contract: inputs as above; y row-major in the inputs' dtype; a copy (no FLOPs).
 template <>
 Contract contract(const std::string& name, const ConcatConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const ConcatConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 // Contract: one input; one output per size, row-major; a copy.
 template <>
 Contract contract(const std::string& name, const SplitConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const SplitConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 // Contract: one input; y row-major; a copy.
 template <>
 Contract contract(const std::string& name, const ReshapeConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const ReshapeConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 // Contract: one input; y row-major; a copy.
 template <>
 Contract contract(const std::string& name, const TransposeConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const TransposeConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 // Contract: one input x; y like x; y carries no gradient (output_grads {false}); a copy.
 template <>
 Contract contract(const std::string& name, const DetachConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const DetachConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 // Contract: inputs x [, lengths]; y like x (row-major); lengths take no gradient; a copy.
 template <>
 Contract contract(const std::string& name, const ReverseConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const ReverseConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 }  // namespace tbd

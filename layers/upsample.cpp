@@ -39,4 +39,9 @@ Contract contract(const std::string& name, const Upsample2dConfig& cfg,
   return c;
 }
 
+std::string describe_problem(const Upsample2dConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("nearest x", cfg.scale, " x ", in[0].to_string());
+}
+
 }  // namespace tbd

@@ -29,5 +29,7 @@ Bytes upsample2d_bytes(const Upsample2dConfig& cfg, const Shape& x);
 template <>
 Contract contract(const std::string& name, const Upsample2dConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const Upsample2dConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 }  // namespace tbd

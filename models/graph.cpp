@@ -20,15 +20,14 @@ class ReorderLayer final : public Layer {
  public:
   ReorderLayer(Backend& be, const std::string& name, const ReorderConfig& cfg,
                const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)) {}
+      : Layer(be, name, in, contract_of(name, cfg, in)) {}
   // Takes its input as it comes (that is its job).
   static std::vector<Layout> input_layouts(const ReorderConfig&,
                                            const std::vector<TensorDesc>& in) {
     return {in.empty() ? Layout::kRowMajor : in[0].layout};
   }
-  const char* kind() const override { return ReorderConfig::kKind; }
-  void forward(MutTensorRefs y, TensorRefs x) override { be_.reorder(*y[0], *x[0]); }
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+  void fprop(MutTensorRefs y, TensorRefs x) override { be_.reorder(*y[0], *x[0]); }
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (dx[0]) be_.reorder(*dx[0], *dy[0]);
   }
 };
@@ -48,6 +47,11 @@ Contract contract(const std::string& name, const ReorderConfig& cfg,
   c.bytes = copy_bytes(in, c.outputs);  // a copy (layers/tensor_ops.h)
   saves_nothing(c, in.size());          // backward reorders dy
   return c;
+}
+
+std::string describe_problem(const ReorderConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract&) {
+  return detail::concat("x ", in[0].to_string(), " -> ", to_string(cfg.layout));
 }
 
 TensorId Graph::input(const std::string& name, Shape shape, DType dtype) {

@@ -61,6 +61,8 @@ struct ReorderConfig {
 template <>
 Contract contract(const std::string& name, const ReorderConfig& cfg,
                   const std::vector<TensorDesc>& in);
+std::string describe_problem(const ReorderConfig& cfg, const std::vector<TensorDesc>& in,
+                             const Contract& c);
 
 class Graph {
  public:

@@ -20,7 +20,7 @@ class ActivationOneDnn final : public Layer {
  public:
   ActivationOneDnn(Backend& be, const std::string& name, const ActivationConfig& cfg,
                    const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
     float alpha = 0.f, beta = 0.f;
     switch (cfg.act) {
       case ActKind::kRelu:
@@ -73,24 +73,19 @@ class ActivationOneDnn final : public Layer {
     }
   }
 
-  const char* kind() const override { return ActivationConfig::kKind; }
   // Elementwise over the buffer (or per channel): any layout, as it comes.
   static std::vector<Layout> input_layouts(const ActivationConfig&,
                                            const std::vector<TensorDesc>& in) {
     return layouts_as_given(in);
   }
-  std::string describe() const override {
-    return detail::concat(to_string(cfg_.act), " x ", inputs_[0].shape.to_string());
-  }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, flat(*x[0])}, {DNNL_ARG_DST, flat(*y[0])}};
     add_scratch(args, fwd_pd_.scratchpad_desc());
     execute(cpu_, fwd_, args, "Activation forward");
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
     if (dx[0] == nullptr) return;
     std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, flat(*dy[0])},
                                          {DNNL_ARG_DIFF_SRC, flat(*dx[0])}};

@@ -124,7 +124,7 @@ class MultiHeadAttentionOneDnn final : public Layer {
  public:
   MultiHeadAttentionOneDnn(Backend& be, const std::string& name,
                            const MultiHeadAttentionConfig& cfg, const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)),
+      : Layer(be, name, in, contract_of(name, cfg, in)),
         cfg_(cfg),
         cpu_(as_cpu(be)),
         d_(attention_dims(name, cfg, in)) {
@@ -188,16 +188,6 @@ class MultiHeadAttentionOneDnn final : public Layer {
     }
   }
 
-  const char* kind() const override { return MultiHeadAttentionConfig::kKind; }
-
-  std::string describe() const override {
-    return detail::concat("q (", d_.N, ", ", d_.Tq, ", ", d_.D, ")",
-                          cfg_.cross ? detail::concat(" kv Tk=", d_.Tk) : std::string(),
-                          " heads=", d_.h, cfg_.causal ? " causal" : "",
-                          cfg_.padding_mask ? " padded" : "",
-                          cfg_.dropout > 0 ? detail::concat(" dropout=", cfg_.dropout) : "");
-  }
-
   void set_training(bool training) override {
     Layer::set_training(training);
     const bool dropout = training && cfg_.dropout > 0;
@@ -205,9 +195,7 @@ class MultiHeadAttentionOneDnn final : public Layer {
   }
 
   // y: (N, Tq, D); x: q_in (N, Tq, D) [, kv_in (N, Tk, D)] [, kv_lengths (N) i32]
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), inputs_.size(), "forward inputs");
-    check_arity(y.size(), 1, "forward outputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const Tensor& q_in = *x[0];
     const Tensor& kv_in = cfg_.cross ? *x[1] : *x[0];
     const int32_t* lengths = cfg_.padding_mask ? x.back()->data<int32_t>() : nullptr;
@@ -230,9 +218,7 @@ class MultiHeadAttentionOneDnn final : public Layer {
   }
 
   // dx: dq_in [, dkv_in] [, null for kv_lengths] (assign); dy: (N, Tq, D).
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
-    check_arity(x.size(), inputs_.size(), "backward inputs");
-    check_arity(dx.size(), inputs_.size(), "backward input gradients");
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     const Tensor& q_in = *x[0];
     const Tensor& kv_in = cfg_.cross ? *x[1] : *x[0];
     const void* g = dy[0]->raw();

@@ -9,7 +9,7 @@ class BatchNorm2dOneDnn final : public BatchNormOneDnn {
  public:
   BatchNorm2dOneDnn(Backend& be, const std::string& name, const BatchNorm2dConfig& cfg,
                     const std::vector<TensorDesc>& in)
-      : BatchNormOneDnn(be, name, in, contract(name, cfg, in), batchnorm_spec(name, cfg, in)) {}
+      : BatchNormOneDnn(be, name, in, contract_of(name, cfg, in), batchnorm_spec(name, cfg, in)) {}
 
   // Elementwise over the buffer (or per channel): any layout, as it comes.
   static std::vector<Layout> input_layouts(const BatchNorm2dConfig&,

@@ -99,14 +99,7 @@ class BatchNormOneDnn : public BatchNormLayer {
     }
   }
 
-  const char* kind() const override { return spec_.kind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " ", to_string(inputs_[0].layout),
-                          spec_.relu ? " +relu" : "", spec_.frozen ? " frozen" : "");
-  }
-
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, x_mem(*x[0])},
                                                {DNNL_ARG_DST, x_mem(*y[0])},
                                                {DNNL_ARG_SCALE, mem_of(cpu_, params_[0].value)},
@@ -126,7 +119,7 @@ class BatchNormOneDnn : public BatchNormLayer {
     update_running_stats();
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
     const Tensor& mean = training_ ? mean_ : running_mean_;
     const Tensor& var = training_ ? var_ : running_var_;
     const Tensor* relu_y = spec_.relu ? y[0] : nullptr;

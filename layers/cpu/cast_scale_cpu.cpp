@@ -11,15 +11,10 @@ class CastScaleCpu final : public Layer {
  public:
   CastScaleCpu(Backend& be, const std::string& name, const CastScaleConfig& cfg,
                const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), scale_(static_cast<float>(cfg.scale)) {}
-  const char* kind() const override { return CastScaleConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " u8 scale ", scale_);
-  }
+      : Layer(be, name, in, contract_of(name, cfg, in)), scale_(static_cast<float>(cfg.scale)) {}
 
   // y: (...) f32, x: (...) u8
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const uint8_t* xs = x[0]->data<uint8_t>();
     float* ys = y[0]->f32();
     const int64_t n = x[0]->numel();
@@ -28,7 +23,7 @@ class CastScaleCpu final : public Layer {
     for (int64_t i = 0; i < n; ++i) ys[i] = s * static_cast<float>(xs[i]);
   }
   // x is u8: nothing flows back, and there are no parameters.
-  void backward(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
+  void bprop(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
 
  private:
   float scale_;

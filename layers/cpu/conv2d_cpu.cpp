@@ -34,7 +34,7 @@ class Conv2dOneDnn final : public Layer {
  public:
   Conv2dOneDnn(Backend& be, const std::string& name, const Conv2dConfig& cfg,
                const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
     const Shape& xs = in[0].shape;
     const Shape& ys = outputs_[0].shape;
     // y blocked by 16 channels where K allows: what the next conv, batchnorm, relu, pooling
@@ -215,7 +215,6 @@ class Conv2dOneDnn final : public Layer {
     }
   }
 
-  const char* kind() const override { return Conv2dConfig::kKind; }
   // x in nChw16c whenever C allows: on plain nchw oneDNN 2.6 has only its reference kernels
   // (ref:any, about 100x slower) for C > 3, so a row-major x is better reordered first.
   static std::vector<Layout> input_layouts(const Conv2dConfig&, const std::vector<TensorDesc>& in) {
@@ -223,19 +222,15 @@ class Conv2dOneDnn final : public Layer {
     return {blockable ? Layout::kNChw16c : Layout::kRowMajor};
   }
 
-  std::string describe() const override {
-    const Shape& x = inputs_[0].shape;
-    return detail::concat(
-        "x ", x.to_string(), " K=", cfg_.out_channels, " ", cfg_.kernel_h, "x", cfg_.kernel_w, " s",
-        cfg_.stride_h, " p", cfg_.pad_h, cfg_.groups > 1 ? " g" + std::to_string(cfg_.groups) : "",
-        " fwd ", fwd_pd_.impl_info_str(),
-        channels_last_fwd() ? detail::concat(" (nhwc, ", chunk_, "/chunk, ", span_, "/reorder)")
-                            : "",
-        " bwd ", bwd_data_pd_.impl_info_str(), "/", bwd_w_pd_.impl_info_str());
+  std::string implementation() const override {
+    return detail::concat("fwd ", fwd_pd_.impl_info_str(),
+                          channels_last_fwd()
+                              ? detail::concat(" (nhwc, ", chunk_, "/chunk, ", span_, "/reorder)")
+                              : "",
+                          " bwd ", bwd_data_pd_.impl_info_str(), "/", bwd_w_pd_.impl_info_str());
   }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     auto& e = cpu_.engine();
     memory w_mem = user_weights();
     if (w_fwd_blocked_) {
@@ -281,12 +276,12 @@ class Conv2dOneDnn final : public Layer {
     }
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
     backward_in_two(dx, dy, x, y);
   }
   bool split_backward() const override { return true; }
 
-  void backward_data(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+  void dgrad(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     auto& e = cpu_.engine();
     if (dx[0] != nullptr) {
       memory w_mem = user_weights();
@@ -310,7 +305,7 @@ class Conv2dOneDnn final : public Layer {
   }
 
   // wgrad into scratch, then += into the row-major gradient.
-  void backward_weights(TensorRefs dy, TensorRefs x, TensorRefs) override {
+  void wgrad(TensorRefs dy, TensorRefs x, TensorRefs) override {
     auto& e = cpu_.engine();
     memory dw_blk(bwd_w_pd_.diff_weights_desc(), e, dw_scratch_.raw());
     memory x_mem = x_wgrad_.into(cpu_, mem_of(cpu_, *x[0]));

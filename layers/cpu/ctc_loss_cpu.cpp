@@ -97,7 +97,7 @@ class CtcLossCpu final : public Layer {
  public:
   CtcLossCpu(Backend& be, const std::string& name, const CtcLossConfig& cfg,
              const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
     T_ = in[0].shape[0], N_ = in[0].shape[1], C_ = in[0].shape[2], S_ = in[1].shape[1];
     threads_ = std::max(1, omp_get_max_threads());
     W_ = 2 * S_ + 1 + 2 * kPad;
@@ -107,14 +107,7 @@ class CtcLossCpu final : public Layer {
     scratch_ = be.empty(Shape{2 * (threads_ * per_thread_ + N_)}, MemCategory::kWorkspace);
   }
 
-  const char* kind() const override { return CtcLossConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("logits ", inputs_[0].shape.to_string(), " labels ",
-                          inputs_[1].shape.to_string());
-  }
-
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 4, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     check_values(x);
     double* nll = scratch_.data<double>() + threads_ * per_thread_;
 #pragma omp parallel for schedule(dynamic) num_threads(threads_)
@@ -124,7 +117,7 @@ class CtcLossCpu final : public Layer {
     y[0]->f32()[0] = static_cast<float>(total / static_cast<double>(N_));
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (dx[0] == nullptr) return;  // x was checked by the forward of this step
     const double up = static_cast<double>(dy[0]->f32()[0]) / static_cast<double>(N_);
     float* g = dx[0]->f32();

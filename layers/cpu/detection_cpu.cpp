@@ -29,7 +29,7 @@ class ProposalCpu final : public Layer {
  public:
   ProposalCpu(Backend& be, const std::string& name, const ProposalConfig& cfg,
               const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
     N_ = in[0].shape[0];
     A_ = cfg.anchors.num_anchors();
     HW_ = cfg.anchors.feature_h * cfg.anchors.feature_w;
@@ -47,15 +47,9 @@ class ProposalCpu final : public Layer {
     pos_.resize(np);
     keep_.resize(static_cast<std::size_t>(N_ * std::min(post_, pre_)));
   }
-  const char* kind() const override { return ProposalConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("cls ", inputs_[0].shape.to_string(), " pre ", cfg_.pre_nms_top_n,
-                          " post ", cfg_.post_nms_top_n, " nms ", cfg_.nms_threshold);
-  }
 
   // rois (N*post, 5); cls (N, 2A, H, W), deltas (N, 4A, H, W)
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const float* cls = x[0]->f32();
     const float* del = x[1]->f32();
     const int64_t K = K_, HW = HW_, A = A_;
@@ -79,7 +73,7 @@ class ProposalCpu final : public Layer {
     for (int64_t n = 0; n < N_; ++n) propose_image(n, out + n * post_ * 5);
   }
 
-  void backward(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
+  void bprop(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
 
  private:
   void propose_image(int64_t n, float* out) {
@@ -154,7 +148,7 @@ class AnchorTargetCpu final : public Layer {
  public:
   AnchorTargetCpu(Backend& be, const std::string& name, const AnchorTargetConfig& cfg,
                   const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
     N_ = in[0].shape[0];
     G_ = in[0].shape[1];
     HW_ = cfg.anchors.feature_h * cfg.anchors.feature_w;
@@ -176,15 +170,9 @@ class AnchorTargetCpu final : public Layer {
     chosen_.resize(n * inside_.size());
     scratch_.resize(n * inside_.size());
   }
-  const char* kind() const override { return AnchorTargetConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("gt ", inputs_[0].shape.to_string(), " anchors ", K_, " batch ",
-                          cfg_.batch_size, " seed=", cfg_.seed);
-  }
 
   // labels (N, K) i32, bbox_targets (N, 4A, H, W), bbox_weights (N, 4A, H, W); gt (N, G, 5)
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const uint64_t call = next_call_index();
     const float* gt = x[0]->f32();
     int32_t* labels = y[0]->data<int32_t>();
@@ -197,7 +185,7 @@ class AnchorTargetCpu final : public Layer {
     }
   }
 
-  void backward(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
+  void bprop(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
 
  private:
   void assign_image(int64_t n, uint64_t call, const float* gt, int32_t* labels, float* targets,
@@ -300,7 +288,7 @@ class ProposalTargetCpu final : public Layer {
  public:
   ProposalTargetCpu(Backend& be, const std::string& name, const ProposalTargetConfig& cfg,
                     const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
     N_ = in[1].shape[0];
     G_ = in[1].shape[1];
     P_ = in[0].shape[0] / N_;
@@ -316,17 +304,10 @@ class ProposalTargetCpu final : public Layer {
     scratch_.resize(nm);
     gt_rows_.resize(static_cast<std::size_t>(N_ * G_));
   }
-  const char* kind() const override { return ProposalTargetConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("rois ", inputs_[0].shape.to_string(), " gt ",
-                          inputs_[1].shape.to_string(), " R ", cfg_.rois_per_image,
-                          " seed=", cfg_.seed);
-  }
 
   // rois (N*R, 5), labels (N*R) i32, bbox_targets / bbox_weights (N*R, 4C); rois (N*P, 5),
   // gt (N, G, 5)
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const uint64_t call = next_call_index();
     const float* rois = x[0]->f32();
     const float* gt = x[1]->f32();
@@ -339,7 +320,7 @@ class ProposalTargetCpu final : public Layer {
     }
   }
 
-  void backward(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
+  void bprop(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
 
  private:
   void sample_image(int64_t n, uint64_t call, const float* rois, const float* gt, float* out_rois,

@@ -19,7 +19,7 @@ class DropoutCpu final : public Layer {
  public:
   DropoutCpu(Backend& be, const std::string& name, const DropoutConfig& cfg,
              const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
     E_ = in[0].shape.numel();
     key_ = dropout_key(cfg, name);
     threshold_ = dropout_threshold(cfg.p);
@@ -28,19 +28,14 @@ class DropoutCpu final : public Layer {
     mask_ = be.empty(Shape{(E_ + 3) / 4}, MemCategory::kFeatureMaps);
   }
 
-  const char* kind() const override { return DropoutConfig::kKind; }
   // Elementwise over the buffer (or per channel): any layout, as it comes.
   static std::vector<Layout> input_layouts(const DropoutConfig&,
                                            const std::vector<TensorDesc>& in) {
     return layouts_as_given(in);
   }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].to_string(), " p=", cfg_.p);
-  }
 
   // y: like x  x: any shape
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const float* in = x[0]->f32();
     float* out = y[0]->f32();
     if (!training_) {
@@ -65,7 +60,7 @@ class DropoutCpu final : public Layer {
   }
 
   // dx: like x  dy: like y
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
     if (dx[0] == nullptr) return;
     const float* g = dy[0]->f32();
     float* out = dx[0]->f32();

@@ -21,19 +21,12 @@ class EmbeddingCpu final : public Layer {
  public:
   EmbeddingCpu(Backend& be, const std::string& name, const EmbeddingConfig& cfg,
                const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
     M_ = in[0].shape.numel();
   }
 
-  const char* kind() const override { return EmbeddingConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("ids ", inputs_[0].shape.to_string(), " ", cfg_.num_embeddings, "x",
-                          cfg_.dim);
-  }
-
   // y: (..., dim)  x[0] = ids: (...) i32
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const int32_t* ids = x[0]->data<int32_t>();
     const float* w = params_[0].value.f32();
     float* out = y[0]->f32();
@@ -62,7 +55,7 @@ class EmbeddingCpu final : public Layer {
   }
 
   // dx[0]: always null (ids are integers)  dy: (..., dim)  x[0] = ids
-  void backward(MutTensorRefs /*dx*/, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs /*dx*/, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (!param_grads()) return;  // ids take no gradient: nothing else to do
     const int32_t* ids = x[0]->data<int32_t>();
     const float* g = dy[0]->f32();

@@ -24,23 +24,18 @@ class LinearDgradCpu final : public Layer {
  public:
   LinearDgradCpu(Backend& be, const std::string& name, const LinearDgradConfig& cfg,
                  const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)) {
     O_ = in[0].shape[-1];
     I_ = cfg.in_features;
     M_ = in[0].shape.numel() / O_;
   }
-  const char* kind() const override { return LinearDgradConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("dy ", inputs_[0].shape.to_string(), " W (", O_, ", ", I_, ")");
-  }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {  // dx = dy W
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {  // dx = dy W
     TBD_DNNL_CHECK(dnnl_sgemm('N', 'N', M_, I_, O_, 1.f, x[0]->f32(), O_, params_[0].value.f32(),
                               I_, 0.f, y[0]->f32(), I_));
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     const float* v = dy[0]->f32();
     if (dx[0] != nullptr) {  // d(dy) = v W^T
       TBD_DNNL_CHECK(dnnl_sgemm('N', 'T', M_, O_, I_, 1.f, v, I_, params_[0].value.f32(), I_, 0.f,
@@ -70,7 +65,7 @@ class Conv2dDgradCpu final : public Layer {
  public:
   Conv2dDgradCpu(Backend& be, const std::string& name, const Conv2dDgradConfig& cfg,
                  const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
     const Conv2dConfig& c = cfg.conv;
     const Shape& xs = outputs_[0].shape;  // the forward conv's x
     const Shape& ys = in[0].shape;        // its y
@@ -158,17 +153,12 @@ class Conv2dDgradCpu final : public Layer {
     y_to_blk_ = reorder(y_plain_md_, y_md_);
     y_from_blk_ = reorder(y_md_, y_plain_md_);
   }
-  const char* kind() const override { return Conv2dDgradConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("dy ", inputs_[0].shape.to_string(), " -> dx ",
-                          outputs_[0].shape.to_string(), " ", cfg_.conv.kernel_h, "x",
-                          cfg_.conv.kernel_w, " s", cfg_.conv.stride_h, " p", cfg_.conv.pad_h,
-                          blocked_ ? " (nChw16c)" : "", " fwd ", bwd_data_pd_.impl_info_str(),
-                          " bwd ", fwd_pd_.impl_info_str(), "/", bwd_w_pd_.impl_info_str());
+  std::string implementation() const override {
+    return detail::concat(blocked_ ? "nChw16c " : "", "fwd ", bwd_data_pd_.impl_info_str(), " bwd ",
+                          fwd_pd_.impl_info_str(), "/", bwd_w_pd_.impl_info_str());
   }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {  // dx = conv backward data of dy
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {  // dx = conv backward data of dy
     if (!blocked_) {
       std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, mem(y_md_, *x[0])},
                                            {DNNL_ARG_WEIGHTS, mem(w_md_, params_[0].value)},
@@ -188,7 +178,7 @@ class Conv2dDgradCpu final : public Layer {
     copy(x_from_blk_, mem(x_md_, x_blk_), mem(x_plain_md_, *y[0]));
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (!blocked_) {  // (the blocked path reads dy's copy from the forward instead of x)
       backward_plain(dx, dy, x);
       return;
@@ -267,19 +257,14 @@ class ActivationDgradCpu final : public Layer {
  public:
   ActivationDgradCpu(Backend& be, const std::string& name, const ActivationDgradConfig& cfg,
                      const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
     slope_ = cfg.act.act == ActKind::kRelu ? 0.f : static_cast<float>(cfg.act.alpha);
   }
-  const char* kind() const override { return ActivationDgradConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat(to_string(cfg_.act.act), "' x ", inputs_[0].shape.to_string());
-  }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {  // dx = dy * f'(x)
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {  // dx = dy * f'(x)
     scale(y[0]->f32(), x[0]->f32(), x[1]->f32());
   }
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (dx[0] != nullptr) scale(dx[0]->f32(), dy[0]->f32(), x[1]->f32());  // v * f'(x)
   }
 
@@ -303,16 +288,10 @@ class Pool2dDgradCpu final : public Layer {
  public:
   Pool2dDgradCpu(Backend& be, const std::string& name, const Pool2dDgradConfig& cfg,
                  const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {}
-  const char* kind() const override { return Pool2dDgradConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("avg ", cfg_.pool.kernel_h, "x", cfg_.pool.kernel_w, " s",
-                          cfg_.pool.stride_h, " dy ", inputs_[0].shape.to_string());
-  }
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {}
 
   // dx[h, w] = sum over the windows (p, q) that cover (h, w) of dy[p, q] / divisor(p, q).
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     for_planes([&](int64_t plane) {
       const float* dy = x[0]->f32() + plane * P() * Q();
       float* dx = y[0]->f32() + plane * H() * W();
@@ -326,7 +305,7 @@ class Pool2dDgradCpu final : public Layer {
     });
   }
   // d(dy)[p, q] = average pooling of v.
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
     if (dx[0] == nullptr) return;
     for_planes([&](int64_t plane) {
       const float* v = dy[0]->f32() + plane * H() * W();
@@ -386,19 +365,14 @@ class LayerNormDgradCpu final : public Layer {
  public:
   LayerNormDgradCpu(Backend& be, const std::string& name, const LayerNormDgradConfig& cfg,
                     const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
     rows_ = layer_norm_rows(cfg.ln, in[1].shape);
     D_ = rows_.D;
     M_ = rows_.M;
     rows_buf_ = be.empty(Shape{2 * 4 * M_}, MemCategory::kWorkspace);  // 4 doubles per row
   }
-  const char* kind() const override { return LayerNormDgradConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[1].shape.to_string(), " over ", to_string(cfg_.ln.over));
-  }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const float* dy = x[0]->f32();
     const float* xv = x[1]->f32();
     const float* gamma = params_[0].value.f32();
@@ -433,7 +407,7 @@ class LayerNormDgradCpu final : public Layer {
     }
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dyv, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dyv, TensorRefs x, TensorRefs /*y*/) override {
     const float* v = dyv[0]->f32();
     const float* dy = x[0]->f32();
     const float* xv = x[1]->f32();

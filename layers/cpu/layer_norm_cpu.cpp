@@ -34,7 +34,7 @@ class LayerNormOneDnn final : public Layer {
  public:
   LayerNormOneDnn(Backend& be, const std::string& name, const LayerNormConfig& cfg,
                   const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
     TBD_LAYER_CHECK(in[0].layout == Layout::kRowMajor, kind(), name,
                     "input x must be row-major, got ", in[0].to_string());
     TBD_LAYER_CHECK(cfg.over == LayerNormOver::kLastDim, kind(), name,
@@ -77,14 +77,8 @@ class LayerNormOneDnn final : public Layer {
     }
   }
 
-  const char* kind() const override { return LayerNormConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " eps=", cfg_.eps);
-  }
-
   // y: (..., D)  x: (..., D)
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(data_md_, x[0]->raw())},
                                          {DNNL_ARG_DST, mem(data_md_, y[0]->raw())},
                                          {DNNL_ARG_MEAN, mem(stat_md_, mean_.raw())},
@@ -96,7 +90,7 @@ class LayerNormOneDnn final : public Layer {
   }
 
   // dx: (..., D)  dy: (..., D)  x: (..., D)
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (dx[0] == nullptr) {
       if (param_grads()) param_grads_only(dy[0]->f32(), x[0]->f32());
       return;
@@ -167,7 +161,7 @@ class LayerNormChwCpu final : public Layer {
  public:
   LayerNormChwCpu(Backend& be, const std::string& name, const LayerNormConfig& cfg,
                   const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
     const Shape& xs = in[0].shape;
     N_ = xs[0], C_ = xs[1], HW_ = xs[2] * xs[3];
     B_ = in[0].layout == Layout::kNChw16c ? 16 : 1;
@@ -187,20 +181,15 @@ class LayerNormChwCpu final : public Layer {
         in[0].layout == Layout::kNChw16c && in[0].shape.rank() == 4 && in[0].shape[1] % 16 == 0;
     return {blocked ? Layout::kNChw16c : Layout::kRowMajor};
   }
-  const char* kind() const override { return LayerNormConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].to_string(), " over (C, H, W) eps=", cfg_.eps);
-  }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     if (B_ == 16) {
       forward_impl<16>(y[0]->f32(), x[0]->f32());
     } else {
       forward_impl<1>(y[0]->f32(), x[0]->f32());
     }
   }
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     float* out = dx[0] ? dx[0]->f32() : nullptr;
     if (B_ == 16) {
       backward_impl<16>(out, dy[0]->f32(), x[0]->f32());

@@ -172,7 +172,7 @@ class LinearOneDnn final : public Layer {
  public:
   LinearOneDnn(Backend& be, const std::string& name, const LinearConfig& cfg,
                const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
     check_row_major(kind(), name, "x", in[0]);
     const int64_t K = in[0].shape[-1], N = cfg.out_features;
     M_ = in[0].shape.numel() / K;
@@ -198,33 +198,26 @@ class LinearOneDnn final : public Layer {
       transient(scratch_, b);
   }
 
-  const char* kind() const override { return LinearConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " out=", cfg_.out_features,
-                          cfg_.bias ? " bias" : "");
-  }
-
   // y: (..., D_out)  x: (..., D_in)
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     run(cpu_, fwd_, x[0]->raw(), params_[0].value.raw(),
         cfg_.bias ? params_[1].value.raw() : nullptr, y[0]->raw(), scratch_, "Linear forward");
   }
 
   // dx: (..., D_in)  dy: (..., D_out)  x: (..., D_in)
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
     backward_in_two(dx, dy, x, y);
   }
   bool split_backward() const override { return true; }
 
-  void backward_data(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+  void dgrad(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (dx[0] != nullptr) {
       run(cpu_, dgrad_, dy[0]->raw(), params_[0].value.raw(), nullptr, dx[0]->raw(), scratch_,
           "Linear backward data");
     }
   }
 
-  void backward_weights(TensorRefs dy, TensorRefs x, TensorRefs) override {
+  void wgrad(TensorRefs dy, TensorRefs x, TensorRefs) override {
     run(cpu_, wgrad_, dy[0]->raw(), x[0]->raw(), nullptr, params_[0].grad.raw(), scratch_,
         "Linear weight gradient");
     if (cfg_.bias) {
@@ -255,7 +248,7 @@ class GemmOneDnn final : public Layer {
  public:
   GemmOneDnn(Backend& be, const std::string& name, const GemmConfig& cfg,
              const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
     gemm_output_shape(name, cfg, in[0].shape, in[1].shape, &d_);
     check_row_major(kind(), name, "a", in[0]);
     check_row_major(kind(), name, "b", in[1]);
@@ -320,23 +313,14 @@ class GemmOneDnn final : public Layer {
       transient(scratch_, b);
   }
 
-  const char* kind() const override { return GemmConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("B=", d_.batch, " M=", d_.m, " N=", d_.n, " K=", d_.k,
-                          cfg_.trans_a ? " a^T" : "", cfg_.trans_b ? " b^T" : "",
-                          d_.b_shared ? " b shared" : "", cfg_.alpha != 1.0 ? " alpha" : "",
-                          cfg_.bias ? " bias" : "");
-  }
-
   // y: (B..., M, N)  x[0] = a: (B..., M, K) or (B..., K, M)  x[1] = b: (B..., K, N) or
   // (B..., N, K) or rank 2
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     run(cpu_, fwd_, x[0]->raw(), x[1]->raw(), nullptr, y[0]->raw(), scratch_, "Gemm forward",
         cfg_.bias ? params_[0].value.raw() : nullptr);
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     const void* a = x[0]->raw();
     const void* b = x[1]->raw();
     const void* g = dy[0]->raw();

@@ -62,7 +62,7 @@ class SoftmaxCrossEntropyCpu final : public Layer {
  public:
   SoftmaxCrossEntropyCpu(Backend& be, const std::string& name, const SoftmaxCrossEntropyConfig& cfg,
                          const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
     TBD_LAYER_CHECK(in[0].layout == Layout::kRowMajor, kind(), name,
                     "input logits must be row-major, got ", in[0].to_string());
     V_ = in[0].shape[-1];
@@ -71,15 +71,8 @@ class SoftmaxCrossEntropyCpu final : public Layer {
     row_loss_ = be.empty(Shape{M_}, MemCategory::kWorkspace);
   }
 
-  const char* kind() const override { return SoftmaxCrossEntropyConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("logits ", inputs_[0].shape.to_string(), " ls=", cfg_.label_smoothing,
-                          cfg_.weight != 1 ? detail::concat(" weight=", cfg_.weight) : "");
-  }
-
   // y: (1)  x[0] = logits: (..., V)  x[1] = labels: (...) i32
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const float* z = x[0]->f32();
     const int32_t* labels = x[1]->data<int32_t>();
     float* lse = saved_.f32();
@@ -135,7 +128,7 @@ class SoftmaxCrossEntropyCpu final : public Layer {
   }
 
   // dx[0]: (..., V) (dx[1], for labels, is ignored)  dy[0]: (1)
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (dx[0] == nullptr) return;
     const float* z = x[0]->f32();
     const int32_t* labels = x[1]->data<int32_t>();
@@ -179,7 +172,7 @@ class MseLossCpu final : public Layer {
 
   MseLossCpu(Backend& be, const std::string& name, const MseLossConfig& cfg,
              const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)) {
     TBD_LAYER_CHECK(in[0].layout == Layout::kRowMajor && in[1].layout == Layout::kRowMajor, kind(),
                     name, "inputs pred and target must be row-major, got ", in[0].to_string(),
                     " and ", in[1].to_string());
@@ -188,14 +181,8 @@ class MseLossCpu final : public Layer {
     partial_ = be.empty(Shape{2 * blocks_}, MemCategory::kWorkspace);  // blocks_ doubles
   }
 
-  const char* kind() const override { return MseLossConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("pred ", inputs_[0].shape.to_string());
-  }
-
   // y: (1)  x[0] = pred, x[1] = target: same shape
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const float* p = x[0]->f32();
     const float* t = x[1]->f32();
     double* partial = partial_.data<double>();
@@ -217,7 +204,7 @@ class MseLossCpu final : public Layer {
   }
 
   // dx[0] = dpred, dx[1] = dtarget (either may be null)  dy[0]: (1)
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     const float* p = x[0]->f32();
     const float* t = x[1]->f32();
     float* dp = dx[0] ? dx[0]->f32() : nullptr;
@@ -253,19 +240,13 @@ class GradientPenaltyCpu final : public Layer {
  public:
   GradientPenaltyCpu(Backend& be, const std::string& name, const GradientPenaltyConfig& cfg,
                      const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
     N_ = in[0].shape[0];
     D_ = in[0].shape.numel() / N_;
     norms_ = be.empty(Shape{2 * N_}, MemCategory::kWorkspace);  // N_ doubles
   }
 
-  const char* kind() const override { return GradientPenaltyConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("g ", inputs_[0].shape.to_string(), " weight ", cfg_.weight);
-  }
-
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     compute_norms(x[0]->f32());
     const double* norm = norms_.data<double>();
     double total = 0;
@@ -273,7 +254,7 @@ class GradientPenaltyCpu final : public Layer {
     y[0]->f32()[0] = static_cast<float>(cfg_.weight * total / static_cast<double>(N_));
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (dx[0] == nullptr) return;
     const float* g = x[0]->f32();
     float* dg = dx[0]->f32();
@@ -323,19 +304,14 @@ class ActorCriticLossCpu final : public Layer {
  public:
   ActorCriticLossCpu(Backend& be, const std::string& name, const ActorCriticLossConfig& cfg,
                      const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
     N_ = in[0].shape[0];
     A_ = in[0].shape[1];
     row_loss_ = be.empty(Shape{2 * N_}, MemCategory::kWorkspace);  // N doubles
   }
-  const char* kind() const override { return ActorCriticLossConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("logits ", inputs_[0].shape.to_string(), " beta=", cfg_.entropy_beta);
-  }
 
   // y: (1)  x: logits (N, A), value (N, 1), actions (N) i32, returns (N)
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 4, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const float* z = x[0]->f32();
     const float* v = x[1]->f32();
     const int32_t* act = x[2]->data<int32_t>();
@@ -367,7 +343,7 @@ class ActorCriticLossCpu final : public Layer {
   }
 
   // dx[0]: dlogits (N, A), dx[1]: dvalue (N, 1); actions and returns get none.  dy: (1)
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     const float* z = x[0]->f32();
     const float* v = x[1]->f32();
     const int32_t* act = x[2]->data<int32_t>();

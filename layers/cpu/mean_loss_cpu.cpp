@@ -11,24 +11,19 @@ class MeanLossCpu final : public Layer {
  public:
   MeanLossCpu(Backend& be, const std::string& name, const MeanLossConfig& cfg,
               const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
     E_ = in[0].shape.numel();
-  }
-  const char* kind() const override { return MeanLossConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " weight=", cfg_.weight);
   }
 
   // y: (1)  x: any shape
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const float* in = x[0]->f32();
     double s = 0;
     for (int64_t i = 0; i < E_; ++i) s += in[i];
     y[0]->f32()[0] = static_cast<float>(cfg_.weight * s / static_cast<double>(E_));
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (dx[0] == nullptr) return;
     const float g = static_cast<float>(dy[0]->f32()[0] * cfg_.weight / static_cast<double>(E_));
     float* out = dx[0]->f32();

@@ -103,7 +103,7 @@ class MlpAttentionCpu final : public Layer {
  public:
   MlpAttentionCpu(Backend& be, const std::string& name, const MlpAttentionConfig& cfg,
                   const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), d_(mlp_attention_dims(name, in)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), d_(mlp_attention_dims(name, in)) {
     const int64_t N = d_.N, S = d_.S, A = d_.A;
     t_ = be.empty(Shape{N, S, A}, MemCategory::kFeatureMaps);
     alpha_ = be.empty(Shape{N, S}, MemCategory::kFeatureMaps);
@@ -111,15 +111,8 @@ class MlpAttentionCpu final : public Layer {
     scratch_ = be.empty(Shape{N, S + A}, MemCategory::kWorkspace);
   }
 
-  const char* kind() const override { return MlpAttentionConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("keys ", inputs_[1].shape.to_string(), " memory ",
-                          inputs_[2].shape.to_string());
-  }
-
   // y[0] = ctx (N, D)  x = query, keys, memory, lengths
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 4, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const int32_t* len = x[3]->data<int32_t>();
     for (int64_t n = 0; n < d_.N; ++n) {
       TBD_LAYER_CHECK(len[n] >= 1 && len[n] <= d_.S, kind(), name_, "input lengths: sample ", n,
@@ -136,8 +129,7 @@ class MlpAttentionCpu final : public Layer {
     }
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs) override {
-    check_arity(dx.size(), 4, "backward input gradients");
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs) override {
     const int64_t N = d_.N, S = d_.S, A = d_.A, D = d_.D;
     const int32_t* len = x[3]->data<int32_t>();
     const float *dctx = dy[0]->f32(), *mem = x[2]->f32(), *v = params_[0].value.f32();

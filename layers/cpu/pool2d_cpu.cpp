@@ -99,7 +99,7 @@ class Pool2dOneDnn final : public Layer {
  public:
   Pool2dOneDnn(Backend& be, const std::string& name, const Pool2dConfig& cfg,
                const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
     const Shape& xs = in[0].shape;
     const Shape& ys = outputs_[0].shape;
     memory::dims pad_r{right_pad(xs[2], ys[2], cfg.kernel_h, cfg.stride_h, cfg.pad_h),
@@ -110,21 +110,15 @@ class Pool2dOneDnn final : public Layer {
         memory::dims{cfg.pad_h, cfg.pad_w}, pad_r);
   }
 
-  const char* kind() const override { return Pool2dConfig::kKind; }
   // oneDNN pools nChw16c and nchw alike: as it comes.
   static std::vector<Layout> input_layouts(const Pool2dConfig&, const std::vector<TensorDesc>& in) {
     return layouts_as_given(in);
   }
-  std::string describe() const override {
-    return detail::concat(to_string(cfg_.pool), " x ", inputs_[0].shape.to_string(), " ",
-                          cfg_.kernel_h, "x", cfg_.kernel_w, " s", cfg_.stride_h, " p", cfg_.pad_h);
-  }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     prims_->forward(y[0]->raw(), x[0]->raw(), "Pool2d forward");
   }
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (dx[0] != nullptr) prims_->backward(dx[0]->raw(), dy[0]->raw(), "Pool2d backward");
   }
 
@@ -137,7 +131,7 @@ class GlobalAvgPool2dOneDnn final : public Layer {
  public:
   GlobalAvgPool2dOneDnn(Backend& be, const std::string& name, const GlobalAvgPool2dConfig& cfg,
                         const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)) {
     const Shape& xs = in[0].shape;
     // (N, C, 1, 1) in x's layout: the same bytes as y's (N, C) row-major (see the top).
     TensorDesc y4{Shape{xs[0], xs[1], 1, 1}, DType::kF32, in[0].layout};
@@ -147,18 +141,15 @@ class GlobalAvgPool2dOneDnn final : public Layer {
         memory::dims{0, 0});
   }
 
-  const char* kind() const override { return GlobalAvgPool2dConfig::kKind; }
   static std::vector<Layout> input_layouts(const GlobalAvgPool2dConfig&,
                                            const std::vector<TensorDesc>& in) {
     return layouts_as_given(in);
   }
-  std::string describe() const override { return "x " + inputs_[0].shape.to_string(); }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     prims_->forward(y[0]->raw(), x[0]->raw(), "GlobalAvgPool2d forward");
   }
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (dx[0] != nullptr) prims_->backward(dx[0]->raw(), dy[0]->raw(), "GlobalAvgPool2d backward");
   }
 

@@ -13,20 +13,15 @@ class RandomInterpolationCpu final : public Layer {
  public:
   RandomInterpolationCpu(Backend& be, const std::string& name, const RandomInterpolationConfig& cfg,
                          const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
     N_ = in[0].shape[0];
     S_ = in[0].shape.numel() / N_;
     key_ = random_interpolation_key(cfg, name);
     alpha_ = be.empty(Shape{N_}, MemCategory::kFeatureMaps);
   }
-  const char* kind() const override { return RandomInterpolationConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " seed=", cfg_.seed);
-  }
 
   // y, x0, x1: (N, ...)
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     float* alpha = alpha_.f32();
     const uint64_t step = call_numbering().index(step_++);
     for (int64_t n = 0; n < N_; ++n) alpha[n] = random_interpolation_alpha(key_, step, n);
@@ -44,7 +39,7 @@ class RandomInterpolationCpu final : public Layer {
   }
 
   // dx0, dx1, dy: (N, ...)
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     const float* g = dy[0]->f32();
     const float* alpha = alpha_.f32();
     float* d0 = dx[0] ? dx[0]->f32() : nullptr;

@@ -404,7 +404,7 @@ class GruOneDnn final : public Layer {
  public:
   GruOneDnn(Backend& be, const std::string& name, const GruConfig& cfg,
             const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
     check_row_major(kind(), name, "x", in[0]);
     const Shape& xs = in[0].shape;
     const int64_t T = xs[0], N = xs[1], I = xs[2], H = cfg.hidden, L = cfg.num_layers;
@@ -431,15 +431,7 @@ class GruOneDnn final : public Layer {
     if (scratch) transient(scratch_, scratch);
   }
 
-  const char* kind() const override { return GruConfig::kKind; }
-
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " H=", cfg_.hidden,
-                          " layers=", cfg_.num_layers, cfg_.bidirectional ? " bidirectional" : "");
-  }
-
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const std::size_t L = layers_.size();
     for (std::size_t l = 0; l < L; ++l) {
       void* src = l == 0 ? x[0]->raw() : hidden_[l - 1].raw();
@@ -448,7 +440,7 @@ class GruOneDnn final : public Layer {
     }
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
     const std::size_t L = layers_.size();
     for (std::size_t l = L; l-- > 0;) {
       void* src = l == 0 ? x[0]->raw() : hidden_[l - 1].raw();
@@ -521,7 +513,7 @@ class LstmCellCpu final : public Layer {
  public:
   LstmCellCpu(Backend& be, const std::string& name, const LstmCellConfig& cfg,
               const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
     check_row_major(kind(), name, "x", in[0]);
     check_row_major(kind(), name, "h", in[1]);
     check_row_major(kind(), name, "c", in[2]);
@@ -530,17 +522,10 @@ class LstmCellCpu final : public Layer {
     transient(dgates_, TensorDesc{Shape{N_, 4 * H_}});  // backward only
   }
 
-  const char* kind() const override { return LstmCellConfig::kKind; }
-
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " H=", cfg_.hidden,
-                          " | sgemm + fused gates");
-  }
+  std::string implementation() const override { return "sgemm + fused gates"; }
 
   // y = {h', c'}, x = {x, h, c}
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 3, "forward inputs");
-    check_arity(y.size(), 2, "forward outputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const int64_t N = N_, I = I_, H = H_, G = 4 * H;
     float* gates = gates_.f32();
     sgemm('N', 'T', N, G, I, x[0]->f32(), I, params_[0].value.f32(), I, 0.0f, gates, G);
@@ -553,7 +538,7 @@ class LstmCellCpu final : public Layer {
     }
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
     const int64_t N = N_, I = I_, H = H_, G = 4 * H;
     const float *gates = gates_.f32(), *c0 = x[2]->f32(), *c1 = y[1]->f32();
     const float* dh1 = dy[0] ? dy[0]->f32() : nullptr;
@@ -597,7 +582,7 @@ class LstmSequenceCpu final : public Layer {
  public:
   LstmSequenceCpu(Backend& be, const std::string& name, const LstmConfig& cfg,
                   const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
     check_row_major(kind(), name, "x", in[0]);
     const Shape& xs = in[0].shape;
     T_ = xs[0], N_ = xs[1], I_ = xs[2], H_ = cfg.hidden, L_ = cfg.num_layers;
@@ -624,16 +609,9 @@ class LstmSequenceCpu final : public Layer {
     }
   }
 
-  const char* kind() const override { return LstmConfig::kKind; }
+  std::string implementation() const override { return "sgemm + fused gates"; }
 
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " H=", cfg_.hidden,
-                          " layers=", cfg_.num_layers, cfg_.bidirectional ? " bidirectional" : "",
-                          " | sgemm + fused gates");
-  }
-
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     for (int64_t l = 0; l < L_; ++l) {
       const float* src = l == 0 ? x[0]->f32() : hidden_[l - 1].f32();
       float* dst = l + 1 == L_ ? y[0]->f32() : hidden_[l].f32();
@@ -641,7 +619,7 @@ class LstmSequenceCpu final : public Layer {
     }
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
     for (int64_t l = L_; l-- > 0;) {
       const float* src = l == 0 ? x[0]->f32() : hidden_[l - 1].f32();
       const float* dst = l + 1 == L_ ? y[0]->f32() : hidden_[l].f32();

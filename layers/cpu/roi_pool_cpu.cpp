@@ -263,7 +263,7 @@ class RoIPoolCpu final : public Layer {
  public:
   RoIPoolCpu(Backend& be, const std::string& name, const RoIPoolConfig& cfg,
              const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
     const Shape& xs = in[0].shape;
     TBD_LAYER_CHECK(xs[2] * xs[3] <= INT32_MAX, kind(), name,
                     "input x's planes must hold at most 2^31 - 1 cells (the argmax is i32), got ",
@@ -280,7 +280,6 @@ class RoIPoolCpu final : public Layer {
           be.empty(outputs_[0].shape, MemCategory::kFeatureMaps, Layout::kRowMajor, DType::kI32);
     }
   }
-  const char* kind() const override { return RoIPoolConfig::kKind; }
   // x in nChw16c whenever C % 16 == 0, else row-major; the boxes row-major. Blocked, a cell
   // of a bin is one 16-wide vector: at the model's size the row-major forward is ~6x slower,
   // more than reordering x (and y after it) costs (results/tuning.md).
@@ -289,17 +288,9 @@ class RoIPoolCpu final : public Layer {
     const bool blocked = in[0].shape.rank() == 4 && in[0].shape[1] % 16 == 0;
     return {blocked ? Layout::kNChw16c : Layout::kRowMajor, Layout::kRowMajor};
   }
-  std::string describe() const override {
-    return detail::concat(
-        to_string(cfg_.mode), " x ", inputs_[0].to_string(), " rois ", inputs_[1].shape.to_string(),
-        " -> ", cfg_.pooled_h, "x", cfg_.pooled_w, " scale=", cfg_.spatial_scale,
-        cfg_.mode == RoIPoolMode::kAlign ? detail::concat(" sampling_ratio=", cfg_.sampling_ratio)
-                                         : std::string());
-  }
 
   // y: (R, C, PH, PW)  x: (N, C, H, W)  rois: (R, 5)
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     RoIArgs a = args_;
     a.x = x[0]->f32();
     a.rois = x[1]->f32();
@@ -322,7 +313,7 @@ class RoIPoolCpu final : public Layer {
   }
 
   // dx: (N, C, H, W)  dy: (R, C, PH, PW); the boxes get no gradient.
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs) override {
     if (dx[0] == nullptr) return;
     RoIArgs a = args_;
     a.rois = x[1]->f32();

@@ -11,7 +11,7 @@ class SequenceBatchNormOneDnn final : public BatchNormOneDnn {
  public:
   SequenceBatchNormOneDnn(Backend& be, const std::string& name, const SequenceBatchNormConfig& cfg,
                           const std::vector<TensorDesc>& in)
-      : BatchNormOneDnn(be, name, in, contract(name, cfg, in), batchnorm_spec(name, cfg, in)) {}
+      : BatchNormOneDnn(be, name, in, contract_of(name, cfg, in), batchnorm_spec(name, cfg, in)) {}
 };
 
 TBD_REGISTER_LAYER(SequenceBatchNormConfig, DeviceKind::kCpu, SequenceBatchNormOneDnn);

@@ -11,17 +11,11 @@ class SequenceLastCpu final : public Layer {
  public:
   SequenceLastCpu(Backend& be, const std::string& name, const SequenceLastConfig& cfg,
                   const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)) {
     T_ = in[0].shape[0], N_ = in[0].shape[1], R_ = in[0].shape.numel() / (T_ * N_);
   }
 
-  const char* kind() const override { return SequenceLastConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string());
-  }
-
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const int32_t* len = x[1]->data<int32_t>();
     for (int64_t n = 0; n < N_; ++n) {
       TBD_LAYER_CHECK(len[n] >= 1 && len[n] <= T_, kind(), name_, "input lengths: sample ", n,
@@ -34,7 +28,7 @@ class SequenceLastCpu final : public Layer {
     }
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs) override {
     if (!dx[0]) return;
     const int32_t* len = x[1]->data<int32_t>();
     float* d = dx[0]->f32();

@@ -31,17 +31,14 @@ class SmoothL1LossCpu final : public Layer {
  public:
   SmoothL1LossCpu(Backend& be, const std::string& name, const SmoothL1LossConfig& cfg,
                   const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
     E_ = in[0].shape.numel();
     chunks_ = (E_ + kChunk - 1) / kChunk;
     partial_ = be.empty(Shape{2 * chunks_}, MemCategory::kWorkspace);  // doubles
   }
-  const char* kind() const override { return SmoothL1LossConfig::kKind; }
-  std::string describe() const override { return smooth_l1_loss_describe(inputs_[0].shape, cfg_); }
 
   // y: (1)  pred, target, weight: the same shape
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 3, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const float* p = x[0]->f32();
     const float* t = x[1]->f32();
     const float* w = x[2]->f32();
@@ -59,7 +56,7 @@ class SmoothL1LossCpu final : public Layer {
   }
 
   // dpred: like pred; target and weight get no gradient.
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs) override {
     if (dx[0] == nullptr) return;
     const float* p = x[0]->f32();
     const float* t = x[1]->f32();

@@ -59,7 +59,7 @@ class AddOneDnn final : public Layer {
  public:
   AddOneDnn(Backend& be, const std::string& name, const AddConfig& cfg,
             const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cpu_(as_cpu(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cpu_(as_cpu(be)) {
     // Both inputs and y share one layout, so the op is elementwise over the dense buffers.
     md_ = memory::desc({in[0].shape.numel()}, memory::data_type::f32, memory::format_tag::a);
     dnnl::primitive_attr attr;
@@ -76,17 +76,14 @@ class AddOneDnn final : public Layer {
     if (pd_.scratchpad_desc().get_size()) transient(scratch_, pd_.scratchpad_desc().get_size());
   }
 
-  const char* kind() const override { return AddConfig::kKind; }
   // Both inputs in one layout (the binary add runs over the dense buffers): as they come when
   // they agree, else both row-major.
   static std::vector<Layout> input_layouts(const AddConfig&, const std::vector<TensorDesc>& in) {
     const bool same = in.size() == 2 && in[0].layout == in[1].layout;
     return same ? layouts_as_given(in) : std::vector<Layout>(in.size(), Layout::kRowMajor);
   }
-  std::string describe() const override { return "x " + inputs_[0].to_string(); }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC_0, flat(*x[0])}, {DNNL_ARG_SRC_1, flat(*x[1])}, {DNNL_ARG_DST, flat(*y[0])}};
     if (scratch_.defined()) {
@@ -95,7 +92,7 @@ class AddOneDnn final : public Layer {
     execute(cpu_, add_, args, "Add forward");
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     for (Tensor* d : dx) {
       if (d != nullptr) copy_tensor(*d, *dy[0]);
     }
@@ -157,7 +154,7 @@ class ConcatCpu final : public Layer {
  public:
   ConcatCpu(Backend& be, const std::string& name, const ConcatConfig& cfg,
             const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)) {
     const Shape& ys = outputs_[0].shape;
     axis_ = normalize_axis(kind(), name, cfg.axis, ys.rank());
     std::vector<int64_t> sizes;
@@ -165,7 +162,6 @@ class ConcatCpu final : public Layer {
     cut_ = AxisCut(ys, axis_, sizes, in[0].dtype);
   }
 
-  const char* kind() const override { return ConcatConfig::kKind; }
   // Along channels with every C % 16 == 0, blocked inputs stay blocked (one reorder fewer per
   // branch and the next convolution keeps its fast kernels); otherwise row-major.
   static std::vector<Layout> input_layouts(const ConcatConfig& cfg,
@@ -179,18 +175,13 @@ class ConcatCpu final : public Layer {
     const Layout l = any_blocked && channels_ok && axis == 1 ? Layout::kNChw16c : Layout::kRowMajor;
     return std::vector<Layout>(in.size(), l);
   }
-  std::string describe() const override {
-    return detail::concat(inputs_.size(), " inputs -> ", outputs_[0].shape.to_string(), " axis ",
-                          axis_);
-  }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), inputs_.size(), "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     std::vector<const void*> pieces;
     for (const Tensor* t : x) pieces.push_back(t->raw());
     cut_.gather(y[0]->raw(), pieces);
   }
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     std::vector<void*> pieces;
     for (Tensor* t : dx) pieces.push_back(t ? t->raw() : nullptr);
     cut_.scatter(pieces, dy[0]->raw());
@@ -205,12 +196,11 @@ class SplitCpu final : public Layer {
  public:
   SplitCpu(Backend& be, const std::string& name, const SplitConfig& cfg,
            const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)) {
     axis_ = normalize_axis(kind(), name, cfg.axis, in[0].shape.rank());
     cut_ = AxisCut(in[0].shape, axis_, split_sizes(cfg, in[0].shape), in[0].dtype);
   }
 
-  const char* kind() const override { return SplitConfig::kKind; }
   // Along channels with every size a multiple of 16, a blocked input stays blocked.
   static std::vector<Layout> input_layouts(const SplitConfig& cfg,
                                            const std::vector<TensorDesc>& in) {
@@ -222,19 +212,14 @@ class SplitCpu final : public Layer {
     }
     return std::vector<Layout>(in.size(), Layout::kRowMajor);
   }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " -> ", outputs_.size(),
-                          " outputs axis ", axis_);
-  }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     std::vector<void*> pieces;
     for (Tensor* t : y) pieces.push_back(t->raw());
     cut_.scatter(pieces, x[0]->raw());
   }
   // A missing output gradient (an unused output) counts as zeros.
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (dx[0] == nullptr) return;
     std::vector<const void*> pieces;
     for (const Tensor* t : dy) pieces.push_back(t ? t->raw() : nullptr);
@@ -252,18 +237,13 @@ class DetachCpu final : public Layer {
  public:
   DetachCpu(Backend& be, const std::string& name, const DetachConfig& cfg,
             const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)) {}
-  const char* kind() const override { return DetachConfig::kKind; }
+      : Layer(be, name, in, contract_of(name, cfg, in)) {}
   static std::vector<Layout> input_layouts(const DetachConfig&, const std::vector<TensorDesc>& in) {
     return layouts_as_given(in);
   }
-  std::string describe() const override { return "x " + inputs_[0].to_string(); }
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
-    copy_tensor(*y[0], *x[0]);
-  }
+  void fprop(MutTensorRefs y, TensorRefs x) override { copy_tensor(*y[0], *x[0]); }
   // y carries no gradient: the graph never asks for one (Contract::output_grads).
-  void backward(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
+  void bprop(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
 };
 
 // ---- Reshape ----
@@ -272,16 +252,9 @@ class ReshapeCpu final : public Layer {
  public:
   ReshapeCpu(Backend& be, const std::string& name, const ReshapeConfig& cfg,
              const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)) {}
-  const char* kind() const override { return ReshapeConfig::kKind; }
-  std::string describe() const override {
-    return inputs_[0].shape.to_string() + " -> " + outputs_[0].shape.to_string();
-  }
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
-    copy_tensor(*y[0], *x[0]);
-  }
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+      : Layer(be, name, in, contract_of(name, cfg, in)) {}
+  void fprop(MutTensorRefs y, TensorRefs x) override { copy_tensor(*y[0], *x[0]); }
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (dx[0] != nullptr) copy_tensor(*dx[0], *dy[0]);
   }
 };
@@ -318,7 +291,7 @@ class TransposeOneDnn final : public Layer {
  public:
   TransposeOneDnn(Backend& be, const std::string& name, const TransposeConfig& cfg,
                   const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
     const Shape& xs = in[0].shape;
     const Shape& ys = outputs_[0].shape;
     std::vector<int> inv(cfg.perm.size());
@@ -340,21 +313,10 @@ class TransposeOneDnn final : public Layer {
     }
   }
 
-  const char* kind() const override { return TransposeConfig::kKind; }
-  std::string describe() const override {
-    std::string p;
-    for (int v : cfg_.perm) {
-      if (!p.empty()) p += ",";
-      p += std::to_string(v);
-    }
-    return "x " + inputs_[0].shape.to_string() + " perm {" + p + "}";
-  }
-
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     run(fwd_, fwd_pd_, x[0]->raw(), y[0]->raw(), "Transpose forward");
   }
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (dx[0] != nullptr) run(bwd_, bwd_pd_, dy[0]->raw(), dx[0]->raw(), "Transpose backward");
   }
 
@@ -383,20 +345,14 @@ class ReverseCpu final : public Layer {
  public:
   ReverseCpu(Backend& be, const std::string& name, const ReverseConfig& cfg,
              const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)) {
     const Shape& xs = in[0].shape;
     T_ = xs[0], N_ = xs[1];
     row_ = static_cast<int64_t>(in[0].bytes()) / (T_ * N_);
   }
-  const char* kind() const override { return ReverseConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].to_string(),
-                          inputs_.size() > 1 ? " with lengths" : " whole sequences");
-  }
 
   // y, x[0]: (T, N, ...)  x[1] = lengths: (N) i32, optional
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), inputs_.size(), "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const int32_t* len = lengths(x);
     for (int64_t n = 0; len && n < N_; ++n) {
       if (len[n] < 0 || len[n] > T_) {
@@ -409,7 +365,7 @@ class ReverseCpu final : public Layer {
     permute(y[0]->raw(), x[0]->raw(), len);
   }
   // The permutation is its own inverse: dx is dy permuted like x.
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs) override {
     if (dx[0] != nullptr) permute(dx[0]->raw(), dy[0]->raw(), lengths(x));
   }
 

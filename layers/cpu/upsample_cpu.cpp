@@ -16,7 +16,7 @@ class Upsample2dOneDnn final : public Layer {
  public:
   Upsample2dOneDnn(Backend& be, const std::string& name, const Upsample2dConfig& cfg,
                    const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
     x_md_ = md_of(in[0]);
     y_md_ = md_of(outputs_[0]);
     dnnl::primitive_attr attr;
@@ -43,27 +43,22 @@ class Upsample2dOneDnn final : public Layer {
     }
   }
 
-  const char* kind() const override { return Upsample2dConfig::kKind; }
   // oneDNN resamples nChw16c and nchw alike: as it comes.
   static std::vector<Layout> input_layouts(const Upsample2dConfig&,
                                            const std::vector<TensorDesc>& in) {
     return layouts_as_given(in);
   }
-  std::string describe() const override {
-    return detail::concat("nearest x", cfg_.scale, " x ", inputs_[0].to_string(), " ",
-                          fwd_pd_.impl_info_str());
-  }
+  std::string implementation() const override { return fwd_pd_.impl_info_str(); }
 
   // y: (N, C, sH, sW)  x: (N, C, H, W)
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(x_md_, x[0]->raw())},
                                          {DNNL_ARG_DST, mem(y_md_, y[0]->raw())}};
     add_scratch(args, fwd_pd_.scratchpad_desc());
     execute(cpu_, fwd_, args, "Upsample2d forward");
   }
   // dx: (N, C, H, W)  dy: (N, C, sH, sW)
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (dx[0] == nullptr) return;
     std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, mem(y_md_, dy[0]->raw())},
                                          {DNNL_ARG_DIFF_SRC, mem(x_md_, dx[0]->raw())}};

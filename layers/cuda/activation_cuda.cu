@@ -94,7 +94,7 @@ class ActivationCuda final : public Layer {
  public:
   ActivationCuda(Backend& be, const std::string& name, const ActivationConfig& cfg,
                  const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     n_ = in[0].shape.numel();
     if (uses_cudnn()) {
       cudnnActivationMode_t mode = cfg.act == ActKind::kRelu   ? CUDNN_ACTIVATION_RELU
@@ -108,14 +108,9 @@ class ActivationCuda final : public Layer {
     }
   }
 
-  const char* kind() const override { return ActivationConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat(to_string(cfg_.act), " x ", inputs_[0].shape.to_string(),
-                          uses_cudnn() ? " | cudnn" : " | own kernel");
-  }
+  std::string implementation() const override { return uses_cudnn() ? "cudnn" : "own kernel"; }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const float* xp = x[0]->f32();
     float* yp = y[0]->f32();
     if (uses_cudnn()) {
@@ -136,7 +131,7 @@ class ActivationCuda final : public Layer {
   }
 
   // x or y, whichever the kind saves (activation_saves_output, layers/activation.h).
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
     if (dx[0] == nullptr) return;
     const unsigned grid = grid_for(n_);
     cudaStream_t s = cu_.stream();

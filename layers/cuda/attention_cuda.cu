@@ -215,7 +215,7 @@ class MultiHeadAttentionCublas final : public Layer {
  public:
   MultiHeadAttentionCublas(Backend& be, const std::string& name,
                            const MultiHeadAttentionConfig& cfg, const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cb_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cb_(as_cuda(be)) {
     const AttentionDims d = attention_dims(name, cfg, in);  // the checks shared with the CPU
     N_ = d.N, Tq_ = d.Tq, Tk_ = d.Tk, D_ = d.D, H_ = d.h, dh_ = d.dh;
     dims_ = d;
@@ -258,18 +258,7 @@ class MultiHeadAttentionCublas final : public Layer {
     set_work(attention_flops(cfg_, dims_, dropout), attention_bytes(cfg_, dims_, dropout));
   }
 
-  const char* kind() const override { return MultiHeadAttentionConfig::kKind; }
-
-  std::string describe() const override {
-    return detail::concat("q (", N_, ", ", Tq_, ", ", D_, ")", cfg_.cross ? " kv Tk=" : "",
-                          cfg_.cross ? std::to_string(Tk_) : "", " h=", H_,
-                          cfg_.causal ? " causal" : "", cfg_.padding_mask ? " padding" : "",
-                          cfg_.dropout > 0 ? " dropout=" + std::to_string(cfg_.dropout) : "");
-  }
-
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), inputs_.size(), "forward inputs");
-    check_arity(y.size(), 1, "forward outputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const float* q_in = x[0]->f32();
     const float* kv_in = cfg_.cross ? x[1]->f32() : q_in;
     const int32_t* lengths = cfg_.padding_mask ? x.back()->data<int32_t>() : nullptr;
@@ -320,8 +309,7 @@ class MultiHeadAttentionCublas final : public Layer {
     }
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
-    check_arity(dx.size(), inputs_.size(), "backward input gradients");
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     report_bad_lengths();
     const float* q_in = x[0]->f32();
     const float* kv_in = cfg_.cross ? x[1]->f32() : q_in;

@@ -9,7 +9,7 @@ class BatchNorm2dCudnn final : public BatchNormCudnn {
  public:
   BatchNorm2dCudnn(Backend& be, const std::string& name, const BatchNorm2dConfig& cfg,
                    const std::vector<TensorDesc>& in)
-      : BatchNormCudnn(be, name, in, contract(name, cfg, in), batchnorm_spec(name, cfg, in)) {}
+      : BatchNormCudnn(be, name, in, contract_of(name, cfg, in), batchnorm_spec(name, cfg, in)) {}
 };
 
 TBD_REGISTER_LAYER(BatchNorm2dConfig, DeviceKind::kCuda, BatchNorm2dCudnn);

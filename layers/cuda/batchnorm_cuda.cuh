@@ -79,13 +79,12 @@ class BatchNormCudnn : public BatchNormLayer {
   BatchNormCudnn(Backend& be, const std::string& name, const std::vector<TensorDesc>& in,
                  const Contract& kind_contract, const BatchNormSpec& spec)
       : BatchNormLayer(be, name, in, kind_contract),
-        kind_(spec.kind),
         eps_(spec.eps),
         momentum_(spec.momentum),
         relu_(spec.relu),
         cu_(as_cuda(be)) {
-    check_row_major(kind_, name, "x", in[0]);
-    TBD_LAYER_CHECK(eps_ >= CUDNN_BN_MIN_EPSILON, kind_, name, "eps=", eps_,
+    check_row_major(kind(), name, "x", in[0]);
+    TBD_LAYER_CHECK(eps_ >= CUDNN_BN_MIN_EPSILON, kind(), name, "eps=", eps_,
                     " is below cuDNN's minimum ", CUDNN_BN_MIN_EPSILON);
     const Shape& nchw = spec.nchw;
     N_ = nchw[0], C_ = nchw[1], HW_ = nchw[2] * nchw[3];
@@ -97,16 +96,10 @@ class BatchNormCudnn : public BatchNormLayer {
     if (spec.frozen) freeze();
   }
 
-  const char* kind() const override { return kind_; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " eps=", eps_,
-                          " momentum=", momentum_, relu_ ? " +relu" : "", frozen_ ? " frozen" : "",
-                          " | cudnn spatial");
-  }
+  std::string implementation() const override { return "cudnn spatial"; }
 
   // y, x: (N, C, H, W) as cuDNN sees them
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     cudnnHandle_t h = cu_.cudnn();
     if (training_) {
       const bool single = N_ * HW_ == 1;  // cuDNN may take null running statistics
@@ -135,7 +128,7 @@ class BatchNormCudnn : public BatchNormLayer {
   }
 
   // dx, dy, x: (N, C, H, W) as cuDNN sees them
-  void backward(MutTensorRefs dx, TensorRefs dy_in, TensorRefs x, TensorRefs y) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy_in, TensorRefs x, TensorRefs y) override {
     const bool pg = param_grads();
     const Tensor* g = dy_in[0];
     if (relu_) {
@@ -166,7 +159,6 @@ class BatchNormCudnn : public BatchNormLayer {
   }
 
  private:
-  const char* kind_;
   double eps_, momentum_;
   bool relu_;
   CudaBackend& cu_;

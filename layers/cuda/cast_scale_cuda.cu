@@ -19,24 +19,19 @@ class CastScaleCuda final : public Layer {
  public:
   CastScaleCuda(Backend& be, const std::string& name, const CastScaleConfig& cfg,
                 const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)),
+      : Layer(be, name, in, contract_of(name, cfg, in)),
         cu_(as_cuda(be)),
         scale_(static_cast<float>(cfg.scale)) {}
-  const char* kind() const override { return CastScaleConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " u8 scale ", scale_);
-  }
 
   // y: (...) f32, x: (...) u8
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const int64_t n = x[0]->numel();
     cast_scale_kernel<<<grid_for(n), kBlock, 0, cu_.stream()>>>(x[0]->data<uint8_t>(), y[0]->f32(),
                                                                 n, scale_);
     TBD_CUDA_CHECK_LAST();
   }
   // x is u8: nothing flows back, and there are no parameters.
-  void backward(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
+  void bprop(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
 
  private:
   CudaBackend& cu_;

@@ -86,7 +86,7 @@ class Conv2dCudnn final : public Layer {
  public:
   Conv2dCudnn(Backend& be, const std::string& name, const Conv2dConfig& cfg,
               const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "x", in[0]);
     const Shape& xs = in[0].shape;
     const Shape ys = outputs_[0].shape;
@@ -116,23 +116,17 @@ class Conv2dCudnn final : public Layer {
         std::max({plan_.fprop.workspace, plan_.dgrad.workspace, plan_.wgrad.workspace}));
   }
 
-  const char* kind() const override { return Conv2dConfig::kKind; }
-
-  std::string describe() const override {
-    const Shape& x = inputs_[0].shape;
-    return detail::concat(
-        "x ", x.to_string(), " K=", cfg_.out_channels, " ", cfg_.kernel_h, "x", cfg_.kernel_w, " s",
-        cfg_.stride_h, " p", cfg_.pad_h, cfg_.groups > 1 ? " g" + std::to_string(cfg_.groups) : "",
-        " | cudnn ", to_string(math_), ": fprop=", fwd_algo_name(plan_.fprop.algo), "/",
-        math_name(plan_.fprop.math), " ws ", plan_.fprop.workspace,
-        " B; dgrad=", bwd_data_algo_name(plan_.dgrad.algo), "/", math_name(plan_.dgrad.math),
-        " ws ", plan_.dgrad.workspace, " B; wgrad=", bwd_filter_algo_name(plan_.wgrad.algo), "/",
-        math_name(plan_.wgrad.math), " ws ", plan_.wgrad.workspace, " B");
+  std::string implementation() const override {
+    return detail::concat("cudnn ", to_string(math_), ": fprop=", fwd_algo_name(plan_.fprop.algo),
+                          "/", math_name(plan_.fprop.math), " ws ", plan_.fprop.workspace,
+                          " B; dgrad=", bwd_data_algo_name(plan_.dgrad.algo), "/",
+                          math_name(plan_.dgrad.math), " ws ", plan_.dgrad.workspace,
+                          " B; wgrad=", bwd_filter_algo_name(plan_.wgrad.algo), "/",
+                          math_name(plan_.wgrad.math), " ws ", plan_.wgrad.workspace, " B");
   }
 
   // y: (N, K, P, Q)  x: (N, C, H, W)
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     cudnnHandle_t h = cu_.cudnn();
     TBD_CUDNN_CHECK(cudnnConvolutionForward(
         h, &kOne, x_desc_, x[0]->raw(), w_desc_, params_[0].value.raw(), conv_fwd_,
@@ -145,12 +139,12 @@ class Conv2dCudnn final : public Layer {
   }
 
   // dx: (N, C, H, W) or null  dy: (N, K, P, Q)
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
     backward_in_two(dx, dy, x, y);
   }
   bool split_backward() const override { return true; }
 
-  void backward_data(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+  void dgrad(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (dx[0] == nullptr) return;
     TBD_CUDNN_CHECK(cudnnConvolutionBackwardData(  // assigns (beta = 0)
         cu_.cudnn(), &kOne, w_desc_, params_[0].value.raw(), y_desc_, dy[0]->raw(), conv_bwd_data_,
@@ -159,7 +153,7 @@ class Conv2dCudnn final : public Layer {
   }
 
   // wgrad and the bias gradient accumulate (beta = 1)
-  void backward_weights(TensorRefs dy, TensorRefs x, TensorRefs) override {
+  void wgrad(TensorRefs dy, TensorRefs x, TensorRefs) override {
     cudnnHandle_t h = cu_.cudnn();
     TBD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
         h, &kOne, x_desc_, x[0]->raw(), y_desc_, dy[0]->raw(), conv_bwd_filter_,

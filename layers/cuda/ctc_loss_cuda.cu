@@ -175,7 +175,7 @@ class CtcLossCudnn final : public Layer {
  public:
   CtcLossCudnn(Backend& be, const std::string& name, const CtcLossConfig& cfg,
                const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cu_(as_cuda(be)) {
     const char* k = kind();
     const char* args[] = {"logits", "labels", "input_lengths", "label_lengths"};
     for (std::size_t i = 0; i < in.size(); ++i) check_row_major(k, name, args[i], in[i]);
@@ -224,16 +224,12 @@ class CtcLossCudnn final : public Layer {
     blank_only_cost_ = be.empty(Shape{2 * N_}, MemCategory::kWorkspace);  // N doubles
   }
 
-  const char* kind() const override { return CtcLossConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("logits ", inputs_[0].shape.to_string(), " labels ",
-                          inputs_[1].shape.to_string(), " | cudnn deterministic, workspace ",
-                          ws_bytes_, " B");
+  std::string implementation() const override {
+    return detail::concat("cudnn deterministic, workspace ", ws_bytes_, " B");
   }
 
   // y: (1)  logits: (T, N, C)  labels: (N, S) i32  input_lengths, label_lengths: (N) i32
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 4, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     prepare(x);
     run_cudnn(x, nullptr);
     blank_only(x, nullptr, nullptr);
@@ -243,7 +239,7 @@ class CtcLossCudnn final : public Layer {
   }
 
   // dx[0]: dlogits (T, N, C); the other inputs take no gradient.  dy: (1)
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (dx[0] == nullptr) return;
     prepare(x);
     run_cudnn(x, dx[0]->f32());

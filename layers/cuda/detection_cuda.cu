@@ -145,7 +145,7 @@ class ProposalCuda final : public Layer {
  public:
   ProposalCuda(Backend& be, const std::string& name, const ProposalConfig& cfg,
                const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "cls", in[0]);
     check_row_major(kind(), name, "deltas", in[1]);
     N_ = in[0].shape[0];
@@ -178,14 +178,8 @@ class ProposalCuda final : public Layer {
     temp_ = i32(static_cast<int64_t>((temp + 3) / 4 + 1));
     temp_bytes_ = temp;
   }
-  const char* kind() const override { return ProposalConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("cls ", inputs_[0].shape.to_string(), " pre ", cfg_.pre_nms_top_n,
-                          " post ", cfg_.post_nms_top_n, " nms ", cfg_.nms_threshold);
-  }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const cudaStream_t s = cu_.stream();
     proposal_decode_kernel<<<grid_for(N_ * K_), kBlock, 0, s>>>(
         x[0]->f32(), x[1]->f32(), anchors_.f32(), N_, A_, HW_,
@@ -217,7 +211,7 @@ class ProposalCuda final : public Layer {
     TBD_CUDA_CHECK_LAST();
   }
 
-  void backward(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
+  void bprop(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
 
  private:
   ProposalConfig cfg_;
@@ -388,7 +382,7 @@ class AnchorTargetCuda final : public Layer {
  public:
   AnchorTargetCuda(Backend& be, const std::string& name, const AnchorTargetConfig& cfg,
                    const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "gt", in[0]);
     N_ = in[0].shape[0];
     G_ = in[0].shape[1];
@@ -403,14 +397,8 @@ class AnchorTargetCuda final : public Layer {
     TBD_LAYER_CHECK(shared <= 48 * 1024, kind(), name, "gt (", N_, ", ", G_,
                     ", 5): at most 6144 gt rows per image on the CUDA backend");
   }
-  const char* kind() const override { return AnchorTargetConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("gt ", inputs_[0].shape.to_string(), " anchors ", K_, " batch ",
-                          cfg_.batch_size, " seed=", cfg_.seed);
-  }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     AnchorTargetArgs p{};
     p.gt = x[0]->f32();
     p.anchors = anchors_.f32();
@@ -435,7 +423,7 @@ class AnchorTargetCuda final : public Layer {
     TBD_CUDA_CHECK_LAST();
   }
 
-  void backward(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
+  void bprop(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
 
  private:
   AnchorTargetConfig cfg_;
@@ -549,7 +537,7 @@ class ProposalTargetCuda final : public Layer {
  public:
   ProposalTargetCuda(Backend& be, const std::string& name, const ProposalTargetConfig& cfg,
                      const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "rois", in[0]);
     check_row_major(kind(), name, "gt", in[1]);
     N_ = in[1].shape[0];
@@ -563,15 +551,8 @@ class ProposalTargetCuda final : public Layer {
     TBD_LAYER_CHECK(static_cast<std::size_t>(G_) * sizeof(int) <= 48 * 1024, kind(), name, "gt (",
                     N_, ", ", G_, ", 5): at most 12288 gt rows per image on the CUDA backend");
   }
-  const char* kind() const override { return ProposalTargetConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("rois ", inputs_[0].shape.to_string(), " gt ",
-                          inputs_[1].shape.to_string(), " R ", cfg_.rois_per_image,
-                          " seed=", cfg_.seed);
-  }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     ProposalTargetArgs p{};
     p.rois = x[0]->f32();
     p.gt = x[1]->f32();
@@ -599,7 +580,7 @@ class ProposalTargetCuda final : public Layer {
     TBD_CUDA_CHECK_LAST();
   }
 
-  void backward(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
+  void bprop(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
 
  private:
   ProposalTargetConfig cfg_;

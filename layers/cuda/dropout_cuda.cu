@@ -38,7 +38,7 @@ class DropoutCuda final : public Layer {
  public:
   DropoutCuda(Backend& be, const std::string& name, const DropoutConfig& cfg,
               const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     n_ = in[0].shape.numel();
     key_ = dropout_key(cfg, name);
     threshold_ = dropout_threshold(cfg.p);
@@ -50,13 +50,7 @@ class DropoutCuda final : public Layer {
     TBD_CUDA_CHECK(cudaMemsetAsync(counter_.raw(), 0, counter_.bytes(), cu_.stream()));
   }
 
-  const char* kind() const override { return DropoutConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].to_string(), " p=", cfg_.p);
-  }
-
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     if (!training_) {
       be_.reorder(*y[0], *x[0]);  // a copy
       return;
@@ -69,7 +63,7 @@ class DropoutCuda final : public Layer {
     TBD_CUDA_CHECK_LAST();
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
     if (dx[0] == nullptr) return;
     if (!training_) {
       be_.reorder(*dx[0], *dy[0]);

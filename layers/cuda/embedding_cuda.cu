@@ -41,20 +41,15 @@ class EmbeddingCuda final : public Layer {
  public:
   EmbeddingCuda(Backend& be, const std::string& name, const EmbeddingConfig& cfg,
                 const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "ids", in[0]);
     m_ = in[0].shape.numel();
   }
 
-  const char* kind() const override { return EmbeddingConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("ids ", inputs_[0].shape.to_string(), " V=", cfg_.num_embeddings,
-                          " dim=", cfg_.dim, " | atomicAdd scatter (non-deterministic dW)");
-  }
+  std::string implementation() const override { return "atomicAdd scatter (non-deterministic dW)"; }
 
   // y: (..., dim)  ids: (...) i32
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const int64_t total = m_ * cfg_.dim;
     embedding_fwd_kernel<<<grid_for(total), kBlock, 0, cu_.stream()>>>(
         x[0]->data<int32_t>(), params_[0].value.f32(), y[0]->f32(), total, cfg_.dim,
@@ -63,7 +58,7 @@ class EmbeddingCuda final : public Layer {
   }
 
   // ids get no gradient; dW accumulates.
-  void backward(MutTensorRefs /*dx*/, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs /*dx*/, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (!param_grads()) return;  // ids take no gradient: nothing else to do
     const int64_t total = m_ * cfg_.dim;
     embedding_bwd_kernel<<<grid_for(total), kBlock, 0, cu_.stream()>>>(

@@ -66,18 +66,16 @@ class LinearDgradCuda final : public ViaForwardKind {
  public:
   LinearDgradCuda(Backend& be, const std::string& name, const LinearDgradConfig& cfg,
                   const std::vector<TensorDesc>& in)
-      : ViaForwardKind(be, name, in, contract(name, cfg, in)) {
+      : ViaForwardKind(be, name, in, contract_of(name, cfg, in)) {
     LinearConfig fc;
     fc.out_features = in[0].shape[-1];
     fc.bias = false;
     inner_ = construct_layer(be, name + ".fprop", fc, {outputs_[0]});
   }
-  const char* kind() const override { return LinearDgradConfig::kKind; }
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     inner_dgrad(y[0], x[0], y[0], x[0]);  // Linear's dgrad reads neither x nor y
   }
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (dx[0] != nullptr) inner_fprop(dx[0], dy[0]);
     if (param_grads()) inner_wgrad(dy[0], x[0]);
   }
@@ -88,18 +86,16 @@ class Conv2dDgradCuda final : public ViaForwardKind {
  public:
   Conv2dDgradCuda(Backend& be, const std::string& name, const Conv2dDgradConfig& cfg,
                   const std::vector<TensorDesc>& in)
-      : ViaForwardKind(be, name, in, contract(name, cfg, in)) {
+      : ViaForwardKind(be, name, in, contract_of(name, cfg, in)) {
     Conv2dConfig conv = cfg.conv;
     conv.bias = false;
     inner_ = construct_layer(be, name + ".fprop", conv, {outputs_[0]});
   }
-  const char* kind() const override { return Conv2dDgradConfig::kKind; }
-  std::string describe() const override { return inner_->describe(); }
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  std::string implementation() const override { return inner_->implementation(); }
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     inner_dgrad(y[0], x[0], y[0], x[0]);  // cuDNN's backward data reads neither x nor y
   }
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (dx[0] != nullptr) inner_fprop(dx[0], dy[0]);
     if (param_grads()) inner_wgrad(dy[0], x[0]);
   }
@@ -110,19 +106,17 @@ class Pool2dDgradCuda final : public ViaForwardKind {
  public:
   Pool2dDgradCuda(Backend& be, const std::string& name, const Pool2dDgradConfig& cfg,
                   const std::vector<TensorDesc>& in)
-      : ViaForwardKind(be, name, in, contract(name, cfg, in)) {
+      : ViaForwardKind(be, name, in, contract_of(name, cfg, in)) {
     inner_ = construct_layer(be, name + ".fprop", cfg.pool, {outputs_[0]});
     // cuDNN's pooling backward takes x and y; average pooling reads neither, but they must
     // be valid buffers of their shapes: a zeroed x of its own (dy stands in for y).
     x_stand_in_ = be.empty(outputs_[0], MemCategory::kWorkspace);
     be.fill(x_stand_in_, 0.f);
   }
-  const char* kind() const override { return Pool2dDgradConfig::kKind; }
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     inner_dgrad(y[0], x[0], &x_stand_in_, x[0]);
   }
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
     if (dx[0] != nullptr) inner_fprop(dx[0], dy[0]);
   }
 
@@ -137,15 +131,11 @@ class ActivationDgradCuda final : public ViaForwardKind {
  public:
   ActivationDgradCuda(Backend& be, const std::string& name, const ActivationDgradConfig& cfg,
                       const std::vector<TensorDesc>& in)
-      : ViaForwardKind(be, name, in, contract(name, cfg, in)) {
+      : ViaForwardKind(be, name, in, contract_of(name, cfg, in)) {
     inner_ = construct_layer(be, name + ".fprop", cfg.act, {in[1]});
   }
-  const char* kind() const override { return ActivationDgradConfig::kKind; }
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
-    inner_dgrad(y[0], x[0], x[1], x[1]);
-  }
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void fprop(MutTensorRefs y, TensorRefs x) override { inner_dgrad(y[0], x[0], x[1], x[1]); }
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (dx[0] != nullptr) inner_dgrad(dx[0], dy[0], x[1], x[1]);
   }
 };
@@ -243,21 +233,19 @@ class LayerNormDgradCuda final : public Layer {
  public:
   LayerNormDgradCuda(Backend& be, const std::string& name, const LayerNormDgradConfig& cfg,
                      const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     lr_ = layer_norm_rows(cfg.ln, in[1].shape);
     D_ = lr_.D;
     M_ = lr_.M;
     rows_ = be.empty(Shape{2 * 4 * M_}, MemCategory::kWorkspace);  // 4 doubles per row
   }
-  const char* kind() const override { return LayerNormDgradConfig::kKind; }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     ln_dgrad_fwd_kernel<<<static_cast<unsigned>(M_), kBlock, 0, cu_.stream()>>>(
         x[0]->f32(), x[1]->f32(), params_[0].value.f32(), y[0]->f32(), D_, lr_.G, cfg_.ln.eps);
     TBD_CUDA_CHECK_LAST();
   }
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     auto* rows = static_cast<double*>(rows_.raw());
     ln_dgrad_bwd_kernel<<<static_cast<unsigned>(M_), kBlock, 0, cu_.stream()>>>(
         dy[0]->f32(), x[0]->f32(), x[1]->f32(), params_[0].value.f32(),

@@ -195,7 +195,7 @@ class LayerNormCuda final : public Layer {
  public:
   LayerNormCuda(Backend& be, const std::string& name, const LayerNormConfig& cfg,
                 const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "x", in[0]);
     const Shape& xs = in[0].shape;
     rows_ = layer_norm_rows(cfg, xs);
@@ -213,15 +213,8 @@ class LayerNormCuda final : public Layer {
     }
   }
 
-  const char* kind() const override { return LayerNormConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " over ", to_string(cfg_.over),
-                          " eps=", cfg_.eps);
-  }
-
   // y, x: (..., D), or (N, C, H, W) over (C, H, W)
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     if (cfg_.over == LayerNormOver::kChw) {
       ln_chw_forward_kernel<<<static_cast<unsigned>(M_), kBlock, 0, cu_.stream()>>>(
           x[0]->f32(), params_[0].value.f32(), params_[1].value.f32(), y[0]->f32(), mean_.f32(),
@@ -237,7 +230,7 @@ class LayerNormCuda final : public Layer {
   }
 
   // dx, dy, x: (..., D)
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (cfg_.over == LayerNormOver::kChw) {
       if (dx[0] != nullptr) {
         ln_chw_dx_kernel<<<static_cast<unsigned>(M_), kBlock, 0, cu_.stream()>>>(

@@ -74,7 +74,7 @@ class LinearCublas final : public Layer {
  public:
   LinearCublas(Backend& be, const std::string& name, const LinearConfig& cfg,
                const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "x", in[0]);
     const Shape& xs = in[0].shape;
     din_ = as_int(xs[-1], kind(), name, "D_in");
@@ -86,18 +86,15 @@ class LinearCublas final : public Layer {
     if (cfg.bias) lt_ready_ = setup_lt();
   }
 
-  const char* kind() const override { return LinearConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " -> ", dout_,
-                          cfg_.bias ? " +bias" : "", " | cublas ", to_string(math_),
+  std::string implementation() const override {
+    return detail::concat("cublas ", to_string(math_),
                           !cfg_.bias  ? ""
                           : lt_ready_ ? ", cublasLt bias epilogue"
                                       : ", gemm + bias kernel");
   }
 
   // y: (..., D_out)  x: (..., D_in)
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const float* w = params_[0].value.f32();
     if (lt_ready_) {
       const void* bias = params_[1].value.raw();
@@ -115,19 +112,19 @@ class LinearCublas final : public Layer {
   }
 
   // dx: (..., D_in) or null  dy: (..., D_out)
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
     backward_in_two(dx, dy, x, y);
   }
   bool split_backward() const override { return true; }
 
-  void backward_data(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+  void dgrad(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (dx[0] == nullptr) return;
     gemm_rm(cu_, compute_, false, false, m_, din_, dout_, 1.f, dy[0]->f32(), 0,  // dx = dy W
             params_[0].value.f32(), 0, 0.f, dx[0]->f32(), 0, 1);
   }
 
   // dW += dy^T x
-  void backward_weights(TensorRefs dy, TensorRefs x, TensorRefs) override {
+  void wgrad(TensorRefs dy, TensorRefs x, TensorRefs) override {
     gemm_rm(cu_, compute_, true, false, dout_, din_, m_, 1.f, dy[0]->f32(), 0, x[0]->f32(), 0, 1.f,
             params_[0].grad.f32(), 0, 1);
     if (cfg_.bias) {
@@ -202,7 +199,7 @@ class GemmCublas final : public Layer {
  public:
   GemmCublas(Backend& be, const std::string& name, const GemmConfig& cfg,
              const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     const char* k = kind();
     GemmDims d;
     gemm_output_shape(name, cfg, in[0].shape, in[1].shape, &d);
@@ -218,17 +215,12 @@ class GemmCublas final : public Layer {
     compute_ = cublas_compute_type(math_);
   }
 
-  const char* kind() const override { return GemmConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("a ", inputs_[0].shape.to_string(), cfg_.trans_a ? "^T" : "", " b ",
-                          inputs_[1].shape.to_string(), cfg_.trans_b ? "^T" : "",
-                          " alpha=", cfg_.alpha, cfg_.bias ? " +bias" : "", " | cublas ",
-                          to_string(math_));
+  std::string implementation() const override {
+    return detail::concat("cublas ", to_string(math_));
   }
 
   // y: (B..., M, N)  a: (B..., M, K) or (B..., K, M)  b: (B..., K, N) or (B..., N, K) or 2-D
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     gemm_rm(cu_, compute_, cfg_.trans_a, cfg_.trans_b, M_, N_, K_, alpha(), x[0]->f32(), sa(),
             x[1]->f32(), sb(), 0.f, y[0]->f32(), sy(), B_);
     if (cfg_.bias) {
@@ -236,7 +228,7 @@ class GemmCublas final : public Layer {
     }
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     const float* a = x[0]->f32();
     const float* b = x[1]->f32();
     const float* g = dy[0]->f32();

@@ -103,7 +103,7 @@ class SoftmaxCrossEntropyCuda final : public Layer {
  public:
   SoftmaxCrossEntropyCuda(Backend& be, const std::string& name,
                           const SoftmaxCrossEntropyConfig& cfg, const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     const char* k = kind();
     check_row_major(k, name, "logits", in[0]);
     check_row_major(k, name, "labels", in[1]);
@@ -116,16 +116,8 @@ class SoftmaxCrossEntropyCuda final : public Layer {
     row_loss_ = be.empty(Shape{2 * M_}, MemCategory::kWorkspace);  // M doubles
   }
 
-  const char* kind() const override { return SoftmaxCrossEntropyConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("logits ", inputs_[0].shape.to_string(),
-                          " smoothing=", cfg_.label_smoothing,
-                          cfg_.weight != 1 ? detail::concat(" weight=", cfg_.weight) : "");
-  }
-
   // y: (1)  logits: (M, V)  labels: (M) i32
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     auto* rows = static_cast<double*>(row_loss_.raw());
     xent_fwd_rows_kernel<<<static_cast<unsigned>(M_), kBlock, 0, cu_.stream()>>>(
         x[0]->f32(), x[1]->data<int32_t>(), lse_.f32(), rows, V_, cfg_.ignore_index,
@@ -137,7 +129,7 @@ class SoftmaxCrossEntropyCuda final : public Layer {
   }
 
   // dx[0]: dlogits (M, V); labels get no gradient.  dy: (1)
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (dx[0] == nullptr) return;
     const int64_t total = M_ * V_;
     xent_bwd_kernel<<<grid_for(total), kBlock, 0, cu_.stream()>>>(
@@ -196,7 +188,7 @@ class MseLossCuda final : public Layer {
  public:
   MseLossCuda(Backend& be, const std::string& name, const MseLossConfig& cfg,
               const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "pred", in[0]);
     check_row_major(kind(), name, "target", in[1]);
     n_ = in[0].shape.numel();
@@ -204,14 +196,8 @@ class MseLossCuda final : public Layer {
     partial_ = be.empty(Shape{2 * int64_t{parts_}}, MemCategory::kWorkspace);  // doubles
   }
 
-  const char* kind() const override { return MseLossConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("pred ", inputs_[0].shape.to_string());
-  }
-
   // y: (1)  pred, target: same shape
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     auto* partial = static_cast<double*>(partial_.raw());
     mse_partial_kernel<<<static_cast<unsigned>(parts_), kBlock, 0, cu_.stream()>>>(
         x[0]->f32(), x[1]->f32(), n_, partial);
@@ -220,7 +206,7 @@ class MseLossCuda final : public Layer {
     TBD_CUDA_CHECK_LAST();
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (dx[0] == nullptr && dx[1] == nullptr) return;
     mse_bwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(
         x[0]->f32(), x[1]->f32(), dy[0]->f32(), dx[0] ? dx[0]->f32() : nullptr,
@@ -275,15 +261,13 @@ class GradientPenaltyCuda final : public Layer {
  public:
   GradientPenaltyCuda(Backend& be, const std::string& name, const GradientPenaltyConfig& cfg,
                       const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     N_ = in[0].shape[0];
     D_ = in[0].shape.numel() / N_;
     norms_ = be.empty(Shape{2 * N_}, MemCategory::kWorkspace);  // N_ doubles
   }
-  const char* kind() const override { return GradientPenaltyConfig::kKind; }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     auto* norm = static_cast<double*>(norms_.raw());
     gp_norm_kernel<<<static_cast<unsigned>(N_), kBlock, 0, cu_.stream()>>>(x[0]->f32(), D_, norm);
     TBD_CUDA_CHECK_LAST();
@@ -292,7 +276,7 @@ class GradientPenaltyCuda final : public Layer {
   }
 
   // The norms are recomputed (forward's are still there unless another call came between).
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (dx[0] == nullptr) return;
     auto* norm = static_cast<double*>(norms_.raw());
     gp_norm_kernel<<<static_cast<unsigned>(N_), kBlock, 0, cu_.stream()>>>(x[0]->f32(), D_, norm);
@@ -389,18 +373,13 @@ class ActorCriticLossCuda final : public Layer {
  public:
   ActorCriticLossCuda(Backend& be, const std::string& name, const ActorCriticLossConfig& cfg,
                       const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     N_ = in[0].shape[0];
     A_ = in[0].shape[1];
   }
-  const char* kind() const override { return ActorCriticLossConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("logits ", inputs_[0].shape.to_string(), " beta=", cfg_.entropy_beta);
-  }
 
   // y: (1)  x: logits (N, A), value (N, 1), actions (N) i32, returns (N)
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 4, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     actor_critic_fwd_kernel<<<1, kBlock, 0, cu_.stream()>>>(
         x[0]->f32(), x[1]->f32(), x[2]->data<int32_t>(), x[3]->f32(), y[0]->f32(), N_, A_,
         cfg_.entropy_beta, cfg_.value_weight, cfg_.prob_eps);
@@ -408,7 +387,7 @@ class ActorCriticLossCuda final : public Layer {
   }
 
   // dx[0]: dlogits (N, A), dx[1]: dvalue (N, 1); none to actions and returns.  dy: (1)
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (dx[0] == nullptr && dx[1] == nullptr) return;
     actor_critic_bwd_kernel<<<grid_for(N_), kBlock, 0, cu_.stream()>>>(
         x[0]->f32(), x[1]->f32(), x[2]->data<int32_t>(), x[3]->f32(), dy[0]->f32(),

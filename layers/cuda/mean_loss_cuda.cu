@@ -29,21 +29,16 @@ class MeanLossCuda final : public Layer {
  public:
   MeanLossCuda(Backend& be, const std::string& name, const MeanLossConfig& cfg,
                const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "x", in[0]);
     E_ = in[0].shape.numel();
   }
-  const char* kind() const override { return MeanLossConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " weight=", cfg_.weight);
-  }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     mean_loss_fwd_kernel<<<1, kBlock, 0, cu_.stream()>>>(x[0]->f32(), y[0]->f32(), E_, cfg_.weight);
     TBD_CUDA_CHECK_LAST();
   }
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (dx[0] == nullptr) return;
     mean_loss_bwd_kernel<<<grid_for(E_), kBlock, 0, cu_.stream()>>>(dy[0]->f32(), dx[0]->f32(), E_,
                                                                     cfg_.weight);

@@ -129,7 +129,7 @@ class MlpAttentionCuda final : public Layer {
  public:
   MlpAttentionCuda(Backend& be, const std::string& name, const MlpAttentionConfig& cfg,
                    const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)),
+      : Layer(be, name, in, contract_of(name, cfg, in)),
         d_(mlp_attention_dims(name, in)),
         cu_(as_cuda(be)) {
     t_ = be.empty(Shape{d_.N, d_.S, d_.A}, MemCategory::kFeatureMaps);
@@ -140,22 +140,14 @@ class MlpAttentionCuda final : public Layer {
                     ": S=", d_.S, " scores exceed the 48 KiB of shared memory a block may use");
   }
 
-  const char* kind() const override { return MlpAttentionConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("keys ", inputs_[1].shape.to_string(), " memory ",
-                          inputs_[2].shape.to_string());
-  }
-
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 4, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     mlp_attention_fwd_kernel<<<static_cast<unsigned>(d_.N), kBlock, shared_, cu_.stream()>>>(
         x[0]->f32(), x[1]->f32(), x[2]->f32(), params_[0].value.f32(), x[3]->data<int32_t>(),
         t_.f32(), alpha_.f32(), y[0]->f32(), d_.S, d_.A, d_.D);
     TBD_CUDA_CHECK_LAST();
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs) override {
-    check_arity(dx.size(), 4, "backward input gradients");
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs) override {
     float* rows = param_grads() ? dv_rows_.f32() : nullptr;
     mlp_attention_bwd_kernel<<<static_cast<unsigned>(d_.N), kBlock, shared_, cu_.stream()>>>(
         dy[0]->f32(), x[2]->f32(), params_[0].value.f32(), x[3]->data<int32_t>(), t_.f32(),

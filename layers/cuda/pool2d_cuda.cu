@@ -17,7 +17,7 @@ class Pool2dCudnn final : public Layer {
  public:
   Pool2dCudnn(Backend& be, const std::string& name, const Pool2dConfig& cfg,
               const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "x", in[0]);
     const Shape& xs = in[0].shape;
     const Shape ys = outputs_[0].shape;
@@ -41,20 +41,13 @@ class Pool2dCudnn final : public Layer {
                     ", ", q, ") differs from the expected ", ys.to_string());
   }
 
-  const char* kind() const override { return Pool2dConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat(to_string(cfg_.pool), " x ", inputs_[0].shape.to_string(), " ",
-                          cfg_.kernel_h, "x", cfg_.kernel_w, " s", cfg_.stride_h, " p", cfg_.pad_h);
-  }
-
   // y: (N, C, P, Q)  x: (N, C, H, W)
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     TBD_CUDNN_CHECK(cudnnPoolingForward(cu_.cudnn(), pool_, &kOne, x_desc_, x[0]->raw(), &kZero,
                                         y_desc_, y[0]->raw()));
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
     if (dx[0] == nullptr) return;
     TBD_CUDNN_CHECK(cudnnPoolingBackward(cu_.cudnn(), pool_, &kOne, y_desc_, y[0]->raw(), y_desc_,
                                          dy[0]->raw(), x_desc_, x[0]->raw(), &kZero, x_desc_,
@@ -96,27 +89,21 @@ class GlobalAvgPool2dCuda final : public Layer {
  public:
   GlobalAvgPool2dCuda(Backend& be, const std::string& name, const GlobalAvgPool2dConfig& cfg,
                       const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "x", in[0]);
     const Shape& xs = in[0].shape;
     planes_ = xs[0] * xs[1];
     hw_ = xs[2] * xs[3];
   }
 
-  const char* kind() const override { return GlobalAvgPool2dConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string());
-  }
-
   // y: (N, C)  x: (N, C, H, W)
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     unsigned blocks = static_cast<unsigned>((planes_ + kPlanesPerBlock - 1) / kPlanesPerBlock);
     gap_fwd_kernel<<<blocks, kBlock, 0, cu_.stream()>>>(x[0]->f32(), y[0]->f32(), planes_, hw_);
     TBD_CUDA_CHECK_LAST();
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
     if (dx[0] == nullptr) return;
     const int64_t n = planes_ * hw_;
     gap_bwd_kernel<<<grid_for(n), kBlock, 0, cu_.stream()>>>(dy[0]->f32(), dx[0]->f32(), n, hw_);

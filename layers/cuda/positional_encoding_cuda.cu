@@ -20,7 +20,7 @@ class PositionalEncodingCuda final : public Layer {
  public:
   PositionalEncodingCuda(Backend& be, const std::string& name, const PositionalEncodingConfig& cfg,
                          const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "x", in[0]);
     const Shape& s = in[0].shape;
     n_ = s.numel();
@@ -34,20 +34,14 @@ class PositionalEncodingCuda final : public Layer {
     be.copy_from_host(table_, h.data());
   }
 
-  const char* kind() const override { return PositionalEncodingConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string());
-  }
-
   // y, x: (N, T, D)
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     add_table_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(x[0]->f32(), table_.f32(),
                                                                 y[0]->f32(), n_, table_.numel());
     TBD_CUDA_CHECK_LAST();
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
     if (dx[0] != nullptr) copy_d2d(cu_, dx[0]->raw(), dy[0]->raw(), dy[0]->bytes());
   }
 

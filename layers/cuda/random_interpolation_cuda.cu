@@ -37,7 +37,7 @@ class RandomInterpolationCuda final : public Layer {
  public:
   RandomInterpolationCuda(Backend& be, const std::string& name,
                           const RandomInterpolationConfig& cfg, const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "x0", in[0]);
     check_row_major(kind(), name, "x1", in[1]);
     N_ = in[0].shape[0];
@@ -48,13 +48,8 @@ class RandomInterpolationCuda final : public Layer {
     counter_ = be.empty(TensorDesc{Shape{2}, DType::kI32}, MemCategory::kDynamic);
     TBD_CUDA_CHECK(cudaMemsetAsync(counter_.raw(), 0, counter_.bytes(), cu_.stream()));
   }
-  const char* kind() const override { return RandomInterpolationConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " seed=", cfg_.seed);
-  }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     advance_step_kernel<<<1, 1, 0, cu_.stream()>>>(counter_.data<int32_t>());
     TBD_CUDA_CHECK_LAST();
     draw_alpha_kernel<<<grid_for(N_), kBlock, 0, cu_.stream()>>>(
@@ -65,7 +60,7 @@ class RandomInterpolationCuda final : public Layer {
     TBD_CUDA_CHECK_LAST();
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     float* d0 = dx[0] ? dx[0]->f32() : nullptr;
     float* d1 = dx[1] ? dx[1]->f32() : nullptr;
     if (!d0 && !d1) return;

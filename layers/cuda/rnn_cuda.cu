@@ -129,19 +129,12 @@ class RnnCudnn : public Layer {
     map_weight_space();
   }
 
-  const char* kind() const override { return spec_.kind; }
-
-  std::string describe() const override {
-    return detail::concat(spec_.one_step ? "x (N=" : "x (T=", spec_.one_step ? N_ : T_,
-                          spec_.one_step ? "" : detail::concat(", N=", N_), ", I=", I_,
-                          ") H=", spec_.hidden, " layers=", spec_.num_layers,
-                          spec_.bidirectional ? " bidirectional" : "",
-                          " cudnn_math=", math_ == CUDNN_FMA_MATH ? "fma(fp32)" : "default(tf32)");
+  std::string implementation() const override {
+    return detail::concat("cudnn rnn, math ",
+                          math_ == CUDNN_FMA_MATH ? "fma(fp32)" : "default(tf32)");
   }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), inputs_.size(), "forward inputs");
-    check_arity(y.size(), outputs_.size(), "forward outputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     copy_pieces(/*to_space=*/true);
     const bool train = training_;
     const void* hx = spec_.one_step ? x[1]->raw() : nullptr;
@@ -156,11 +149,9 @@ class RnnCudnn : public Layer {
     forward_trained_ = train;
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
     TBD_LAYER_CHECK(forward_trained_, spec_.kind, name_,
                     "backward needs a forward in training mode (cuDNN's reserve space)");
-    check_arity(dx.size(), inputs_.size(), "backward input gradients");
-    check_arity(dy.size(), outputs_.size(), "backward output gradients");
     auto out_or = [](Tensor* t, const Tensor& scratch) { return t ? t->raw() : scratch.raw(); };
     void* dx0 = out_or(dx[0], dx_scratch_);
     const void* hx = spec_.one_step ? x[1]->raw() : nullptr;
@@ -347,7 +338,7 @@ class LstmCudnn final : public RnnCudnn {
             const std::vector<TensorDesc>& in)
       : RnnCudnn(be, name,
                  {LstmConfig::kKind, Cell::kLstm, c.hidden, c.num_layers, c.bidirectional, false},
-                 in, contract(name, c, in)) {}
+                 in, contract_of(name, c, in)) {}
 };
 
 class GruCudnn final : public RnnCudnn {
@@ -356,7 +347,7 @@ class GruCudnn final : public RnnCudnn {
            const std::vector<TensorDesc>& in)
       : RnnCudnn(be, name,
                  {GruConfig::kKind, Cell::kGru, c.hidden, c.num_layers, c.bidirectional, false}, in,
-                 contract(name, c, in)) {}
+                 contract_of(name, c, in)) {}
 };
 
 class LstmCellCudnn final : public RnnCudnn {
@@ -364,7 +355,7 @@ class LstmCellCudnn final : public RnnCudnn {
   LstmCellCudnn(Backend& be, const std::string& name, const LstmCellConfig& c,
                 const std::vector<TensorDesc>& in)
       : RnnCudnn(be, name, {LstmCellConfig::kKind, Cell::kLstm, c.hidden, 1, false, true}, in,
-                 contract(name, c, in)) {}
+                 contract_of(name, c, in)) {}
 };
 
 TBD_REGISTER_LAYER(LstmConfig, DeviceKind::kCuda, LstmCudnn);

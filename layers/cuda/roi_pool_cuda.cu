@@ -104,7 +104,7 @@ class RoIPoolCuda final : public Layer {
  public:
   RoIPoolCuda(Backend& be, const std::string& name, const RoIPoolConfig& cfg,
               const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "x", in[0]);
     const Shape& xs = in[0].shape;
     TBD_LAYER_CHECK(xs[2] * xs[3] <= INT32_MAX, kind(), name,
@@ -123,14 +123,8 @@ class RoIPoolCuda final : public Layer {
           be.empty(outputs_[0].shape, MemCategory::kFeatureMaps, Layout::kRowMajor, DType::kI32);
     }
   }
-  const char* kind() const override { return RoIPoolConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat(to_string(cfg_.mode), " x ", inputs_[0].shape.to_string(), " rois ",
-                          inputs_[1].shape.to_string(), " -> ", cfg_.pooled_h, "x", cfg_.pooled_w);
-  }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const int64_t n = outputs_[0].shape.numel();
     if (cfg_.mode == RoIPoolMode::kMax) {
       roi_max_fwd_kernel<<<grid_for(n), kBlock, 0, cu_.stream()>>>(
@@ -141,7 +135,7 @@ class RoIPoolCuda final : public Layer {
     }
     TBD_CUDA_CHECK_LAST();
   }
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs) override {
     if (dx[0] == nullptr) return;
     TBD_CUDA_CHECK(cudaMemsetAsync(dx[0]->raw(), 0, dx[0]->bytes(), cu_.stream()));
     const int64_t n = outputs_[0].shape.numel();

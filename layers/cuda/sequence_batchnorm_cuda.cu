@@ -11,7 +11,7 @@ class SequenceBatchNormCudnn final : public BatchNormCudnn {
  public:
   SequenceBatchNormCudnn(Backend& be, const std::string& name, const SequenceBatchNormConfig& cfg,
                          const std::vector<TensorDesc>& in)
-      : BatchNormCudnn(be, name, in, contract(name, cfg, in), batchnorm_spec(name, cfg, in)) {}
+      : BatchNormCudnn(be, name, in, contract_of(name, cfg, in), batchnorm_spec(name, cfg, in)) {}
 };
 
 TBD_REGISTER_LAYER(SequenceBatchNormConfig, DeviceKind::kCuda, SequenceBatchNormCudnn);

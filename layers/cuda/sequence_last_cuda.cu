@@ -34,23 +34,17 @@ class SequenceLastCuda final : public Layer {
  public:
   SequenceLastCuda(Backend& be, const std::string& name, const SequenceLastConfig& cfg,
                    const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cu_(as_cuda(be)) {
     T_ = in[0].shape[0], N_ = in[0].shape[1], R_ = in[0].shape.numel() / (T_ * N_);
   }
 
-  const char* kind() const override { return SequenceLastConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string());
-  }
-
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     sequence_last_fwd_kernel<<<grid_for(N_ * R_), kBlock, 0, cu_.stream()>>>(
         x[0]->f32(), x[1]->data<int32_t>(), y[0]->f32(), T_, N_, R_);
     TBD_CUDA_CHECK_LAST();
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs) override {
     if (!dx[0]) return;
     sequence_last_bwd_kernel<<<grid_for(T_ * N_ * R_), kBlock, 0, cu_.stream()>>>(
         dy[0]->f32(), x[1]->data<int32_t>(), dx[0]->f32(), T_, N_, R_);

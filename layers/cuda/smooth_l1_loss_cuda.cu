@@ -33,22 +33,19 @@ class SmoothL1LossCuda final : public Layer {
  public:
   SmoothL1LossCuda(Backend& be, const std::string& name, const SmoothL1LossConfig& cfg,
                    const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     const char* args[] = {"pred", "target", "weight"};
     for (int i = 0; i < 3; ++i) check_row_major(kind(), name, args[i], in[i]);
     E_ = in[0].shape.numel();
     s2_ = static_cast<float>(cfg.sigma * cfg.sigma);
   }
-  const char* kind() const override { return SmoothL1LossConfig::kKind; }
-  std::string describe() const override { return smooth_l1_loss_describe(inputs_[0].shape, cfg_); }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 3, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     smooth_l1_fwd_kernel<<<1, 1024, 0, cu_.stream()>>>(x[0]->f32(), x[1]->f32(), x[2]->f32(),
                                                        y[0]->f32(), E_, s2_, cfg_.scale);
     TBD_CUDA_CHECK_LAST();
   }
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs) override {
     if (dx[0] == nullptr) return;
     smooth_l1_bwd_kernel<<<grid_for(E_), kBlock, 0, cu_.stream()>>>(
         dy[0]->f32(), x[0]->f32(), x[1]->f32(), x[2]->f32(), dx[0]->f32(), E_, s2_, cfg_.scale);

@@ -30,23 +30,17 @@ class AddCuda final : public Layer {
  public:
   AddCuda(Backend& be, const std::string& name, const AddConfig& cfg,
           const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cu_(as_cuda(be)) {
     n_ = in[0].shape.numel();
   }
 
-  const char* kind() const override { return AddConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string());
-  }
-
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 2, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     add_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(x[0]->f32(), x[1]->f32(), y[0]->f32(),
                                                           n_);
     TBD_CUDA_CHECK_LAST();
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
     for (int i = 0; i < 2; ++i) {
       if (dx[i] != nullptr) copy_d2d(cu_, dx[i]->raw(), dy[0]->raw(), dy[0]->bytes());
     }
@@ -98,20 +92,13 @@ class ConcatCuda final : public Layer {
  public:
   ConcatCuda(Backend& be, const std::string& name, const ConcatConfig& cfg,
              const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cu_(as_cuda(be)) {
     axis_ = normalize_axis(kind(), name, cfg.axis, outputs_[0].shape.rank());
     const Shape& s0 = in[0].shape;
     view_ = axis_view(s0, axis_);
   }
 
-  const char* kind() const override { return ConcatConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat(inputs_.size(), " inputs -> ", outputs_[0].shape.to_string(), " axis ",
-                          axis_);
-  }
-
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), inputs_.size(), "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const int64_t total = outputs_[0].shape[axis_];
     int64_t off = 0;
     for (std::size_t i = 0; i < x.size(); ++i) {
@@ -121,7 +108,7 @@ class ConcatCuda final : public Layer {
     }
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
     const int64_t total = outputs_[0].shape[axis_];
     int64_t off = 0;
     for (std::size_t i = 0; i < dx.size(); ++i) {
@@ -145,21 +132,14 @@ class SplitCuda final : public Layer {
  public:
   SplitCuda(Backend& be, const std::string& name, const SplitConfig& cfg,
             const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cu_(as_cuda(be)) {
     const Shape& xs = in[0].shape;
     axis_ = normalize_axis(kind(), name, cfg.axis, xs.rank());
     view_ = axis_view(xs, axis_);
     sizes_ = split_sizes(cfg, xs);
   }
 
-  const char* kind() const override { return SplitConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " -> ", sizes_.size(),
-                          " pieces along axis ", axis_);
-  }
-
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const int64_t total = inputs_[0].shape[axis_];
     int64_t off = 0;
     for (std::size_t i = 0; i < y.size(); ++i) {
@@ -168,7 +148,7 @@ class SplitCuda final : public Layer {
     }
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
     if (dx[0] == nullptr) return;
     const int64_t total = inputs_[0].shape[axis_];
     int64_t off = 0;
@@ -193,20 +173,13 @@ class ReshapeCuda final : public Layer {
  public:
   ReshapeCuda(Backend& be, const std::string& name, const ReshapeConfig& cfg,
               const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {}
+      : Layer(be, name, in, contract_of(name, cfg, in)), cu_(as_cuda(be)) {}
 
-  const char* kind() const override { return ReshapeConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " -> ",
-                          outputs_[0].shape.to_string());
-  }
-
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     copy_d2d(cu_, y[0]->raw(), x[0]->raw(), x[0]->bytes());
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
     if (dx[0] != nullptr) copy_d2d(cu_, dx[0]->raw(), dy[0]->raw(), dy[0]->bytes());
   }
 
@@ -222,15 +195,12 @@ class DetachCuda final : public Layer {
  public:
   DetachCuda(Backend& be, const std::string& name, const DetachConfig& cfg,
              const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {}
-  const char* kind() const override { return DetachConfig::kKind; }
-  std::string describe() const override { return "x " + inputs_[0].to_string(); }
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+      : Layer(be, name, in, contract_of(name, cfg, in)), cu_(as_cuda(be)) {}
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     copy_d2d(cu_, y[0]->raw(), x[0]->raw(), x[0]->bytes());
   }
   // y carries no gradient: the graph never asks for one (Contract::output_grads).
-  void backward(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
+  void bprop(MutTensorRefs, TensorRefs, TensorRefs, TensorRefs) override {}
 
  private:
   CudaBackend& cu_;
@@ -272,7 +242,7 @@ class TransposeCuda final : public Layer {
  public:
   TransposeCuda(Backend& be, const std::string& name, const TransposeConfig& cfg,
                 const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     const Shape ys = outputs_[0].shape;
     TBD_LAYER_CHECK(dtype_size(in[0].dtype) == 4, kind(), name,
                     "the CUDA transpose moves 4-byte elements (f32, i32), got ", in[0].to_string());
@@ -291,20 +261,13 @@ class TransposeCuda final : public Layer {
     }
   }
 
-  const char* kind() const override { return TransposeConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].shape.to_string(), " -> ",
-                          outputs_[0].shape.to_string());
-  }
-
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     permute_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(x[0]->data<uint32_t>(),
                                                               y[0]->data<uint32_t>(), n_, fwd_);
     TBD_CUDA_CHECK_LAST();
   }
 
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
     if (dx[0] == nullptr) return;
     permute_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(dy[0]->data<uint32_t>(),
                                                               dx[0]->data<uint32_t>(), n_, bwd_);
@@ -345,7 +308,7 @@ class ReverseCuda final : public Layer {
  public:
   ReverseCuda(Backend& be, const std::string& name, const ReverseConfig& cfg,
               const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cu_(as_cuda(be)) {
     const Shape& xs = in[0].shape;
     T_ = xs[0], N_ = xs[1], inner_ = xs.numel() / (T_ * N_);
     esize_ = dtype_size(in[0].dtype);
@@ -353,20 +316,13 @@ class ReverseCuda final : public Layer {
                     "the CUDA reverse moves 4- or 2-byte elements, got ", in[0].to_string());
   }
 
-  const char* kind() const override { return ReverseConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("x ", inputs_[0].to_string(), inputs_.size() > 1 ? ", lengths" : "",
-                          " | gather kernel");
-  }
+  std::string implementation() const override { return "gather kernel"; }
 
   // y, x[0]: (T, N, ...)  x[1] = lengths: (N) i32, optional
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), inputs_.size(), "forward inputs");
-    permute(y[0]->raw(), x[0]->raw(), x);
-  }
+  void fprop(MutTensorRefs y, TensorRefs x) override { permute(y[0]->raw(), x[0]->raw(), x); }
 
   // The permutation is its own inverse: dx is dy permuted like x.
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (dx[0] != nullptr) permute(dx[0]->raw(), dy[0]->raw(), x);
   }
 

@@ -36,24 +36,19 @@ class Upsample2dCuda final : public Layer {
  public:
   Upsample2dCuda(Backend& be, const std::string& name, const Upsample2dConfig& cfg,
                  const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
+      : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
     check_row_major(kind(), name, "x", in[0]);
     const Shape& xs = in[0].shape;
     planes_ = xs[0] * xs[1], H_ = xs[2], W_ = xs[3];
   }
-  const char* kind() const override { return Upsample2dConfig::kKind; }
-  std::string describe() const override {
-    return detail::concat("nearest x", cfg_.scale, " x ", inputs_[0].shape.to_string());
-  }
 
-  void forward(MutTensorRefs y, TensorRefs x) override {
-    check_arity(x.size(), 1, "forward inputs");
+  void fprop(MutTensorRefs y, TensorRefs x) override {
     const int64_t n = outputs_[0].shape.numel();
     upsample_fwd_kernel<<<grid_for(n), kBlock, 0, cu_.stream()>>>(x[0]->f32(), y[0]->f32(), planes_,
                                                                   H_, W_, cfg_.scale);
     TBD_CUDA_CHECK_LAST();
   }
-  void backward(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (dx[0] == nullptr) return;
     const int64_t n = inputs_[0].shape.numel();
     upsample_bwd_kernel<<<grid_for(n), kBlock, 0, cu_.stream()>>>(dy[0]->f32(), dx[0]->f32(),
