@@ -75,6 +75,26 @@ void Layer::bind_transients(const Tensor& workspace) {
   transients_bound_ = true;
 }
 
+void Layer::saved(Tensor& t, const TensorDesc& desc) {
+  TBD_CHECK(!saved_bound_, kind(), " '", name_, "': saved state declared after binding");
+  saved_tensors_.push_back(&t);
+  saved_descs_.push_back(desc);
+}
+
+void Layer::bind_saved_state(std::size_t j, const Tensor& t) {
+  TBD_CHECK(j < saved_tensors_.size() && t.bytes() >= saved_descs_[j].bytes(), kind(), " '", name_,
+            "': saved state ", j, " bound to ", t.defined() ? t.desc().to_string() : "none");
+  *saved_tensors_[j] = t;
+  saved_bound_ = true;
+}
+
+void bind_own_saved_state(Backend& be, Layer& layer) {
+  for (std::size_t j = 0; j < layer.saved_state().size(); ++j) {
+    const TensorDesc& d = layer.saved_state()[j];
+    if (d.bytes() > 0) layer.bind_saved_state(j, be.empty(d, MemCategory::kFeatureMaps));
+  }
+}
+
 void bind_own_transients(Backend& be, Layer& layer) {
   const std::size_t bytes = layer.transient_bytes();
   layer.bind_transients(

@@ -265,6 +265,17 @@ class Layer {
   void bind_transients(const Tensor& workspace);
   bool transients_bound() const { return transients_bound_; }
 
+  // Saved state: what the implementation keeps from a forward to its backward beyond the
+  // inputs and outputs (batch statistics, a dropout mask, attention probabilities, a library's
+  // workspace such as oneDNN's max-pooling indices or cuDNN's RNN reserve space). Declared at
+  // construction (saved()), allocated by whoever runs the layer, category feature_maps: a graph
+  // places it in its feature-map arena by liveness, live from the node's forward to its
+  // backward (its forward alone where no backward runs), as it places outputs; make_layer gives
+  // a layer its own. Bound before the first call.
+  const std::vector<TensorDesc>& saved_state() const { return saved_descs_; }
+  // Binds saved tensor j (in the order declared) to `t` (of saved_state()[j]'s size).
+  void bind_saved_state(std::size_t j, const Tensor& t);
+
   // The calls. Each checks its arity against the layer's inputs and outputs (an error names
   // the layer), then runs the implementation's fprop / bprop / dgrad / wgrad below.
   // y: outputs (allocated by the caller with output_descs()), x: inputs.
@@ -296,6 +307,10 @@ class Layer {
   // tensor exists keeps that fact apart, since `t` stays undefined until bound.
   void transient(Tensor& t, const TensorDesc& desc);
   void transient(Tensor& t, std::size_t bytes);
+  // Declares the member `t` (undefined until bound) as saved state of `desc` (see
+  // saved_state()). Construction only; `t` must not move (declare a vector's elements once the
+  // vector is complete).
+  void saved(Tensor& t, const TensorDesc& desc);
 
   // What an implementation computes, called with arguments of the right arity: forward,
   // backward (both gradients), and where split_backward() the data and weight gradients apart.
@@ -344,10 +359,15 @@ class Layer {
   };
   std::vector<Transient> transients_;
   bool transients_bound_ = false;
+  std::vector<Tensor*> saved_tensors_;
+  std::vector<TensorDesc> saved_descs_;
+  bool saved_bound_ = false;
 };
 
 // Binds `layer`'s transients to a workspace of its own (nothing when it needs none).
 void bind_own_transients(Backend& be, Layer& layer);
+// Gives each of `layer`'s saved state tensors a buffer of its own (category feature_maps).
+void bind_own_saved_state(Backend& be, Layer& layer);
 
 // Helpers for the shape checks every layer makes at build. They throw tbd::Error with messages
 // like "Conv2d 'layer1.0.conv1': input x must have rank 4 (N, C, H, W), got (3, 224, 224)".
@@ -424,8 +444,8 @@ std::unique_ptr<Layer> construct_layer(Backend& be, const std::string& name, con
 }
 
 // A standalone layer: constructed, with its parameters bound to an arena of its own
-// (gradients zero, values uninitialised: see init_param) and its transients to a workspace of
-// its own.
+// (gradients zero, values uninitialised: see init_param), its transients to a workspace of
+// its own and its saved state to buffers of its own.
 template <class Config>
 std::unique_ptr<Layer> make_layer(Backend& be, const std::string& name, const Config& cfg,
                                   const std::vector<TensorDesc>& inputs) {
@@ -434,6 +454,7 @@ std::unique_ptr<Layer> make_layer(Backend& be, const std::string& name, const Co
   for (Param& p : layer->params()) ps.push_back(&p);
   bind_params(be, ps);
   bind_own_transients(be, *layer);
+  bind_own_saved_state(be, *layer);
   return layer;
 }
 

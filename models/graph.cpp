@@ -313,6 +313,27 @@ void Graph::plan_values() {
     planned.push_back({&t.value, t.desc});
     value_requests_.push_back(PlanRequest{t.desc.bytes(), t.producer, to_end ? end : last[id]});
   }
+  // The layers' saved state (Layer::saved_state): live from the node's forward to its backward,
+  // or during its forward alone where no backward runs. Unplanned, a buffer each.
+  struct SavedState {
+    Layer* layer;
+    std::size_t index;
+    std::size_t request;
+  };
+  std::vector<SavedState> saved;
+  for (int c = 0; c < n; ++c) {
+    Layer& l = *nodes_[c].layer;
+    for (std::size_t j = 0; j < l.saved_state().size(); ++j) {
+      const TensorDesc& d = l.saved_state()[j];
+      if (d.bytes() == 0) continue;
+      if (!plan_memory_) {
+        l.bind_saved_state(j, be_.empty(d, MemCategory::kFeatureMaps));
+        continue;
+      }
+      saved.push_back({&l, j, value_requests_.size()});
+      value_requests_.push_back(PlanRequest{d.bytes(), c, plans_[c].run_backward ? bwd(c) : c});
+    }
+  }
   if (!plan_memory_) return;
   value_plan_ = plan_memory(value_requests_);
   if (value_plan_.arena_bytes == 0) return;
@@ -320,6 +341,10 @@ void Graph::plan_values() {
                                  MemCategory::kFeatureMaps);
   for (std::size_t r = 0; r < planned.size(); ++r)
     *planned[r].tensor = arena.slice(value_plan_.offsets[r], planned[r].desc);
+  for (const SavedState& st : saved) {
+    st.layer->bind_saved_state(
+        st.index, arena.slice(value_plan_.offsets[st.request], st.layer->saved_state()[st.index]));
+  }
 }
 
 void Graph::keep(TensorId id) {

@@ -133,15 +133,17 @@ class MultiHeadAttentionOneDnn final : public Layer {
 
     // Saved for backward, and the backward's own buffers.
     const int64_t mq = N * Tq, mk = N * Tk, scores = N * h * Tq * Tk;
-    q_ = be.empty(Shape{mq, D}, MemCategory::kFeatureMaps);
-    k_ = be.empty(Shape{mk, D}, MemCategory::kFeatureMaps);
-    v_ = be.empty(Shape{mk, D}, MemCategory::kFeatureMaps);
-    o_ = be.empty(Shape{mq, D}, MemCategory::kFeatureMaps);
-    p_ = be.empty(Shape{N, h, Tq, Tk}, MemCategory::kFeatureMaps);
+    saved(q_, TensorDesc{Shape{mq, D}});
+    saved(k_, TensorDesc{Shape{mk, D}});
+    saved(v_, TensorDesc{Shape{mk, D}});
+    saved(o_, TensorDesc{Shape{mq, D}});
+    saved(p_, TensorDesc{Shape{N, h, Tq, Tk}});
     // W holds Pd from forward to backward when dropout is on; otherwise it is backward scratch.
-    w_ = be.empty(Shape{N, h, Tq, Tk},
-                  cfg.dropout > 0 ? MemCategory::kFeatureMaps : MemCategory::kDynamic);
-    if (cfg.dropout > 0) keep_ = be.empty(Shape{(scores + 3) / 4}, MemCategory::kFeatureMaps);
+    if (cfg.dropout > 0)
+      saved(w_, TensorDesc{Shape{N, h, Tq, Tk}});
+    else
+      w_ = be.empty(Shape{N, h, Tq, Tk}, MemCategory::kDynamic);
+    if (cfg.dropout > 0) saved(keep_, TensorDesc{Shape{(scores + 3) / 4}});
     d_o_ = be.empty(Shape{mq, D}, MemCategory::kDynamic);  // dO, then dQ
     d_k_ = be.empty(Shape{mk, D}, MemCategory::kDynamic);
     d_v_ = be.empty(Shape{mk, D}, MemCategory::kDynamic);

@@ -48,8 +48,8 @@ class BatchNormOneDnn : public BatchNormLayer {
         who_fwd_eval_(std::string(spec.kind) + " forward (eval)"),
         who_bwd_(std::string(spec.kind) + " backward") {
     const int64_t C = C_;
-    mean_ = be.empty(Shape{C}, MemCategory::kFeatureMaps);
-    var_ = be.empty(Shape{C}, MemCategory::kFeatureMaps);
+    saved(mean_, TensorDesc{Shape{C}});
+    saved(var_, TensorDesc{Shape{C}});
     transient(dscale_, TensorDesc{Shape{C}});  // backward only: computed, then added
     transient(dshift_, TensorDesc{Shape{C}});
 
@@ -85,7 +85,7 @@ class BatchNormOneDnn : public BatchNormLayer {
     if (spec.frozen) freeze();
     if (spec.relu) {
       const std::size_t ws = fwd_train_pd_.workspace_desc().get_size();
-      ws_ = be.empty(Shape{static_cast<int64_t>((ws + 3) / 4)}, MemCategory::kFeatureMaps);
+      saved(ws_, TensorDesc{Shape{static_cast<int64_t>((ws + 3) / 4)}});
     }
     fwd_train_ = fwd(fwd_train_pd_);
     fwd_eval_ = fwd(fwd_eval_pd_);

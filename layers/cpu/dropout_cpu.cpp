@@ -25,7 +25,7 @@ class DropoutCpu final : public Layer {
     threshold_ = dropout_threshold(cfg.p);
     scale_ = cfg.p < 1 ? static_cast<float>(1.0 / (1.0 - cfg.p)) : 0.f;
     // One byte per element (allocated as floats: the tensor dtypes have no u8).
-    mask_ = be.empty(Shape{(E_ + 3) / 4}, MemCategory::kFeatureMaps);
+    saved(mask_, TensorDesc{Shape{(E_ + 3) / 4}});
   }
 
   // Elementwise over the buffer (or per channel): any layout, as it comes.

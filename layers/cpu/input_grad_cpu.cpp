@@ -145,8 +145,8 @@ class Conv2dDgradCpu final : public Layer {
     po.append_sum(1.0f);
     sum_attr.set_post_ops(po);
     dw_to_grad_ = reorder(bwd_w_pd_.diff_weights_desc(), w_md_, sum_attr);
-    dy_blk_ = be.empty(ys, MemCategory::kFeatureMaps);  // read again by the weight gradient
-    transient(x_blk_, TensorDesc{xs});                  // inside one call each
+    saved(dy_blk_, TensorDesc{ys});     // read again by the weight gradient
+    transient(x_blk_, TensorDesc{xs});  // inside one call each
     transient(y_blk_, TensorDesc{ys});
     x_to_blk_ = reorder(x_plain_md_, x_md_);
     x_from_blk_ = reorder(x_md_, x_plain_md_);

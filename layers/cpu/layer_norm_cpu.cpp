@@ -66,8 +66,8 @@ class LayerNormOneDnn final : public Layer {
     }
     fwd_ = dnnl::layer_normalization_forward(fwd_pd_);
     bwd_ = dnnl::layer_normalization_backward(bwd_pd_);
-    mean_ = be.empty(Shape{M_}, MemCategory::kFeatureMaps);
-    var_ = be.empty(Shape{M_}, MemCategory::kFeatureMaps);
+    saved(mean_, TensorDesc{Shape{M_}});
+    saved(var_, TensorDesc{Shape{M_}});
     transient(dgamma_, TensorDesc{Shape{D_}});  // backward only: computed, then added
     transient(dbeta_, TensorDesc{Shape{D_}});
     std::size_t scratch =
@@ -168,8 +168,8 @@ class LayerNormChwCpu final : public Layer {
     TBD_LAYER_CHECK(B_ == 1 || C_ % 16 == 0, kind(), name,
                     "input x in nChw16c needs C % 16 == 0, got ", in[0].to_string());
     outputs_[0].layout = in[0].layout;
-    mean_ = be.empty(Shape{N_}, MemCategory::kFeatureMaps);
-    var_ = be.empty(Shape{N_}, MemCategory::kFeatureMaps);
+    saved(mean_, TensorDesc{Shape{N_}});
+    saved(var_, TensorDesc{Shape{N_}});
     // Doubles: per (sample, channel) two sums (forward: per plane; backward: per channel),
     // then per sample two means (backward).
     sums_ = be.empty(Shape{2 * (2 * N_ * C_ + 2 * N_)}, MemCategory::kWorkspace);

@@ -67,7 +67,7 @@ class SoftmaxCrossEntropyCpu final : public Layer {
                     "input logits must be row-major, got ", in[0].to_string());
     V_ = in[0].shape[-1];
     M_ = in[0].shape.numel() / V_;
-    saved_ = be.empty(Shape{M_ + 1}, MemCategory::kFeatureMaps);  // lse per row, then count
+    saved(saved_, TensorDesc{Shape{M_ + 1}});  // lse per row, then count
     row_loss_ = be.empty(Shape{M_}, MemCategory::kWorkspace);
   }
 

@@ -105,8 +105,8 @@ class MlpAttentionCpu final : public Layer {
                   const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract_of(name, cfg, in)), d_(mlp_attention_dims(name, in)) {
     const int64_t N = d_.N, S = d_.S, A = d_.A;
-    t_ = be.empty(Shape{N, S, A}, MemCategory::kFeatureMaps);
-    alpha_ = be.empty(Shape{N, S}, MemCategory::kFeatureMaps);
+    saved(t_, TensorDesc{Shape{N, S, A}});
+    saved(alpha_, TensorDesc{Shape{N, S}});
     // Per sample: the score gradients de (S) and its row of dv (A).
     scratch_ = be.empty(Shape{N, S + A}, MemCategory::kWorkspace);
   }

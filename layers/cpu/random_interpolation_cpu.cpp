@@ -17,7 +17,7 @@ class RandomInterpolationCpu final : public Layer {
     N_ = in[0].shape[0];
     S_ = in[0].shape.numel() / N_;
     key_ = random_interpolation_key(cfg, name);
-    alpha_ = be.empty(Shape{N_}, MemCategory::kFeatureMaps);
+    saved(alpha_, TensorDesc{Shape{N_}});
   }
 
   // y, x0, x1: (N, ...)

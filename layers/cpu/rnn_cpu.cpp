@@ -128,7 +128,9 @@ class RnnLayerPrims {
     }
 
     Backend& be = cpu;
-    workspace_ = workspace_for(be, fwd_pd_.workspace_desc(), MemCategory::kFeatureMaps);
+    // The forward's workspace carries its state to the backward: saved state of the owning layer.
+    saved_.push_back({&workspace_, TensorDesc{Shape{static_cast<int64_t>(std::max<std::size_t>(
+                                       (fwd_pd_.workspace_desc().get_size() + 3) / 4, 1))}}});
     setup_slot(kind, name, wl_, fwd_pd_.weights_layer_desc(), bwd_pd_.weights_layer_desc(),
                bwd_pd_.diff_weights_layer_desc());
     setup_slot(kind, name, wi_, fwd_pd_.weights_iter_desc(), bwd_pd_.weights_iter_desc(),
@@ -145,6 +147,9 @@ class RnnLayerPrims {
   // forward's, the gradients before they are added, the initial states' gradients), for the
   // owning layer to declare as its transients (Layer::transient); undefined until bound.
   const std::vector<std::pair<Tensor*, TensorDesc>>& transients() const { return transients_; }
+  // The tensors kept from the forward to the backward (oneDNN's RNN workspace), for the owning
+  // layer to declare as its saved state (Layer::saved); undefined until bound.
+  const std::vector<std::pair<Tensor*, TensorDesc>>& saved_state() const { return saved_; }
 
   std::size_t scratchpad_bytes() const {
     return std::max(fwd_pd_.scratchpad_desc().get_size(), bwd_pd_.scratchpad_desc().get_size());
@@ -390,6 +395,7 @@ class RnnLayerPrims {
   Tensor zeros_;      // (1, D, N, H): the initial states
   Tensor diff_iter_;  // gradient of the zero initial state (unused)
   std::vector<std::pair<Tensor*, TensorDesc>> transients_;
+  std::vector<std::pair<Tensor*, TensorDesc>> saved_;
 };
 
 // The contract checked the dtype; the primitives here take plain time-major data.
@@ -417,10 +423,11 @@ class GruOneDnn final : public Layer {
           std::make_unique<RnnLayerPrims>(cpu_, kind(), name, s, params_, l * per_layer));
       scratch = std::max(scratch, layers_.back()->scratchpad_bytes());
       for (const auto& [t, desc] : layers_.back()->transients()) transient(*t, desc);
+      for (const auto& [t, desc] : layers_.back()->saved_state()) saved(*t, desc);
     }
-    for (int64_t l = 0; l + 1 < L; ++l) {
-      hidden_.push_back(be.empty(Shape{T, N, H * D}, MemCategory::kFeatureMaps));
-    }
+    hidden_.resize(static_cast<std::size_t>(
+        L - 1));  // complete before its elements are declared (they must not move)
+    for (Tensor& h : hidden_) saved(h, TensorDesc{Shape{T, N, H * D}});
     // Gradients between layers (transient: backward only); the one layer 0 does not write
     // doubles as dx's stand-in when the caller wants no dx (oneDNN always computes it).
     if (L > 1) {
@@ -518,7 +525,7 @@ class LstmCellCpu final : public Layer {
     check_row_major(kind(), name, "h", in[1]);
     check_row_major(kind(), name, "c", in[2]);
     N_ = in[0].shape[0], I_ = in[0].shape[1], H_ = cfg.hidden;
-    gates_ = be.empty(Shape{N_, 4 * H_}, MemCategory::kFeatureMaps);
+    saved(gates_, TensorDesc{Shape{N_, 4 * H_}});
     transient(dgates_, TensorDesc{Shape{N_, 4 * H_}});  // backward only
   }
 
@@ -588,14 +595,13 @@ class LstmSequenceCpu final : public Layer {
     T_ = xs[0], N_ = xs[1], I_ = xs[2], H_ = cfg.hidden, L_ = cfg.num_layers;
     D_ = cfg.bidirectional ? 2 : 1;
     const int64_t TN = T_ * N_, G = 4 * H_;
-    for (int64_t l = 0; l < L_; ++l) {
-      for (int64_t d = 0; d < D_; ++d) {
-        gates_.push_back(be.empty(Shape{TN, G}, MemCategory::kFeatureMaps));
-        cells_.push_back(be.empty(Shape{TN, H_}, MemCategory::kFeatureMaps));
-      }
-      if (l + 1 < L_)
-        hidden_.push_back(be.empty(Shape{T_, N_, H_ * D_}, MemCategory::kFeatureMaps));
-    }
+    // Complete before their elements are declared as saved state (they must not move).
+    gates_.resize(static_cast<std::size_t>(L_ * D_));
+    cells_.resize(static_cast<std::size_t>(L_ * D_));
+    hidden_.resize(static_cast<std::size_t>(L_ - 1));
+    for (Tensor& t : gates_) saved(t, TensorDesc{Shape{TN, G}});
+    for (Tensor& t : cells_) saved(t, TensorDesc{Shape{TN, H_}});
+    for (Tensor& t : hidden_) saved(t, TensorDesc{Shape{T_, N_, H_ * D_}});
     zeros_ = be.empty(Shape{H_}, MemCategory::kWorkspace);  // every row's initial c
     std::memset(zeros_.raw(), 0, zeros_.bytes());
     transient(dgates_, TensorDesc{Shape{TN, G}});

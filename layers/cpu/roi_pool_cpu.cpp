@@ -276,8 +276,7 @@ class RoIPoolCpu final : public Layer {
     args_.sampling_ratio = cfg.sampling_ratio;
     args_.scale = static_cast<float>(cfg.spatial_scale);
     if (cfg.mode == RoIPoolMode::kMax) {
-      argmax_ =
-          be.empty(outputs_[0].shape, MemCategory::kFeatureMaps, Layout::kRowMajor, DType::kI32);
+      saved(argmax_, TensorDesc{outputs_[0].shape, DType::kI32});
     }
   }
   // x in nChw16c whenever C % 16 == 0, else row-major; the boxes row-major. Blocked, a cell

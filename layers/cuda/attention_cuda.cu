@@ -222,12 +222,12 @@ class MultiHeadAttentionCublas final : public Layer {
 
     const int64_t Mq = N_ * Tq_, Mk = N_ * Tk_, Mmax = std::max(Mq, Mk);
     tmp_ = be.empty(Shape{Mmax, D_}, MemCategory::kDynamic);
-    qh_ = be.empty(Shape{N_, H_, Tq_, dh_}, MemCategory::kFeatureMaps);
-    kh_ = be.empty(Shape{N_, H_, Tk_, dh_}, MemCategory::kFeatureMaps);
-    vh_ = be.empty(Shape{N_, H_, Tk_, dh_}, MemCategory::kFeatureMaps);
-    p_ = be.empty(Shape{N_, H_, Tq_, Tk_}, MemCategory::kFeatureMaps);
-    if (cfg.dropout > 0) pd_ = be.empty(Shape{N_, H_, Tq_, Tk_}, MemCategory::kFeatureMaps);
-    o_ = be.empty(Shape{Mq, D_}, MemCategory::kFeatureMaps);
+    saved(qh_, TensorDesc{Shape{N_, H_, Tq_, dh_}});
+    saved(kh_, TensorDesc{Shape{N_, H_, Tk_, dh_}});
+    saved(vh_, TensorDesc{Shape{N_, H_, Tk_, dh_}});
+    saved(p_, TensorDesc{Shape{N_, H_, Tq_, Tk_}});
+    if (cfg.dropout > 0) saved(pd_, TensorDesc{Shape{N_, H_, Tq_, Tk_}});
+    saved(o_, TensorDesc{Shape{Mq, D_}});
     oh_ = be.empty(Shape{N_, H_, Tq_, dh_}, MemCategory::kDynamic);
     dp_ = be.empty(Shape{N_, H_, Tq_, Tk_}, MemCategory::kDynamic);
     dkh_ = be.empty(Shape{N_, H_, Tk_, dh_}, MemCategory::kDynamic);

@@ -88,8 +88,8 @@ class BatchNormCudnn : public BatchNormLayer {
                     " is below cuDNN's minimum ", CUDNN_BN_MIN_EPSILON);
     const Shape& nchw = spec.nchw;
     N_ = nchw[0], C_ = nchw[1], HW_ = nchw[2] * nchw[3];
-    save_mean_ = be.empty(Shape{C_}, MemCategory::kFeatureMaps);
-    save_invstd_ = be.empty(Shape{C_}, MemCategory::kFeatureMaps);
+    saved(save_mean_, TensorDesc{Shape{C_}});
+    saved(save_invstd_, TensorDesc{Shape{C_}});
     x_desc_ = make_tensor_desc(nchw[0], nchw[1], nchw[2], nchw[3]);
     bn_desc_ = make_tensor_desc(1, C_, 1, 1);
     if (relu_) dy_masked_ = be.empty(nchw, MemCategory::kWorkspace);

@@ -44,7 +44,7 @@ class DropoutCuda final : public Layer {
     threshold_ = dropout_threshold(cfg.p);
     scale_ = cfg.p < 1 ? static_cast<float>(1.0 / (1.0 - cfg.p)) : 0.f;  // p = 1: y = 0
     // One byte per element (the tensor dtypes have no u8).
-    mask_ = be.empty(Shape{(n_ + 3) / 4}, MemCategory::kFeatureMaps);
+    saved(mask_, TensorDesc{Shape{(n_ + 3) / 4}});
     // Training forwards so far, in device memory (advance_step_kernel): a new mask each.
     counter_ = be.empty(TensorDesc{Shape{2}, DType::kI32}, MemCategory::kDynamic);
     TBD_CUDA_CHECK(cudaMemsetAsync(counter_.raw(), 0, counter_.bytes(), cu_.stream()));

@@ -203,8 +203,8 @@ class LayerNormCuda final : public Layer {
     M_ = rows_.M;
     TBD_LAYER_CHECK(D_ <= INT32_MAX, kind(), name, "last dim of x ", xs.to_string(),
                     " is too large");
-    mean_ = be.empty(Shape{M_}, MemCategory::kFeatureMaps);
-    rstd_ = be.empty(Shape{M_}, MemCategory::kFeatureMaps);
+    saved(mean_, TensorDesc{Shape{M_}});
+    saved(rstd_, TensorDesc{Shape{M_}});
     // Enough row chunks to spread the column sums over the device, at least 32 rows each.
     chunks_ = static_cast<int>(std::clamp<int64_t>((M_ + 31) / 32, 1, 2 * cu_.sm_count()));
     rows_per_chunk_ = (M_ + chunks_ - 1) / chunks_;

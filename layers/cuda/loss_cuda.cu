@@ -111,8 +111,8 @@ class SoftmaxCrossEntropyCuda final : public Layer {
     M_ = in[0].shape.numel() / V_;
     TBD_LAYER_CHECK(M_ <= INT32_MAX, k, name, "logits ", in[0].shape.to_string(),
                     " has more rows than a grid has blocks");
-    lse_ = be.empty(Shape{M_}, MemCategory::kFeatureMaps);
-    count_ = be.empty(Shape{1}, MemCategory::kFeatureMaps);
+    saved(lse_, TensorDesc{Shape{M_}});
+    saved(count_, TensorDesc{Shape{1}});
     row_loss_ = be.empty(Shape{2 * M_}, MemCategory::kWorkspace);  // M doubles
   }
 

@@ -132,8 +132,8 @@ class MlpAttentionCuda final : public Layer {
       : Layer(be, name, in, contract_of(name, cfg, in)),
         d_(mlp_attention_dims(name, in)),
         cu_(as_cuda(be)) {
-    t_ = be.empty(Shape{d_.N, d_.S, d_.A}, MemCategory::kFeatureMaps);
-    alpha_ = be.empty(Shape{d_.N, d_.S}, MemCategory::kFeatureMaps);
+    saved(t_, TensorDesc{Shape{d_.N, d_.S, d_.A}});
+    saved(alpha_, TensorDesc{Shape{d_.N, d_.S}});
     dv_rows_ = be.empty(Shape{d_.N, d_.A}, MemCategory::kWorkspace);
     shared_ = static_cast<std::size_t>(d_.S) * sizeof(float);
     TBD_LAYER_CHECK(shared_ <= 48 * 1024, kind(), name, "input keys ", in[1].shape.to_string(),

@@ -43,7 +43,7 @@ class RandomInterpolationCuda final : public Layer {
     N_ = in[0].shape[0];
     E_ = in[0].shape.numel();
     key_ = random_interpolation_key(cfg, name);
-    alpha_ = be.empty(Shape{N_}, MemCategory::kFeatureMaps);
+    saved(alpha_, TensorDesc{Shape{N_}});
     // Forwards so far, in device memory (advance_step_kernel): new alphas each.
     counter_ = be.empty(TensorDesc{Shape{2}, DType::kI32}, MemCategory::kDynamic);
     TBD_CUDA_CHECK(cudaMemsetAsync(counter_.raw(), 0, counter_.bytes(), cu_.stream()));

@@ -217,7 +217,7 @@ class RnnCudnn : public Layer {
     // The workspace lives inside one call (transient: the graph's shared one); the reserve space
     // carries the forward's state to the backward.
     if (ws) transient(workspace_, TensorDesc{floats(ws)});
-    if (rs) reserve_ = be_.empty(floats(rs), MemCategory::kFeatureMaps);
+    if (rs) saved(reserve_, TensorDesc{floats(rs)});
     // cuDNN's data-gradient call always writes dx (and dhx, dcx for the cell): a transient
     // stands in when the caller wants no input gradient.
     transient(dx_scratch_, inputs_[0]);

@@ -119,8 +119,7 @@ class RoIPoolCuda final : public Layer {
                  cfg.sampling_ratio,
                  static_cast<float>(cfg.spatial_scale)};
     if (cfg.mode == RoIPoolMode::kMax) {
-      argmax_ =
-          be.empty(outputs_[0].shape, MemCategory::kFeatureMaps, Layout::kRowMajor, DType::kI32);
+      saved(argmax_, TensorDesc{outputs_[0].shape, DType::kI32});
     }
   }
 

@@ -40,7 +40,8 @@ TEST(LayerContract, EveryCallChecksItsArity) {
   LinearConfig cfg;
   cfg.out_features = 4;
   auto layer = make_layer(*be, "fc", cfg, {TensorDesc{Shape{2, 3}}});
-  Tensor x = be->empty(Shape{2, 3}, MemCategory::kDynamic), y = be->empty(Shape{2, 4}, MemCategory::kDynamic);
+  Tensor x = be->empty(Shape{2, 3}, MemCategory::kDynamic),
+         y = be->empty(Shape{2, 4}, MemCategory::kDynamic);
   const Tensor* two_in[] = {&x, &x};
   Tensor* one_out[] = {&y};
   expect_error([&] { layer->forward(one_out, two_in); },

@@ -4,6 +4,7 @@
 // for every model.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <string>
@@ -11,8 +12,10 @@
 
 #include "backends/backends.h"
 #include "layers/activation.h"
+#include "layers/dropout.h"
 #include "layers/linear.h"
 #include "layers/loss.h"
+#include "layers/mean_loss.h"
 #include "layers/tensor_ops.h"
 #include "models/graph.h"
 #include "models/memory_plan.h"
@@ -145,11 +148,49 @@ class PlannedModel : public ::testing::TestWithParam<TinyModel> {};
 
 // Two steps planned and unplanned: the same losses and the same parameters and gradients, bit
 // for bit; every graph's plan checks; the step allocates nothing and the planned one needs less.
+// A layer's saved state (Layer::saved_state: here dropout's mask) is placed in the value arena
+// beside the outputs, live from its node's forward to its backward in a training graph and for
+// its forward alone in an inference graph; unplanned, it has a buffer of its own.
+TEST(GraphMemoryPlan, SavedStateLivesFromItsForwardToItsBackward) {
+  for (bool inference : {false, true}) {
+    auto be = make_cpu_backend();
+    Graph g(*be, 3);
+    const int64_t M = 4, I = 8;
+    TensorId x = g.input("x", Shape{M, I});
+    LinearConfig fc;
+    fc.out_features = I;
+    TensorId h = g.add1("fc", fc, {x});
+    DropoutConfig drop;
+    drop.p = 0.5;
+    TensorId d = g.add1("drop", drop, {h});
+    g.set_loss(g.add1("loss", MeanLossConfig{}, {d}));
+    const Layer& l = *g.nodes()[1].layer;
+    ASSERT_EQ(l.saved_state().size(), 1u);
+    const std::size_t mask = l.saved_state()[0].bytes();
+    if (inference)
+      g.finalize_inference();
+    else
+      g.finalize();
+    ASSERT_EQ(check_memory_plan(g.value_requests(), g.value_plan()), "");
+    // Steps: forward of node i is i, its backward 5 - i (three nodes).
+    std::vector<std::pair<int, int>> mask_live;
+    for (const PlanRequest& r : g.value_requests())
+      if (r.bytes == mask) mask_live.emplace_back(r.first, r.last);
+    const std::pair<int, int> want = inference ? std::make_pair(1, 1) : std::make_pair(1, 4);
+    EXPECT_NE(std::find(mask_live.begin(), mask_live.end(), want), mask_live.end())
+        << "inference " << inference;
+    from_host(*be, g.tensor(x), random_vec(M * I, 1));
+    g.forward();
+    if (!inference) g.backward();
+  }
+}
+
 TEST_P(PlannedModel, SameBitsAsUnplannedWithLessMemory) {
   const TinyModel& c = GetParam();
   std::vector<float> losses[2];
   std::vector<Vec> state[2];
   std::size_t dynamic[2] = {0, 0}, feature_maps[2] = {0, 0};
+  std::size_t value_buffers = 0;  // planned: outputs and saved state placed in the arena
   for (int planned = 0; planned < 2; ++planned) {
     set_memory_planning_default(planned == 1);
     auto be = make_cpu_backend();
@@ -162,6 +203,7 @@ TEST_P(PlannedModel, SameBitsAsUnplannedWithLessMemory) {
           << c.name << " graph " << i << ": gradients";
       EXPECT_EQ(check_memory_plan(g.value_requests(), g.value_plan()), "")
           << c.name << " graph " << i << ": values";
+      if (planned == 1) value_buffers += g.value_requests().size();
     }
     m->train_step();  // the first step may set up lazily
     be->allocator().reset_peak();
@@ -185,7 +227,10 @@ TEST_P(PlannedModel, SameBitsAsUnplannedWithLessMemory) {
     EXPECT_EQ(differ, 0u) << c.name << ": arena " << i << " differs planned vs unplanned";
   }
   EXPECT_LT(dynamic[1], dynamic[0]) << c.name;
-  EXPECT_LE(feature_maps[1], feature_maps[0]) << c.name;
+  // The arena places every buffer at a 64-byte boundary, where the allocator's statistics count
+  // the bytes asked for (each allocation is rounded up unseen): in a tiny model, whose buffers
+  // are nearly all live at the end of the forward, that rounding is all the difference.
+  EXPECT_LE(feature_maps[1], feature_maps[0] + 63 * value_buffers) << c.name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PlannedModel, ::testing::ValuesIn(tiny_models()), TinyModelName());
