@@ -20,8 +20,8 @@ import sys
 import time
 
 from . import builds, compare as cmp, stats
-from .config import load_config
 from .gbjson import InputError, load_run
+from .inputs import arg_number, arg_output_dir
 
 
 def add_parser(sub, add_compare_options) -> None:
@@ -30,17 +30,20 @@ def add_parser(sub, add_compare_options) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("a", help="baseline: a tbd_bench executable or a git commit (built once)")
     p.add_argument("b", help="contender: executable or commit")
-    p.add_argument("--rounds", type=int, default=5, help="processes per side (5)")
-    p.add_argument("--repetitions", type=int, default=3,
+    p.add_argument("--rounds", type=arg_number(int, low=1), default=5,
+                   help="processes per side (5)")
+    p.add_argument("--repetitions", type=arg_number(int, low=1), default=3,
                    help="--benchmark_repetitions per process (3)")
     p.add_argument("--order", choices=("abab", "abba"), default="abab",
                    help="abab alternates; abba counterbalances (A B B A A B ...)")
     p.add_argument("--bench-filter", dest="bench_filter",
                    help="--benchmark_filter for both binaries")
-    p.add_argument("--min-time", type=float, help="--benchmark_min_time per repetition")
-    p.add_argument("--detect", type=float,
+    p.add_argument("--min-time", type=arg_number(low=0),
+                   help="--benchmark_min_time per repetition (seconds)")
+    p.add_argument("--detect", type=arg_number(low=0, open_low=True),
                    help="change (fraction) to size the repetitions for (default: threshold)")
-    p.add_argument("--out-dir", help="folder for the runs' JSON files and the comparison "
+    p.add_argument("--out-dir", type=arg_output_dir,
+                   help="folder for the runs' JSON files and the comparison "
                    "(default <work>/ab/<a>-vs-<b>-<UTC time>)")
     p.add_argument("--repo", default=".", help="git checkout for commits (.)")
     p.add_argument("--work", help="worktrees and builds (default ~/.cache/tbd-track)")
@@ -109,15 +112,9 @@ def power_table(c: cmp.Comparison, change: float, alpha: float) -> list[dict]:
 
 
 def run_ab(args) -> int:
-    from .cli import emit, to_json, write_atomic  # noqa: PLC0415
-    if args.rounds < 1 or args.repetitions < 1:
-        raise InputError("--rounds and --repetitions must be >= 1")
+    from .cli import config_with_flags, emit, to_json, write_atomic  # noqa: PLC0415
     extra = [a for a in args.bench_args if a != "--"]
-    cfg = load_config(args.config)
-    if args.alpha is not None:
-        cfg.alpha = args.alpha
-    if args.threshold is not None:
-        cfg.threshold = args.threshold
+    cfg = config_with_flags(args)
     exe_a, la = resolve_binary(args.a, args.repo, args.work, args.cuda)
     exe_b, lb = resolve_binary(args.b, args.repo, args.work, args.cuda)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")

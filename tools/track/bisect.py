@@ -23,8 +23,8 @@ import subprocess
 import sys
 
 from . import abrun, builds, compare as cmp, history
-from .config import load_config
 from .gbjson import InputError, load_run
+from .inputs import arg_number, arg_regex
 
 
 def add_parser(sub, add_compare_options) -> None:
@@ -32,13 +32,16 @@ def add_parser(sub, add_compare_options) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("good", help="a commit without the regression")
     p.add_argument("bad", help="a later commit with it (GOOD must be its ancestor)")
-    p.add_argument("--bench-filter", dest="bench_filter", required=True,
+    p.add_argument("--bench-filter", dest="bench_filter", required=True, type=arg_regex,
                    help="regex: the benchmark(s) that regressed (also --benchmark_filter)")
     p.add_argument("--metric", default="real_time", help="metric that regressed (real_time)")
-    p.add_argument("--rounds", type=int, default=4, help="processes per side per step (4)")
-    p.add_argument("--repetitions", type=int, default=3, help="repetitions per process (3)")
+    p.add_argument("--rounds", type=arg_number(int, low=1), default=4,
+                   help="processes per side per step (4)")
+    p.add_argument("--repetitions", type=arg_number(int, low=1), default=3,
+                   help="repetitions per process (3)")
     p.add_argument("--order", choices=("abab", "abba"), default="abab")
-    p.add_argument("--min-time", type=float, help="--benchmark_min_time per repetition")
+    p.add_argument("--min-time", type=arg_number(low=0),
+                   help="--benchmark_min_time per repetition (seconds)")
     p.add_argument("--repo", default=".", help="git checkout (.)")
     p.add_argument("--work", help="worktrees and builds (default ~/.cache/tbd-track)")
     p.add_argument("--store", default=history.DEFAULT_STORE,
@@ -55,11 +58,8 @@ class Judge:
     def __init__(self, args, good: str):
         self.args = args
         self.good = good
-        self.cfg = load_config(args.config)
-        if args.alpha is not None:
-            self.cfg.alpha = args.alpha
-        if args.threshold is not None:
-            self.cfg.threshold = args.threshold
+        from .cli import config_with_flags  # noqa: PLC0415 (cli imports this module)
+        self.cfg = config_with_flags(args)
         self.rx = re.compile(args.bench_filter)
         self.extra = [a for a in args.bench_args if a != "--"]
         self.good_exe = builds.build_commit(args.repo, good, args.work, cuda=args.cuda)

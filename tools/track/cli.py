@@ -5,7 +5,11 @@ Exit codes (every subcommand):
   0  no regression (or nothing to gate)
   1  a regression: a gated metric got worse beyond its threshold with significance, an exact
      metric (memory) moved beyond its tolerance the wrong way, or a row broke (ok -> error)
-  2  bad input: unreadable file, not benchmark JSON, bad flag or config, failed build/run
+  2  input that could not be read or validated: a missing, binary or non-UTF-8 file, not
+     benchmark JSON, a row without a usable name or time (NaN, null, negative), a file
+     without a context or benchmarks, a bad flag value (NaN, out of range, a bad regex, an
+     output path that cannot be written), a bad config; or a build/run that failed. Nothing
+     is gated on such input: the message names the file, the row and the field
   3  not comparable: device, backend or math mode differ (unless --allow-mismatch)
 compare of a tbd file against a peer framework's file (context `framework`) and `peer` print
 the frameworks side by side and are no gate: 0 when the table was made, 2 on bad input.
@@ -24,28 +28,38 @@ from . import frameworks as fw
 from . import render
 from .config import load_config
 from .files import write_atomic
-from .gbjson import InputError, load_runs
+from .gbjson import load_runs
+from .inputs import InputError, arg_number, arg_output_file, arg_regex
 
-EPILOG = """exit codes: 0 no regression, 1 regression, 2 bad input, 3 not comparable
-(device, backend or math differ; --allow-mismatch compares anyway)"""
+EPILOG = """exit codes: 0 no regression, 1 regression, 2 input that could not be read or
+validated (nothing is gated on it), 3 not comparable (device, backend or math differ;
+--allow-mismatch compares anyway)"""
 
 
 def _filter_runs(runs, pattern: str | None):
     if not pattern:
         return runs
-    rx = re.compile(pattern)
+    rx = re.compile(pattern)  # checked by argparse (arg_regex)
     for r in runs:
         r.benches = {k: v for k, v in r.benches.items() if rx.search(k)}
         r.breakdown = [b for b in r.breakdown if rx.search(str(b.get("benchmark", "")))]
     return runs
 
 
+def _date(s: str) -> _dt.date:
+    try:
+        return _dt.date.fromisoformat(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a date (YYYY-MM-DD), got {s!r}") from None
+
+
 def add_compare_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="TOML file: thresholds, per-benchmark rules, "
                    "acknowledged regressions (see tools/track/example.toml)")
-    p.add_argument("--alpha", type=float, help="significance level (default 0.05)")
-    p.add_argument("--threshold", type=float,
-                   help="minimum effect as a fraction (default 0.05 = 5%%)")
+    p.add_argument("--alpha", type=arg_number(low=0, high=1, open_low=True, open_high=True),
+                   help="significance level, between 0 and 1 (default 0.05)")
+    p.add_argument("--threshold", type=arg_number(low=0),
+                   help="minimum effect as a fraction >= 0 (default 0.05 = 5%%)")
     p.add_argument("--unit", choices=("auto", "process", "repetition"), default="auto",
                    help="unit of analysis: per-file medians (process) or all repetitions; "
                    "auto = process when both sides have enough files for the test to reach "
@@ -54,33 +68,41 @@ def add_compare_options(p: argparse.ArgumentParser) -> None:
                    help="compare even when device, backend or math mode differ")
     p.add_argument("--fail-on-removed", action="store_true",
                    help="a benchmark missing from the new side is a failure too")
-    p.add_argument("--filter", help="regex: only benchmarks whose name matches")
+    p.add_argument("--filter", type=arg_regex,
+                   help="regex: only benchmarks whose name matches (one must)")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
-    p.add_argument("--output", "-o", help="write the report here (atomically) as well as "
+    p.add_argument("--output", "-o", type=arg_output_file,
+                   help="write the report here (atomically) as well as "
                    "to stdout for text; JSON/markdown go only here when given")
-    p.add_argument("--json", dest="json_out", help="also write the comparison as JSON here")
+    p.add_argument("--json", dest="json_out", type=arg_output_file,
+                   help="also write the comparison as JSON here")
     p.add_argument("--all", action="store_true", help="list unchanged metrics too")
-    p.add_argument("--top", type=int, default=10, help="layers shown per breakdown (10)")
-    p.add_argument("--today", help=argparse.SUPPRESS)  # tests: acknowledgement expiry
+    p.add_argument("--top", type=arg_number(int, low=0), default=10,
+                   help="layers shown per breakdown (10)")
+    p.add_argument("--today", type=_date, help=argparse.SUPPRESS)  # tests: ack expiry
+
+
+def config_with_flags(args):
+    """The --config file with --alpha and --threshold (checked by argparse) over it."""
+    cfg = load_config(args.config)
+    if args.alpha is not None:
+        cfg.alpha = args.alpha
+    if args.threshold is not None:
+        cfg.threshold = args.threshold
+    return cfg
 
 
 def run_compare(args, base_paths: list[str], new_paths: list[str]) -> int:
-    cfg = load_config(args.config)
-    if args.alpha is not None:
-        if not 0 < args.alpha < 1:
-            raise InputError("--alpha must be between 0 and 1")
-        cfg.alpha = args.alpha
-    if args.threshold is not None:
-        if args.threshold < 0:
-            raise InputError("--threshold must be >= 0")
-        cfg.threshold = args.threshold
+    cfg = config_with_flags(args)
     base = _filter_runs(load_runs(base_paths), args.filter)
     new = _filter_runs(load_runs(new_paths), args.filter)
+    if args.filter and not any(r.benches for r in base + new):
+        raise InputError(f"--filter {args.filter!r} matches no benchmark on either side: "
+                         "nothing would be compared")
     if fw.is_frameworks_comparison(base, new):
         return emit_frameworks(fw.summarize(fw.group_sides(base + new)), args)
-    today = _dt.date.fromisoformat(args.today) if args.today else None
     c = cmp.compare(base, new, cfg, unit=args.unit, allow_mismatch=args.allow_mismatch,
-                    today=today, fail_on_removed=args.fail_on_removed)
+                    today=args.today, fail_on_removed=args.fail_on_removed)
     emit(c, args)
     return c.exit_code
 
@@ -200,6 +222,13 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except InputError as e:
         print(f"tbd_track: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        # Reading goes through inputs.read_text (an InputError); what is left is mostly
+        # writing: an output or a store that could not be written (a full disk, a path the
+        # early checks of arg_output_file could not foresee), or a program that would not start.
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"tbd_track: {where}{e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("tbd_track: interrupted", file=sys.stderr)

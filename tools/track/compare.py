@@ -266,6 +266,10 @@ def _compare_metric(name: str, metric: str, base: list[float], new: list[float],
         r.verdict = "info"
         r.note = "non-positive values: no ratio"
         return r
+    if not 0 < ratio < math.inf:  # 1e-300 against 1e300: the ratio under/overflows a float
+        r.verdict, r.ratio = "info", None
+        r.note = "values too far apart for a ratio (beyond a float's range)"
+        return r
     lo, hi, cov = stats.ratio_ci(base, new, level)
     if cov > 0:
         r.ci, r.ci_level = [lo, hi], cov

@@ -31,7 +31,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 
-from .gbjson import InputError
+from .inputs import InputError, compile_regex, finite_number, read_text
 from .metrics import DIRECTIONS
 
 
@@ -96,91 +96,104 @@ class Config:
         return None, False
 
 
-def _regex(v, where: str) -> re.Pattern:
-    if not isinstance(v, str):
-        raise InputError(f"{where}: expected a regular expression string, got {v!r}")
-    try:
-        return re.compile(v)
-    except re.error as e:
-        raise InputError(f"{where}: bad regular expression {v!r}: {e}") from None
+def _fraction(v, path: str, row: str, key: str) -> float:
+    """A threshold or tolerance: a finite number >= 0 (TOML has nan and inf; they never pass)."""
+    return finite_number(v, file=path, row=row, field=key, minimum=0)
 
 
-def _fraction(v, where: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-        raise InputError(f"{where}: expected a non-negative number, got {v!r}")
-    return float(v)
+def _table(v, path: str, row: str) -> dict:
+    if not isinstance(v, dict):
+        raise InputError(f"expected a table, got {v!r}", path, row)
+    return v
+
+
+def _tables(v, path: str, name: str) -> list[dict]:
+    """An array of tables ([[rule]], [[acknowledged]])."""
+    if not isinstance(v, list):
+        raise InputError(f"expected an array of tables ([[{name}]]), got {v!r}", path, name)
+    return [_table(x, path, f"{name} {i + 1}") for i, x in enumerate(v)]
+
+
+def _unknown(d: dict, known: set, path: str, row: str) -> None:
+    unknown = set(d) - known
+    if unknown:
+        raise InputError(f"unknown key(s) {', '.join(sorted(unknown))} (known: "
+                         f"{', '.join(sorted(known))})", path, row)
 
 
 def load_config(path: str | None) -> Config:
+    """The TOML file, checked: InputError (exit 2) naming the file, the table and the key."""
     cfg = Config()
     if not path:
         return cfg
+    text = read_text(path)
     try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except OSError as e:
-        raise InputError(f"config {path}: {e.strerror or e}") from None
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise InputError(f"config {path}: not TOML: {e}") from None
+        raise InputError(f"not TOML: {e}", path) from None
+    except RecursionError:
+        raise InputError("not TOML this reader can take (nested too deeply)", path) from None
     cfg.source = path
-    known = {"defaults", "rule", "acknowledged"}
-    for k in doc:
-        if k not in known:
-            raise InputError(f"config {path}: unknown section [{k}] (known: {', '.join(sorted(known))})")
-    d = doc.get("defaults", {})
+    _unknown(doc, {"defaults", "rule", "acknowledged"}, path, "top level")
+    d = _table(doc.get("defaults", {}), path, "defaults")
     for k, v in d.items():
-        where = f"config {path}: defaults.{k}"
         if k == "alpha":
-            cfg.alpha = _fraction(v, where)
+            cfg.alpha = _fraction(v, path, "defaults", k)
             if not 0 < cfg.alpha < 1:
-                raise InputError(f"{where}: must be between 0 and 1")
+                raise InputError(f"must be between 0 and 1, got {v!r}", path, "defaults", k)
         elif k == "threshold":
-            cfg.threshold = _fraction(v, where)
+            cfg.threshold = _fraction(v, path, "defaults", k)
         elif k == "memory_tolerance":
-            cfg.memory_tolerance = _fraction(v, where)
+            cfg.memory_tolerance = _fraction(v, path, "defaults", k)
         elif k == "memory_tolerance_bytes":
-            cfg.memory_tolerance_bytes = _fraction(v, where)
+            cfg.memory_tolerance_bytes = _fraction(v, path, "defaults", k)
         elif k == "refuse":
             if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-                raise InputError(f"{where}: expected a list of context keys")
+                raise InputError(f"expected a list of context keys, got {v!r}", path,
+                                 "defaults", k)
             cfg.refuse = list(v)
         else:
-            raise InputError(f"{where}: unknown setting")
-    for i, r in enumerate(doc.get("rule", [])):
-        where = f"config {path}: rule {i + 1}"
-        unknown = set(r) - {"benchmark", "metric", "threshold", "direction", "tolerance",
-                            "tolerance_bytes"}
-        if unknown:
-            raise InputError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-        rule = Rule(_regex(r.get("benchmark", ".*"), where + ".benchmark"),
-                    _regex(r.get("metric", ".*"), where + ".metric"))
+            raise InputError("unknown setting (known: alpha, threshold, memory_tolerance, "
+                             "memory_tolerance_bytes, refuse)", path, "defaults", k)
+    for i, r in enumerate(_tables(doc.get("rule", []), path, "rule")):
+        where = f"rule {i + 1}"
+        _unknown(r, {"benchmark", "metric", "threshold", "direction", "tolerance",
+                     "tolerance_bytes"}, path, where)
+        rule = Rule(compile_regex(r.get("benchmark", ".*"), file=path, row=where,
+                                  field="benchmark"),
+                    compile_regex(r.get("metric", ".*"), file=path, row=where, field="metric"))
         if "threshold" in r:
-            rule.threshold = _fraction(r["threshold"], where + ".threshold")
+            rule.threshold = _fraction(r["threshold"], path, where, "threshold")
         if "direction" in r:
             if r["direction"] not in DIRECTIONS:
-                raise InputError(f"{where}.direction: one of {', '.join(DIRECTIONS)}")
+                raise InputError(f"expected one of {', '.join(DIRECTIONS)}, got "
+                                 f"{r['direction']!r}", path, where, "direction")
             rule.direction = r["direction"]
         if "tolerance" in r:
-            rule.tolerance = _fraction(r["tolerance"], where + ".tolerance")
+            rule.tolerance = _fraction(r["tolerance"], path, where, "tolerance")
         if "tolerance_bytes" in r:
-            rule.tolerance_bytes = _fraction(r["tolerance_bytes"], where + ".tolerance_bytes")
+            rule.tolerance_bytes = _fraction(r["tolerance_bytes"], path, where,
+                                             "tolerance_bytes")
         cfg.rules.append(rule)
-    for i, a in enumerate(doc.get("acknowledged", [])):
-        where = f"config {path}: acknowledged {i + 1}"
-        unknown = set(a) - {"benchmark", "metric", "reason", "expires"}
-        if unknown:
-            raise InputError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-        if not a.get("reason"):
-            raise InputError(f"{where}: a reason is required")
+    for i, a in enumerate(_tables(doc.get("acknowledged", []), path, "acknowledged")):
+        where = f"acknowledged {i + 1}"
+        _unknown(a, {"benchmark", "metric", "reason", "expires"}, path, where)
+        if not isinstance(a.get("reason"), str) or not a["reason"].strip():
+            raise InputError("a reason (text) is required", path, where, "reason")
         exp = a.get("expires")
         if isinstance(exp, str):
             try:
                 exp = _dt.date.fromisoformat(exp)
             except ValueError:
-                raise InputError(f"{where}.expires: not a date (YYYY-MM-DD): {exp!r}") from None
-        elif exp is not None and not isinstance(exp, _dt.date):
-            raise InputError(f"{where}.expires: not a date: {exp!r}")
-        cfg.acks.append(Ack(_regex(a.get("benchmark", ".*"), where + ".benchmark"),
-                            _regex(a.get("metric", ".*"), where + ".metric"),
-                            str(a["reason"]), exp))
+                raise InputError(f"not a date (YYYY-MM-DD): {exp!r}", path, where,
+                                 "expires") from None
+        elif isinstance(exp, _dt.datetime) or (exp is not None and
+                                                not isinstance(exp, _dt.date)):
+            # TOML's date-time is a datetime (a date too, in Python); a day is what expires.
+            raise InputError(f"not a date (YYYY-MM-DD): {exp!r}", path, where, "expires")
+        cfg.acks.append(Ack(compile_regex(a.get("benchmark", ".*"), file=path, row=where,
+                                          field="benchmark"),
+                            compile_regex(a.get("metric", ".*"), file=path, row=where,
+                                          field="metric"),
+                            a["reason"], exp))
     return cfg

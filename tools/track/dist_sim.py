@@ -38,6 +38,7 @@ import re
 from dataclasses import dataclass
 
 from .gbjson import InputError, Run, load_runs
+from .inputs import arg_number, arg_regex
 
 MIB = 1 << 20
 
@@ -372,21 +373,23 @@ def add_parser(sub) -> None:
         description=__doc__, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", metavar="FILE_OR_DIR",
                    help="tbd_bench JSON of a --tbd_dist run (with its AllReduce rows)")
-    p.add_argument("--model", help="regex over the model rows (default: every one-rank row)")
+    p.add_argument("--model", type=arg_regex,
+                   help="regex over the model rows (default: every one-rank row)")
     p.add_argument("--link", default="measured,1GbE,10GbE,100GbIB,NVLink",
                    help="comma-separated: measured (fitted from the AllReduce rows), "
                    + ", ".join(LINKS) + " (default: all)")
     p.add_argument("--algorithm", default="ring", choices=ALGORITHMS)
     p.add_argument("--ranks", default="2,4,8,16,32,64,128,256,512,1024",
                    help="rank counts to predict (default 2..1024)")
-    p.add_argument("--bucket-mb", type=float, default=25.0, help="bucket cap, MiB (default 25)")
-    p.add_argument("--first-bucket-mb", type=float, default=1.0,
-                   help="first bucket's cap, MiB (default 1)")
-    p.add_argument("--cpu-share", type=float, default=None,
+    p.add_argument("--bucket-mb", type=arg_number(low=0), default=25.0,
+                   help="bucket cap, MiB (default 25; 0: no cap)")
+    p.add_argument("--first-bucket-mb", type=arg_number(low=0), default=1.0,
+                   help="first bucket's cap, MiB (default 1; 0: the cap of the others)")
+    p.add_argument("--cpu-share", type=arg_number(low=0, high=1), default=None,
                    help="share of an all-reduce that competes with compute for the same cores "
                    "(default 0 for the predictions: a NIC or GPU does the transfer; the "
                    "validation uses the run's own: 1 for CPU ranks without a spare core)")
-    p.add_argument("--step-s", type=float, default=None,
+    p.add_argument("--step-s", type=arg_number(low=0, open_low=True), default=None,
                    help="rescale the one-rank profile to this step time (seconds), e.g. to "
                    "ask what a device that much faster would see")
     p.add_argument("--format", choices=("text", "json"), default="text")

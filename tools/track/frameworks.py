@@ -109,13 +109,15 @@ def summarize(sides: dict[str, list[Run]], reference: str = "tbd") -> dict:
                 continue
             other = row["sides"][label]
             ratio = {}
+            # A side whose median is 0 (a rate of 0: nothing ran) has no ratio: "-".
             for m in rate_names:
-                if m in ref and m in other:
+                if m in ref and m in other and other[m]["median"] != 0:
                     a, b = ref[m]["samples"], other[m]["samples"]
                     lo, hi, cov = stats.ratio_ci(b, a, LEVEL)
                     ratio[m] = {"ratio": ref[m]["median"] / other[m]["median"],
                                 "ci": [lo, hi], "coverage": cov}
-            if "peak_memory_bytes" in ref and "peak_memory_bytes" in other:
+            if "peak_memory_bytes" in ref and "peak_memory_bytes" in other and \
+                    other["peak_memory_bytes"]["median"] != 0:
                 ratio["peak_memory_bytes"] = {
                     "ratio": ref["peak_memory_bytes"]["median"]
                     / other["peak_memory_bytes"]["median"]}

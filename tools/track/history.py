@@ -25,7 +25,8 @@ import sys
 
 from . import changepoint, stats
 from .config import load_config
-from .gbjson import InputError, Run, load_run, load_runs
+from .gbjson import COMMIT_RE, InputError, Run, load_run, load_runs
+from .inputs import arg_output_dir, arg_output_file, arg_regex, read_json, read_text
 from .metrics import MetricTable
 
 FINGERPRINT_KEYS = ("backend", "device", "num_cpus", "threads", "math", "onednn_isa",
@@ -74,14 +75,25 @@ def commit_info(repo: str, commits: list[str]) -> dict[str, dict]:
     return info
 
 
+def check_commit(sha: str, file: str | None = None, field: str = "--commit") -> str:
+    """A commit hash (7 to 64 hex digits): it becomes part of a file name in the store."""
+    if not COMMIT_RE.fullmatch(sha):
+        raise InputError(f"expected a commit hash (7 to 64 hex digits), got {sha!r}", file,
+                         field=field)
+    return sha
+
+
 def add(store: str, paths: list[str], allow_dirty: bool = False, commit: str | None = None,
         quiet: bool = False) -> list[str]:
     """Copies runs into the store; returns the stored paths."""
+    if commit is not None:
+        check_commit(commit)
     stored = []
     for run in load_runs(paths):
         sha = commit or run.commit
         if not sha:
-            raise InputError(f"{run.path}: no git_commit in its context (give --commit SHA)")
+            raise InputError(f"{run.path}: no git_commit in its context, or 'unknown' (give "
+                             "--commit SHA)")
         if run.dirty and not allow_dirty:
             raise InputError(f"{run.path}: measured on a dirty tree (git_dirty true): its "
                              "commit does not say what ran; --allow-dirty stores it anyway")
@@ -120,10 +132,10 @@ def _utc_stamp(date: str) -> str:
     import datetime as _dt  # noqa: PLC0415
     try:
         d = _dt.datetime.fromisoformat(date)
-    except ValueError:
+        if d.tzinfo is not None:
+            d = d.astimezone(_dt.timezone.utc)
+    except (ValueError, OverflowError):  # not a date; a year 9999 date moved past the end
         return "nodate"
-    if d.tzinfo is not None:
-        d = d.astimezone(_dt.timezone.utc)
     return d.strftime("%Y%m%dT%H%M%SZ")
 
 
@@ -150,8 +162,7 @@ def load_machine(store: str, machine: str) -> dict[str, list[Run]]:
         sha = run.commit
         override = os.path.join(d, f[:-5] + ".commit")
         if os.path.exists(override):
-            with open(override, encoding="utf-8") as fh:
-                sha = fh.read().strip()
+            sha = check_commit(read_text(override).strip(), override, "the commit")
         by_commit.setdefault(sha, []).append(run)
     return by_commit
 
@@ -269,10 +280,11 @@ def build_document(store: str, repo: str, machine: str | None = None, ref: str =
                 "segments": [{"start": idx[s.start], "end": idx[s.end], "level": s.level}
                              for s in det.segments],
                 "events": events})
-    slug_info = {}
     mpath = os.path.join(store, machine, "machine.json")
-    with open(mpath, encoding="utf-8") as f:
-        slug_info = json.load(f)
+    slug_info = read_json(mpath, "the machine's fingerprint (an object)")
+    if not isinstance(slug_info, dict):
+        raise InputError("expected an object (what the machine's fingerprint was made of)",
+                         mpath)
     return {"store": store, "machine": machine, "machine_info": slug_info, "ref": ref,
             "commits": commits, "off_branch": off_branch, "series": series}
 
@@ -330,7 +342,7 @@ def add_parser(sub) -> None:
     hs = p.add_subparsers(dest="history_cmd", metavar="ACTION")
     a = hs.add_parser("add", help="copy runs into the store")
     a.add_argument("files", nargs="+")
-    a.add_argument("--store", default=DEFAULT_STORE)
+    a.add_argument("--store", default=DEFAULT_STORE, type=arg_output_dir)
     a.add_argument("--allow-dirty", action="store_true")
     a.add_argument("--commit", help="the commit these runs measured (overrides the context)")
     ls = hs.add_parser("list", help="machines, commits and run counts in the store")
@@ -343,10 +355,11 @@ def add_parser(sub) -> None:
     d.add_argument("--ref", default="HEAD", help="branch or commit whose history is used")
     d.add_argument("--metric", action="append", help="metric(s) to follow (default real_time "
                    "and peak_memory_bytes; 'all' for every gated metric)")
-    d.add_argument("--filter", help="regex: benchmarks to follow")
+    d.add_argument("--filter", type=arg_regex, help="regex: benchmarks to follow")
     d.add_argument("--config", help="TOML config (thresholds, acknowledged regressions)")
     d.add_argument("--format", choices=("text", "json"), default="text")
-    d.add_argument("--output", "-o", help="write the output here (atomically)")
+    d.add_argument("--output", "-o", type=arg_output_file,
+                   help="write the output here (atomically)")
     d.add_argument("--verbose", "-v", action="store_true", help="list outliers and quiet series")
     p.set_defaults(func=run_history, history_parser=p)
 

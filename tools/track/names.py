@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 
 AGGREGATES = ("mean", "median", "stddev", "cv")
 _GB_VALUED = ("iterations:", "repeats:", "threads:", "min_time:", "min_warmup_time:")
-_IDENT = re.compile(r"^[A-Za-z0-9_-]+$")
-_IDENT_DOTS = re.compile(r"^[A-Za-z0-9_.-]+$")
+# fullmatch, not ^...$: '$' also matches before a final newline.
+_IDENT = re.compile(r"[A-Za-z0-9_-]+")
+_IDENT_DOTS = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 @dataclass
@@ -64,12 +65,14 @@ def is_gbench_suffix(s: str) -> bool:
 
 
 def _ident(s: str, dots: bool) -> bool:
-    return bool((_IDENT_DOTS if dots else _IDENT).match(s)) and not (
+    return bool((_IDENT_DOTS if dots else _IDENT).fullmatch(s)) and not (
         s.startswith(".") or s.endswith("."))
 
 
 def _positive(s: str) -> int | None:
-    if not s or len(s) > 12 or not s.isdigit():
+    # ASCII digits only, as fixtures/names.cpp reads them: str.isdigit() is true of '²' and
+    # of other scripts' digits, which int() refuses or reads as another number.
+    if not s or len(s) > 12 or not (s.isascii() and s.isdigit()):
         return None
     v = int(s)
     return v if v > 0 else None

@@ -34,6 +34,7 @@ import time
 
 from . import frameworks as fw
 from .gbjson import InputError, load_run
+from .inputs import arg_number, arg_output_dir, arg_output_file, arg_regex, read_json
 from .names import parse
 
 TOOLS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -56,21 +57,26 @@ def add_parser(sub) -> None:
     p.add_argument("--modes", default="eager,compile",
                    help="peer modes, comma-separated: eager, compile (default both)")
     p.add_argument("--rows", nargs="+", metavar="NAME", help="tbd row names")
-    p.add_argument("--benchmark_filter", "--bench-filter", dest="bench_filter",
+    p.add_argument("--benchmark_filter", "--bench-filter", dest="bench_filter", type=arg_regex,
                    help="regex over the rows (default: every default row)")
     p.add_argument("--tbd", help="tbd_bench binary (default build/release/tbd_bench)")
     p.add_argument("--no-tbd", action="store_true", help="run the peer side only")
-    p.add_argument("--rounds", type=int, default=3, help="processes per side and row (3)")
-    p.add_argument("--repetitions", type=int, default=3, help="repetitions per process (3)")
-    p.add_argument("--min-time", type=float, default=1.0,
+    p.add_argument("--rounds", type=arg_number(int, low=1), default=3,
+                   help="processes per side and row (3)")
+    p.add_argument("--repetitions", type=arg_number(int, low=1), default=3,
+                   help="repetitions per process (3)")
+    p.add_argument("--min-time", type=arg_number(low=0), default=1.0,
                    help="seconds per repetition, at least one step (1)")
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+    p.add_argument("--threads", type=arg_number(int, low=1), default=os.cpu_count() or 1,
                    help="threads on both sides (default: every core)")
-    p.add_argument("--timeout", type=float, default=3600, help="seconds per process (3600)")
-    p.add_argument("--out-dir", help="folder for the files and frameworks.json (default "
+    p.add_argument("--timeout", type=arg_number(low=0, open_low=True), default=3600,
+                   help="seconds per process (3600)")
+    p.add_argument("--out-dir", type=arg_output_dir,
+                   help="folder for the files and frameworks.json (default "
                    "~/.cache/tbd-peers/runs/<UTC time>)")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
-    p.add_argument("--output", "-o", help="also write the table here (atomically)")
+    p.add_argument("--output", "-o", type=arg_output_file,
+                   help="also write the table here (atomically)")
     p.add_argument("--breakdown", action="store_true",
                    help="one row's step layer by layer on both sides instead: tbd_bench "
                    "--tbd_breakdown against torch.profiler (eager), aligned by layer and kind")
@@ -196,11 +202,8 @@ def select_rows(args) -> list[str]:
         if n.kind not in MODULES:
             raise InputError(f"--rows: no PyTorch peer for '{n.kind}' (peers: "
                              f"{', '.join(MODULES)})")
-    if args.bench_filter:
-        try:
-            rx = re.compile(args.bench_filter)
-        except re.error as e:
-            raise InputError(f"--benchmark_filter={args.bench_filter!r} is not a regex: {e}")
+    if args.bench_filter:  # a Python regex: checked by argparse (arg_regex)
+        rx = re.compile(args.bench_filter)
         rows = [r for r in rows if rx.search(r)]
     if not rows:
         raise InputError("no row selected (--rows and --benchmark_filter leave none)")
@@ -301,8 +304,9 @@ def run_breakdown(args, rows: list[str], tbd: str | None) -> int:
         run.breakdown
     times = bench.samples.get("real_time") or []  # seconds (gbjson converts)
     step = statistics.median(times) if times else None
-    with open(peer_out, encoding="utf-8") as f:
-        peer = json.load(f)
+    peer = read_json(peer_out, "the peer's profile (an object)")
+    if not isinstance(peer, dict):
+        raise InputError("expected an object: the peer's profile", peer_out)
     summary = fw.breakdown_summary(tbd_rows, step, peer)
     write_atomic(os.path.join(out_dir, "breakdown.json"), to_json(summary))
     out = to_json(summary) if args.format == "json" else \
@@ -316,10 +320,6 @@ def run_breakdown(args, rows: list[str], tbd: str | None) -> int:
 
 def run_peer(args) -> int:
     from .cli import to_json, write_atomic  # noqa: PLC0415
-    if args.rounds < 1 or args.repetitions < 1 or args.threads < 1:
-        raise InputError("--rounds, --repetitions and --threads must be >= 1")
-    if args.min_time < 0 or args.timeout <= 0:
-        raise InputError("--min-time must be >= 0 and --timeout > 0")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in ("eager", "compile")]
     if bad or not modes:

@@ -12,7 +12,13 @@
   Moses) interval for a shift of log values: order statistics of the n*m pairwise ratios, with
   the index taken from the exact null distribution of U. Its actual coverage is reported;
   when the requested level is not attainable with n and m samples, the widest interval
-  (min to max pairwise ratio) is returned with the coverage it does have.
+  (min to max pairwise ratio) is returned with the coverage it does have. Beyond 1,000,000
+  pairs (1000 vs 1000 samples) the two order statistics are found by bisection over the log
+  ratios rather than by sorting every pair: the same values, in memory and time linear in n + m
+  (5000 vs 5000 repetitions a side compare in well under a second).
+- Large samples: binomial coefficients stay exact integers (C(1040, 520) is beyond a float);
+  the floor 2 / C(n+m, n) is divided as integers and is simply 0.0 where it is below the
+  smallest float. Above 200,000 splits the p-value is the normal approximation (above).
 - Many rows are tested at once: p-values are adjusted by Benjamini-Hochberg (false discovery
   rate); scipy 1.10 has no `false_discovery_control`, so it is written here and tested against
   published values.
@@ -37,7 +43,10 @@ def min_achievable_p(n: int, m: int) -> float:
     """Smallest two-sided p-value any rank test can reach with n and m samples."""
     if n < 1 or m < 1:
         return 1.0
-    return min(1.0, 2.0 / math.comb(n + m, n))
+    # int / int: Python divides the exact integers and rounds once (to 0.0 when the floor is
+    # below the smallest float); 2.0 / C(n+m, n) would first convert C to a float, which
+    # overflows from 520 vs 520 samples on.
+    return min(1.0, 2 / math.comb(n + m, n))
 
 
 @lru_cache(maxsize=256)
@@ -94,6 +103,36 @@ def mann_whitney(a, b) -> tuple[float, str]:
     return float(r.pvalue), "normal approximation"
 
 
+# Above this many pairs the CI's order statistics are found by bisection over log ratios
+# (O((n + m) log) memory and time) instead of sorting all n*m ratios: 5000 vs 5000 repetitions
+# would sort 25 million (200 MB, seconds); 20000 vs 20000 would not fit in memory.
+PAIRWISE_SORT_LIMIT = 1_000_000
+
+
+def _pairwise_ratios(old: np.ndarray, new: np.ndarray, ranks: list[int]) -> list[float]:
+    """The ranks-th smallest (1-based) of the n*m ratios new[j] / old[i]."""
+    n, m = len(old), len(new)
+    if n * m <= PAIRWISE_SORT_LIMIT:
+        ratios = np.sort((new[None, :] / old[:, None]).ravel())
+        return [float(ratios[k - 1]) for k in ranks]
+    lo_old, lo_new = np.sort(np.log(old)), np.sort(np.log(new))
+    out = []
+    for k in ranks:
+        # The smallest t with #{(i, j): log new_j - log old_i <= t} >= k, bisected until the
+        # bracket is as narrow as a float allows (the result is exact to rounding).
+        lo, hi = lo_new[0] - lo_old[-1], lo_new[-1] - lo_old[0]
+        for _ in range(200):
+            mid = (lo + hi) / 2.0
+            if not lo < mid < hi:
+                break
+            if int(np.searchsorted(lo_new, lo_old + mid, side="right").sum()) >= k:
+                hi = mid
+            else:
+                lo = mid
+        out.append(math.exp(hi))
+    return out
+
+
 def ratio_ci(old, new, level: float = 0.95) -> tuple[float, float, float]:
     """Distribution-free CI of new/old (both positive): (low, high, actual coverage)."""
     old = np.asarray(old, dtype=float)
@@ -101,10 +140,10 @@ def ratio_ci(old, new, level: float = 0.95) -> tuple[float, float, float]:
     n, m = len(old), len(new)
     if n < 1 or m < 1 or np.any(old <= 0) or np.any(new <= 0):
         return math.nan, math.nan, 0.0
-    ratios = np.sort((new[None, :] / old[:, None]).ravel())
     nm = n * m
     if nm == 1:
-        return float(ratios[0]), float(ratios[0]), 0.0
+        r = float(new[0] / old[0])
+        return r, r, 0.0
     half = (1.0 - level) / 2.0
     if math.comb(n + m, n) <= 5_000_000:
         cdf = u_null_cdf(n, m)
@@ -113,14 +152,16 @@ def ratio_ci(old, new, level: float = 0.95) -> tuple[float, float, float]:
         while k < len(cdf) and cdf[k] <= half:
             k += 1
         if k == 0:  # not attainable: the widest interval and its coverage
-            return float(ratios[0]), float(ratios[-1]), 1.0 - 2.0 * cdf[0]
+            lo, hi = _pairwise_ratios(old, new, [1, nm])
+            return lo, hi, 1.0 - 2.0 * cdf[0]
         coverage = 1.0 - 2.0 * cdf[k - 1]
     else:  # normal approximation of U's quantile
         z = sps.norm.ppf(1.0 - half)
         k = int(math.floor(nm / 2.0 - z * math.sqrt(nm * (n + m + 1) / 12.0)))
         k = max(k, 1)
         coverage = level
-    return float(ratios[k - 1]), float(ratios[nm - k]), coverage
+    lo, hi = _pairwise_ratios(old, new, [k, nm + 1 - k])
+    return lo, hi, coverage
 
 
 def benjamini_hochberg(pvalues: list[float]) -> list[float]:

@@ -28,13 +28,14 @@ charts), sections (tables and the report's sections); this module builds the pag
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 from ..gbjson import InputError, Run, load_runs
+from ..inputs import arg_output_file
 from .assets import CSP, CSS, JS_HEAD, JS_TAIL
 from .charts import Axis
+from .documents import load_comparison, load_frameworks, load_history
 from .format import _e, fmt, fmt_pct
 from .sections import (SECTIONS, parse_layer, parse_model, section_ab, section_context,
                        section_frameworks, section_history, section_layers, section_memory,
@@ -133,46 +134,6 @@ def build_html(comparison: dict | None, history: dict | None, runs: list, title:
 # ---------------------------------------------------------------------------------------------
 # Command line
 
-def _read_json(path: str, what: str):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except OSError as e:
-        raise InputError(f"{path}: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not JSON ({e.msg} at line {e.lineno}); expected {what}") \
-            from None
-
-
-def load_comparison(path: str) -> dict:
-    doc = _read_json(path, "a comparison (tbd_track compare --format json)")
-    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list) or "verdict" not in doc:
-        raise InputError(f"{path}: not a comparison (tbd_track compare --format json): "
-                         "no 'rows' list or 'verdict'")
-    return doc
-
-
-def load_history(path: str) -> dict:
-    doc = _read_json(path, "a history document (tbd_track history detect --format json)")
-    if not isinstance(doc, dict) or not isinstance(doc.get("commits"), list) or \
-            not isinstance(doc.get("series"), list):
-        raise InputError(f"{path}: not a history document: needs 'commits' and 'series' lists")
-    for s in doc["series"]:
-        if not isinstance(s, dict) or not isinstance(s.get("points", []), list):
-            raise InputError(f"{path}: a series is not an object with a 'points' list")
-    return doc
-
-
-def load_frameworks(path: str) -> dict:
-    doc = _read_json(path, "a frameworks summary (tbd_track peer's frameworks.json)")
-    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list) or \
-            not isinstance(doc.get("sides"), list) or "reference" not in doc:
-        raise InputError(f"{path}: not a frameworks summary (tbd_track peer's frameworks.json, "
-                         "or compare --format json of a tbd file against a peer's): needs "
-                         "'reference', 'sides' and 'rows'")
-    return doc
-
-
 def run_report(args) -> int:
     if not (args.compare or args.comparison or args.history or args.runs or args.frameworks):
         raise InputError("report needs an input: --compare BASE NEW, --comparison FILE, "
@@ -226,6 +187,6 @@ def add_parser(sub) -> None:
                    help="tbd against peer frameworks: tbd_track peer's frameworks.json (or "
                    "give the peer's files to --runs)")
     p.add_argument("--title", default="tbd_track report", help="page title")
-    p.add_argument("-o", "--output", required=True, metavar="FILE",
+    p.add_argument("-o", "--output", required=True, metavar="FILE", type=arg_output_file,
                    help="the HTML file to write (atomically)")
     p.set_defaults(func=run_report)

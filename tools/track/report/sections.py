@@ -468,9 +468,10 @@ def section_history(h: dict) -> str:
                  else s.get("direction", ""), "exact" if s.get("exact") else "",
                  s.get("unit", ""),
                  f"threshold {_g(thr * 100, 3)}%" if thr is not None and not s.get("exact") else "",
-                 # the detector's noise is of log values for ratio-like metrics
-                 f"noise {_g(math.expm1(noise) * 100, 2)}%" if noise and not s.get("exact")
-                 else ""]
+                 # the detector's noise is of log values for ratio-like metrics; exp() of
+                 # more than 709 overflows (and no measurement is that noisy)
+                 f"noise {_g(math.expm1(noise) * 100, 2)}%"
+                 if noise and noise < 709 and not s.get("exact") else ""]
         facts = "; ".join(str(f) for f in facts if f)
         head = (f'<code>{_e(s.get("benchmark"))}</code> &#183; {_e(s.get("metric"))}'
                 + (f' <span class="sub">({_e(facts)})</span>' if facts else ""))
