@@ -268,6 +268,13 @@ class BadContents(Base):
         self.bad_file(d, "field tbd_breakdown[0].fwd_time_s")
         d = doc(reps(GEMM, [10.0]), breakdown=[{"layer": "fc"}])
         self.bad_file(d, "field tbd_breakdown[0].benchmark", "missing")
+        # backward_split is true or false, as tbd_bench writes it; anything else is refused.
+        good = self.t.write("split.json", doc(reps(GEMM, [10.0]), breakdown=[
+            {"benchmark": GEMM, "layer": "fc", "backward_split": True, "fwd_time_s": 1e-3}]))
+        self.assertEqual(track("compare", self.a, good)[0], 0)
+        d = doc(reps(GEMM, [10.0]), breakdown=[{"benchmark": GEMM, "layer": "fc",
+                                               "backward_split": "yes"}])
+        self.bad_file(d, "field tbd_breakdown[0].backward_split", "true or false")
         d = doc(reps(GEMM, [10.0]))
         d["tbd_dist_steps"] = [{"name": "X/train/batch:1/ranks:1", "step_s": 1.0,
                                 "forward_s": 0.3, "backward_s": 0.5, "optimizer_s": -0.1}]

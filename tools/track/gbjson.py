@@ -134,8 +134,9 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # Rows: fields that hold text; every other field of a measured row is a number.
 _ROW_TEXT = ("run_name", "run_type", "time_unit", "aggregate_name", "aggregate_unit", "label",
              "error_message", "big_o")
-# tbd_breakdown rows: text fields; the rest are numbers.
+# tbd_breakdown rows: text fields, true/false fields; the rest are numbers.
 _BREAKDOWN_TEXT = ("benchmark", "layer", "kind", "problem", "timer", "bound")
+_BREAKDOWN_FLAGS = ("backward_split",)
 _DIST_REQUIRED = ("step_s", "forward_s", "backward_s", "optimizer_s")
 
 
@@ -264,10 +265,11 @@ def _check_row(row, i: int, path: str) -> tuple[str, str]:
 
 
 def _check_records(v, path: str, key: str, text: tuple, required: tuple = (),
-                   nonnegative: bool = False, lists: dict | None = None) -> list[dict]:
+                   nonnegative: bool = False, lists: dict | None = None,
+                   flags: tuple = ()) -> list[dict]:
     """A list of objects (tbd_breakdown, tbd_dist_steps): the `text` fields are text, the
-    `lists` fields lists of such objects (with the fields each requires), every other field a
-    finite number."""
+    `flags` fields true or false, the `lists` fields lists of such objects (with the fields
+    each requires), every other field a finite number."""
     if v is None:
         return []
     if not isinstance(v, list):
@@ -283,6 +285,10 @@ def _check_records(v, path: str, key: str, text: tuple, required: tuple = (),
             if k in text:
                 if not isinstance(x, str):
                     raise InputError(f"expected text, got {_kind(x)}", path,
+                                     field=f"{where}.{k}")
+            elif k in flags:
+                if not isinstance(x, bool):
+                    raise InputError(f"expected true or false, got {_kind(x)}", path,
                                      field=f"{where}.{k}")
             elif k in (lists or {}):
                 _check_records(x, path, f"{where}.{k}", ("name",), lists[k],
@@ -357,7 +363,7 @@ def load_run(path: str) -> Run:
         benches[key] = b
 
     bd = _check_records(doc.get("tbd_breakdown"), path, "tbd_breakdown", _BREAKDOWN_TEXT,
-                        required=("benchmark", "layer"))
+                        required=("benchmark", "layer"), flags=_BREAKDOWN_FLAGS)
     ds = _check_records(doc.get("tbd_dist_steps"), path, "tbd_dist_steps", ("name",),
                         required=("name",) + _DIST_REQUIRED, nonnegative=True,
                         lists={"grads": ("bytes",), "buckets": ()})
