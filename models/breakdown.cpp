@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <sstream>
 
 namespace tbd {
@@ -10,6 +11,42 @@ namespace {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The calls of a step, node by node: a layer's forward, its whole backward or its data and
+// weight gradients apart (Layer::split_backward), and a part's prepare, zero_grad, optimizer.
+enum class Call { kPrepare, kZeroGrad, kForward, kBackward, kDgrad, kWgrad, kOptimizer };
+
+// One step as the plan says (Model::run_pass), node by node, every call through
+// around(call, row, run): `row` is the node's breakdown row (one per node of every part, in part
+// order), 0 for the part-wide calls. A phase that does not run in the graph (conv1's data
+// gradient: Graph::runs_dgrad) is not called.
+void walk_step(Model& m,
+               const std::function<void(Call, std::size_t, const std::function<void()>&)>& around) {
+  std::size_t row0 = 0;
+  for (const Model::StepPart& part : m.step_plan()) {
+    Graph& g = m.graph(part.graph);
+    const std::size_t n = g.nodes().size();
+    const bool fwd_only = part.optimizer == Model::kForwardOnly;
+    for (int k = 0; k < part.times; ++k) {
+      if (part.prepare) around(Call::kPrepare, 0, [&] { part.prepare(k); });
+      if (!fwd_only) around(Call::kZeroGrad, 0, [&] { g.zero_grad(); });
+      for (std::size_t i = 0; i < n; ++i)
+        around(Call::kForward, row0 + i, [&] { g.forward_node(i); });
+      if (fwd_only) continue;
+      m.backend().fill(g.grad(g.loss()), 1.f);
+      for (std::size_t i = n; i-- > 0;) {
+        if (!g.nodes()[i].layer->split_backward()) {
+          around(Call::kBackward, row0 + i, [&] { g.backward_node(i); });
+          continue;
+        }
+        if (g.runs_dgrad(i)) around(Call::kDgrad, row0 + i, [&] { g.backward_node_data(i); });
+        if (g.runs_wgrad(i)) around(Call::kWgrad, row0 + i, [&] { g.backward_node_weights(i); });
+      }
+      around(Call::kOptimizer, 0, [&] { m.optimizer(part.optimizer).step(); });
+    }
+    row0 += n;
+  }
 }
 
 }  // namespace
@@ -29,10 +66,9 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
       t.kind = l.kind();
       t.problem = l.describe();
       t.split_backward = l.split_backward();
-      // The phases that run (Graph::executed_flops; a forward-only part's fprop), per step.
-      const bool fwd_only = part.optimizer == Model::kForwardOnly;
-      const Flops f = fwd_only ? Flops{l.flops().fprop, 0, 0} : g.executed_flops(i);
-      const Bytes by = fwd_only ? Bytes{l.bytes().fprop, 0, 0} : g.executed_bytes(i);
+      // The phases that run (Model::pass_flops), per step.
+      const Flops f = m.pass_flops(part, i);
+      const Bytes by = m.pass_bytes(part, i);
       t.flops = Flops{f.fprop * times, f.dgrad * times, f.wgrad * times};
       t.bytes = Bytes{by.fprop * times, by.dgrad * times, by.wgrad * times};
       for (const Param& p : l.params()) {
@@ -65,41 +101,34 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
   };
   // Each part as the step runs it, `times` in a row; rows accumulate per step.
   for (int s = 0; s < steps; ++s) {
-    std::size_t row0 = 0;
-    for (const Model::StepPart& part : parts) {
-      Graph& g = m.graph(part.graph);
-      const std::size_t n = g.nodes().size();
-      const bool fwd_only = part.optimizer == Model::kForwardOnly;
-      for (int k = 0; k < part.times; ++k) {
-        if (part.prepare) b.prepare_s += timed([&] { part.prepare(k); });
-        if (!fwd_only) b.zero_grad_s += timed([&] { g.zero_grad(); });
-        for (std::size_t i = 0; i < n; ++i) {
-          b.layers[row0 + i].fwd_s += timed([&] { g.forward_node(i); });
-        }
-        if (fwd_only) continue;
-        be.fill(g.grad(g.loss()), 1.f);
-        for (std::size_t i = n; i-- > 0;) {
-          LayerTiming& t = b.layers[row0 + i];
-          if (!g.nodes()[i].layer->split_backward()) {
-            t.bwd_s += timed([&] { g.backward_node(i); });
-            continue;
-          }
-          // A phase that does not run in this graph (conv1's data gradient) has no time.
-          if (g.runs_dgrad(i)) {
-            const double d = timed([&] { g.backward_node_data(i); });
-            t.dgrad_s = t.dgrad_s.value_or(0) + d;
-            t.bwd_s += d;
-          }
-          if (g.runs_wgrad(i)) {
-            const double w = timed([&] { g.backward_node_weights(i); });
-            t.wgrad_s = t.wgrad_s.value_or(0) + w;
-            t.bwd_s += w;
-          }
-        }
-        b.optimizer_s += timed([&] { m.optimizer(part.optimizer).step(); });
+    walk_step(m, [&](Call c, std::size_t row, const std::function<void()>& run) {
+      const double t = timed(run);
+      switch (c) {
+        case Call::kPrepare:
+          b.prepare_s += t;
+          return;
+        case Call::kZeroGrad:
+          b.zero_grad_s += t;
+          return;
+        case Call::kOptimizer:
+          b.optimizer_s += t;
+          return;
+        case Call::kForward:
+          b.layers[row].fwd_s += t;
+          return;
+        case Call::kBackward:
+          b.layers[row].bwd_s += t;
+          return;
+        case Call::kDgrad:
+          b.layers[row].dgrad_s = b.layers[row].dgrad_s.value_or(0) + t;
+          b.layers[row].bwd_s += t;
+          return;
+        case Call::kWgrad:
+          b.layers[row].wgrad_s = b.layers[row].wgrad_s.value_or(0) + t;
+          b.layers[row].bwd_s += t;
+          return;
       }
-      row0 += n;
-    }
+    });
   }
   b.zero_grad_s /= steps;
   b.optimizer_s /= steps;
@@ -118,50 +147,34 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
   // gradients, -1 zero_grad, -2 the optimizer, -3 the parts' input preparation).
   if (counters != nullptr) {
     DeviceCounters dc = counters->measure_timeline([&] {
-      std::size_t row0 = 0;
-      for (const Model::StepPart& part : parts) {
-        Graph& g = m.graph(part.graph);
-        const std::size_t n = g.nodes().size();
-        const bool fwd_only = part.optimizer == Model::kForwardOnly;
-        for (int k = 0; k < part.times; ++k) {
-          if (part.prepare) {
-            counters->push_tag(-3);
-            part.prepare(k);
-            counters->pop_tag();
-          }
-          if (!fwd_only) {
-            counters->push_tag(-1);
-            g.zero_grad();
-            counters->pop_tag();
-          }
-          for (std::size_t i = 0; i < n; ++i) {
-            counters->push_tag(static_cast<int>(3 * (row0 + i)));
-            g.forward_node(i);
-            counters->pop_tag();
-          }
-          if (fwd_only) continue;
-          be.fill(g.grad(g.loss()), 1.f);
-          for (std::size_t i = n; i-- > 0;) {
-            const int r = static_cast<int>(row0 + i);
-            if (!g.nodes()[i].layer->split_backward()) {
-              counters->push_tag(3 * r + 1);
-              g.backward_node(i);
-              counters->pop_tag();
-              continue;
-            }
-            counters->push_tag(3 * r + 1);
-            g.backward_node_data(i);
-            counters->pop_tag();
-            counters->push_tag(3 * r + 2);
-            g.backward_node_weights(i);
-            counters->pop_tag();
-          }
-          counters->push_tag(-2);
-          m.optimizer(part.optimizer).step();
-          counters->pop_tag();
+      walk_step(m, [&](Call c, std::size_t row, const std::function<void()>& run) {
+        const int r = static_cast<int>(row);
+        int tag = 0;
+        switch (c) {
+          case Call::kPrepare:
+            tag = -3;
+            break;
+          case Call::kZeroGrad:
+            tag = -1;
+            break;
+          case Call::kOptimizer:
+            tag = -2;
+            break;
+          case Call::kForward:
+            tag = 3 * r;
+            break;
+          case Call::kBackward:
+          case Call::kDgrad:
+            tag = 3 * r + 1;
+            break;
+          case Call::kWgrad:
+            tag = 3 * r + 2;
+            break;
         }
-        row0 += n;
-      }
+        counters->push_tag(tag);
+        run();
+        counters->pop_tag();
+      });
       be.synchronize();
     });
     if (!dc.kernel_s_by_tag.empty()) {

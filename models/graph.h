@@ -220,6 +220,7 @@ class Graph {
   float loss_value();  // copies the loss to the host
 
   std::vector<Node>& nodes() { return nodes_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
   std::vector<Param*> params();  // unique parameters (tied ones once)
   int64_t num_params();
   Flops flops() const;  // sum over nodes

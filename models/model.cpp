@@ -113,10 +113,12 @@ void Model::copy_inputs_from_host() {
   for (Data& d : data_) be_.copy_from_host(d.graph->tensor(d.id), d.host.data());
 }
 
-void Model::train_step() {
+void Model::train_step() { run_step(); }
+
+void Model::run_step(StepObserver* observer) {
   copy_inputs_from_host();
   for (const StepPart& p : plan_) {
-    for (int k = 0; k < p.times; ++k) run_pass(p, k);
+    for (int k = 0; k < p.times; ++k) run_pass(p, k, observer);
   }
 }
 
@@ -134,29 +136,48 @@ void Model::set_step_plan(std::vector<StepPart> plan) {
   plan_ = std::move(plan);
 }
 
-void Model::run_pass(const StepPart& p, int k) {
-  if (p.prepare) p.prepare(k);
+void Model::run_pass(const StepPart& p, int k, StepObserver* observer) {
+  auto phase = [&](Phase ph, const std::function<void()>& run) {
+    if (observer)
+      observer->around(ph, p, k, run);
+    else
+      run();
+  };
+  if (p.prepare) phase(Phase::kPrepare, [&] { p.prepare(k); });
   Graph& g = graph(p.graph);
   if (p.optimizer == kForwardOnly) {
-    g.forward();
+    phase(Phase::kForward, [&] { g.forward(); });
     return;
   }
-  g.zero_grad();
-  g.forward();
-  g.backward();
-  optimizers_.at(static_cast<std::size_t>(p.optimizer))->step();
+  phase(Phase::kZeroGrad, [&] { g.zero_grad(); });
+  phase(Phase::kForward, [&] { g.forward(); });
+  phase(Phase::kBackward, [&] { g.backward(); });
+  phase(Phase::kOptimizer, [&] { optimizers_.at(static_cast<std::size_t>(p.optimizer))->step(); });
 }
 
 // Per pass: the phases that run (Graph::executed_flops): no data gradient of a layer fed by
 // data (the first convolution's), no weight gradient of a frozen one; a forward-only part's
 // forward.
+Flops Model::pass_flops(const StepPart& p, std::size_t i) const {
+  const Graph& g = graph(p.graph);
+  if (p.optimizer == kForwardOnly) return Flops{g.nodes()[i].layer->flops().fprop, 0, 0};
+  return g.executed_flops(i);
+}
+
+Bytes Model::pass_bytes(const StepPart& p, std::size_t i) const {
+  const Graph& g = graph(p.graph);
+  if (p.optimizer == kForwardOnly) return Bytes{g.nodes()[i].layer->bytes().fprop, 0, 0};
+  return g.executed_bytes(i);
+}
+
 double Model::step_flops() const {
   double f = 0;
   for (const StepPart& p : plan_) {
-    const Graph& g = graph(p.graph);
-    const bool fwd_only = p.optimizer == kForwardOnly;
-    double pass = fwd_only ? g.flops().fprop : g.executed_flops().total();
-    if (!fwd_only && !optimizers_.empty()) pass += optimizers_.at(p.optimizer)->flops();
+    double pass = 0;
+    for (std::size_t i = 0; i < graph(p.graph).nodes().size(); ++i)
+      pass += pass_flops(p, i).total();
+    if (p.optimizer != kForwardOnly && !optimizers_.empty())
+      pass += optimizers_.at(p.optimizer)->flops();
     f += p.times * pass;
   }
   return f;
@@ -165,12 +186,11 @@ double Model::step_flops() const {
 double Model::step_bytes() const {
   double b = 0;
   for (const StepPart& p : plan_) {
-    const Graph& g = graph(p.graph);
     double pass = p.prepare_bytes;
-    if (p.optimizer == kForwardOnly) {
-      pass += g.bytes().fprop;
-    } else {
-      pass += g.executed_bytes().total() + g.zero_grad_bytes();
+    for (std::size_t i = 0; i < graph(p.graph).nodes().size(); ++i)
+      pass += pass_bytes(p, i).total();
+    if (p.optimizer != kForwardOnly) {
+      pass += graph(p.graph).zero_grad_bytes();
       if (!optimizers_.empty()) pass += optimizers_.at(p.optimizer)->bytes();
     }
     b += p.times * pass;

@@ -135,8 +135,29 @@ class Model {
   const std::vector<StepPart>& step_plan() const { return plan_; }
   // Replaces the default plan (before the first step).
   void set_step_plan(std::vector<StepPart> plan);
+
+  // The phases of a pass, in the order the engine runs them.
+  enum class Phase { kPrepare, kZeroGrad, kForward, kBackward, kOptimizer };
+  // Who runs beside the engine: data parallelism broadcasts buffers before a forward, waits
+  // for the gradients' all-reduce before the optimizer and times each phase. around() is
+  // called for every phase of every pass and must call run() exactly once.
+  class StepObserver {
+   public:
+    virtual ~StepObserver() = default;
+    virtual void around(Phase phase, const StepPart& part, int k,
+                        const std::function<void()>& run) = 0;
+  };
+  // One step as the plan says (what train_step() runs by default), each phase through
+  // `observer` where one is given; copies the inputs from the host first with h2d_per_step.
+  void run_step(StepObserver* observer = nullptr);
   // One pass of part p (pass k): prepare, then the graph's phases as above.
-  void run_pass(const StepPart& p, int k);
+  void run_pass(const StepPart& p, int k, StepObserver* observer = nullptr);
+
+  // The work node i of part p's graph does in one pass: its forward alone in a forward-only
+  // part, else the phases that run (Graph::executed_flops / executed_bytes). The breakdown's
+  // rows and step_flops() / step_bytes() count with it.
+  Flops pass_flops(const StepPart& p, std::size_t i) const;
+  Bytes pass_bytes(const StepPart& p, std::size_t i) const;
 
   // Analytic FLOPs of one training step, from the plan: per pass, the phases that run
   // (Graph::executed_flops: a layer's dgrad only where an input takes a gradient, its wgrad

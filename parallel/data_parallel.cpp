@@ -195,34 +195,49 @@ void DataParallel::on_backward_node(std::size_t node) {
   }
 }
 
+void DataParallel::around(Model::Phase phase, const Model::StepPart&, int,
+                          const std::function<void()>& run) {
+  Backend& be = m_.backend();
+  switch (phase) {
+    case Model::Phase::kForward:
+      if (!buffers_.empty()) {  // DistOptions::broadcast_buffers, more than one rank
+        const double b0 = dist_now_s();
+        sync_buffers();
+        t_buf_ = dist_now_s() - b0;
+      }
+      run();
+      be.synchronize();
+      t_fwd_ = dist_now_s();
+      return;
+    case Model::Phase::kBackward: {
+      run();  // the hook starts every bucket, the last after node 0
+      be.synchronize();
+      t_bwd_ = dist_now_s();
+      const Graph& g = m_.graph();
+      node_done_.resize(g.nodes().size());
+      for (std::size_t i = 0; i < node_done_.size(); ++i)
+        node_done_[i] = std::max(0.0, be.marked_s(i));  // 0: no backward ran
+      events_ = comm_.wait_all();
+      t_comm_ = dist_now_s();
+      return;
+    }
+    default:
+      run();
+      return;
+  }
+}
+
 void DataParallel::train_step() {
-  Graph& g = m_.graph();
   Backend& be = m_.backend();
   next_bucket_ = 0;
+  t_buf_ = 0;
   t0_ = dist_now_s();
   be.mark_start();
-  m_.copy_inputs_from_host();
-  double t_buf = 0;
-  if (!buffers_.empty()) {  // DistOptions::broadcast_buffers, more than one rank
-    const double b0 = dist_now_s();
-    sync_buffers();
-    t_buf = dist_now_s() - b0;
-  }
-  g.zero_grad();
-  g.forward();
-  be.synchronize();
-  const double t_fwd = dist_now_s();
-  g.backward();  // the hook starts every bucket, the last after node 0
-  be.synchronize();
-  const double t_bwd = dist_now_s();
-  node_done_.resize(g.nodes().size());
-  for (std::size_t i = 0; i < node_done_.size(); ++i)
-    node_done_[i] = std::max(0.0, be.marked_s(i));  // 0: no backward ran
-  std::vector<CommEvent> events = comm_.wait_all();
-  const double t_comm = dist_now_s();
-  m_.optimizer().step();
+  m_.run_step(this);
   be.synchronize();
   const double t_end = dist_now_s();
+  const double t_buf = t_buf_, t_fwd = t_fwd_, t_bwd = t_bwd_, t_comm = t_comm_;
+  std::vector<CommEvent> events = std::move(events_);
 
   times_ = DistStepTimes{};
   times_.step = t_end - t0_;

@@ -95,7 +95,11 @@ struct DistProfile {
   std::vector<double> bucket_start, bucket_end;  // per bucket, seconds from the step's start
 };
 
-class DataParallel {
+// The model's step runs in the model's own step engine (Model::run_step); this class observes
+// its phases (Model::StepObserver): it broadcasts the buffers before the forward, times the
+// phases, and waits for the buckets' all-reduces (started by the backward hook) before the
+// optimizer.
+class DataParallel final : private Model::StepObserver {
  public:
   // `m` must have been built under ParamOrderScope(ParamOrder::kBackward) and finalized, with
   // its data shard set to comm.rank(). Broadcasts rank 0's weights and checks the plans agree
@@ -105,7 +109,8 @@ class DataParallel {
   DataParallel& operator=(const DataParallel&) = delete;
   ~DataParallel();
 
-  // One data-parallel training step (the default step with the buckets' all-reduces).
+  // One data-parallel training step: the model's plan (one pass of its graph and optimizer,
+  // check_data_parallel_model) with the buckets' all-reduces.
   void train_step();
   // Rank 0's BatchNorm running statistics to every rank (train_step does it before forward
   // when DistOptions::broadcast_buffers; a group of one has nothing to do).
@@ -122,6 +127,8 @@ class DataParallel {
 
  private:
   void on_backward_node(std::size_t node);
+  void around(Model::Phase phase, const Model::StepPart& part, int k,
+              const std::function<void()>& run) override;
 
   Model& m_;
   Communicator& comm_;
@@ -132,6 +139,9 @@ class DataParallel {
   Tensor buffer_staging_;        // buffer_numel elements: one broadcast for all of them
   std::size_t next_bucket_ = 0;
   double t0_ = 0;
+  // This step's phase ends (seconds, dist_now_s) and the all-reduces' events.
+  double t_buf_ = 0, t_fwd_ = 0, t_bwd_ = 0, t_comm_ = 0;
+  std::vector<CommEvent> events_;
   DistStepTimes times_;
   std::vector<double> node_done_;  // this step's, seconds from Backend::mark_start()
   DistProfile profile_;            // sums
