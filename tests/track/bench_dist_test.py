@@ -8,7 +8,9 @@ What a user of the data-parallel rows reads, checked on the tiny test model:
 - only rank 0 writes: one JSON, one trace, nothing else in the folder;
 - the context's dist keys, the step profiles (`tbd_dist_steps`) with each gradient's ready time
   inside backward, and a Chrome trace with both ranks;
-- a launch under mpiexec without --tbd_dist is refused with a message naming the flag.
+- a launch under mpiexec without --tbd_dist is refused with a message naming the flag;
+- ranks started with different flags or filters stop before the first row, naming the
+  difference, and --benchmark_list_tests lists once.
 """
 
 import json
@@ -125,6 +127,54 @@ class WithoutTheFlag(unittest.TestCase):
             self.assertNotEqual(r.returncode, 0)
             self.assertIn("--tbd_dist", r.stderr)
             self.assertEqual(os.listdir(d), [])
+
+
+def mpiexec_each(rank_args, cwd, timeout=120):
+    """One process per entry of rank_args (mpiexec's colon syntax), each with its own flags."""
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS="1")
+    if os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    cmd = [MPIEXEC, "--oversubscribe"]
+    for i, args in enumerate(rank_args):
+        if i:
+            cmd.append(":")
+        cmd += ["-n", "1", BENCH, "--tbd_backend=cpu", "--tbd_test_models", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd,
+                          timeout=timeout)
+
+
+@unittest.skipUnless(BENCH and os.access(BENCH, os.X_OK), "TBD_BENCH is not given")
+@unittest.skipUnless(MPIEXEC, "no mpiexec")
+class RanksMustAgree(unittest.TestCase):
+    """A rank started with other flags, or selecting other rows, stops every rank before the
+    first row (exit 2, the difference named) instead of mislabelling rows or hanging."""
+    BASE = ["--tbd_dist=mpi", "--benchmark_filter=^TestConvNet/", "--benchmark_min_time=0.01"]
+
+    def test_a_flag_on_one_rank(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = mpiexec_each([self.BASE + ["--benchmark_out=run.json"],
+                              self.BASE + ["--tbd_batches=2"]], d)
+            self.assertEqual(r.returncode, 2, r.stderr[-2000:])
+            self.assertIn("rank 1 of 2", r.stderr)
+            self.assertIn("--tbd_batches=2", r.stderr)
+            self.assertIn("nothing ran", r.stderr)
+            self.assertEqual(os.listdir(d), [])  # no file, no temporary
+
+    def test_another_filter_on_one_rank_does_not_hang(self):
+        with tempfile.TemporaryDirectory() as d:
+            other = [a for a in self.BASE if not a.startswith("--benchmark_filter")]
+            r = mpiexec_each([self.BASE, other + ["--benchmark_filter=^TestConvNet/.*ranks:2"]],
+                             d, timeout=120)
+            self.assertEqual(r.returncode, 2, r.stderr[-2000:])
+            self.assertIn("--benchmark_filter", r.stderr)
+
+    def test_the_list_of_rows_is_printed_once(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = mpiexec_each([self.BASE + ["--benchmark_list_tests"]] * 2, d)
+            self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            names = [l for l in r.stdout.splitlines() if l.startswith("TestConvNet/")]
+            self.assertTrue(names, r.stdout)
+            self.assertEqual(len(names), len(set(names)), r.stdout)
 
 
 if __name__ == "__main__":
