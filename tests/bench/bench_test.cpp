@@ -1143,5 +1143,20 @@ TEST(TbdBench, BadGoogleBenchmarkFlagsAreNamed) {
   EXPECT_NE(ok.out.find("Gemm/square1024/fwd"), std::string::npos) << ok.out;
 }
 
+// A --tbd_* flag given twice, and the sequence length given by both of its flags, are named
+// errors (the second value would otherwise replace the first unseen).
+TEST(TbdBench, TbdFlagsGivenTwiceAreNamed) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--tbd_batches=1 --tbd_batches=2", "--tbd_batches is given twice"},
+      {"--tbd_quick --tbd_quick", "--tbd_quick is given twice"},
+      {"--tbd_seq_len=64 --tbd_model_args=len:32", "--tbd_seq_len=64 and --tbd_model_args"},
+  };
+  for (const auto& [args, message] : cases) {
+    Result r = run_bench(std::string("--tbd_backend=cpu --benchmark_list_tests ") + args);
+    EXPECT_EQ(r.rc, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << args << "\n" << r.out;
+  }
+}
+
 }  // namespace
 }  // namespace tbd::test
