@@ -32,12 +32,55 @@ std::vector<Input> corpus() {
 }
 
 // Pieces a mutation splices in: the readers' own vocabulary and the values that break readers.
-const char* const kTokens[] = {
-    "--tbd_", "--benchmark_", "=", ",", ":", "\n", "-", "-1", "0", "1e309", "nan", "inf",
-    "99999999999999999999", "9223372036854775808", "0x10", " ", "(", ")", "[", "]", "*", "+",
-    "\\", "{", "}", "|", "^", "$", "?", "batches=", "model_args=", "len:", "frames:",
-    "seq_len=", "filter=", "repetitions=", "min_time=", "out=", "format=", "true", "false",
-    "/batch:", "/len:", "/ranks:", "/train/", "/fwd/", "/manual_time", "ResNet50", "Conv2d/"};
+const char* const kTokens[] = {"--tbd_",
+                               "--benchmark_",
+                               "=",
+                               ",",
+                               ":",
+                               "\n",
+                               "-",
+                               "-1",
+                               "0",
+                               "1e309",
+                               "nan",
+                               "inf",
+                               "99999999999999999999",
+                               "9223372036854775808",
+                               "0x10",
+                               " ",
+                               "(",
+                               ")",
+                               "[",
+                               "]",
+                               "*",
+                               "+",
+                               "\\",
+                               "{",
+                               "}",
+                               "|",
+                               "^",
+                               "$",
+                               "?",
+                               "batches=",
+                               "model_args=",
+                               "len:",
+                               "frames:",
+                               "seq_len=",
+                               "filter=",
+                               "repetitions=",
+                               "min_time=",
+                               "out=",
+                               "format=",
+                               "true",
+                               "false",
+                               "/batch:",
+                               "/len:",
+                               "/ranks:",
+                               "/train/",
+                               "/fwd/",
+                               "/manual_time",
+                               "ResNet50",
+                               "Conv2d/"};
 
 Input mutate(const Input& base, const std::vector<Input>& all, std::mt19937_64& rng) {
   Input x = base;
@@ -117,8 +160,8 @@ TEST(FlagsFuzz, CorpusAndSeededMutationsNeverCrash) {
     ++runs;
     if (pool.size() < 512 && rng() % 16 == 0) pool.push_back(std::move(x));
   }
-  std::printf("flags fuzz: %zu corpus inputs, %ld mutations in %.0f s (seed %llu)\n",
-              seeds.size(), runs, seconds, static_cast<unsigned long long>(seed));
+  std::printf("flags fuzz: %zu corpus inputs, %ld mutations in %.0f s (seed %llu)\n", seeds.size(),
+              runs, seconds, static_cast<unsigned long long>(seed));
   EXPECT_GT(runs, 0);
 }
 
