@@ -1135,6 +1135,30 @@ TEST(TbdBench, BadGoogleBenchmarkFlagsAreNamed) {
     EXPECT_NE(r.out.find(message), std::string::npos) << args << "\n" << r.out;
     EXPECT_EQ(r.out.find("Gemm/"), std::string::npos) << "a row ran: " << r.out;
   }
+  // A filter deep or long enough to overflow a recursive regex compiler is refused before
+  // either compiler sees it (30,000 nested groups or 100,000 characters were SIGSEGV).
+  const std::pair<std::string, const char*> huge[] = {
+      {std::string(30000, '(') + "a" + std::string(30000, ')'), "groups nested 30000 deep"},
+      {std::string(257, '(') + "a" + std::string(257, ')'), "groups nested 257 deep"},
+      {std::string(100000, 'a'), "longer than 4096 characters"},
+  };
+  for (const auto& [filter, message] : huge) {
+    Result r =
+        run_bench("--tbd_backend=cpu --benchmark_list_tests '--benchmark_filter=" + filter + "'");
+    EXPECT_EQ(r.rc, 2) << filter.size() << " characters\n" << r.out.substr(0, 400);
+    EXPECT_NE(r.out.find(message), std::string::npos) << r.out.substr(0, 400);
+    EXPECT_LT(r.out.size(), 4096u) << "the message quotes the whole filter";
+  }
+  // At the bound, an escaped or bracketed parenthesis is not a group: these are valid.
+  std::string escaped = "Gemm|x" + std::string(300, '[') + "(]|x";
+  for (int i = 0; i < 300; ++i) escaped += "\\(";
+  for (const std::string& filter :
+       {std::string(256, '(') + "Gemm" + std::string(256, ')'), escaped}) {
+    Result r =
+        run_bench("--tbd_backend=cpu --benchmark_list_tests '--benchmark_filter=" + filter + "'");
+    EXPECT_EQ(r.rc, 0) << filter.substr(0, 80) << "\n" << r.out.substr(0, 400);
+    EXPECT_NE(r.out.find("Gemm/square1024/fwd"), std::string::npos) << r.out.substr(0, 400);
+  }
   // Valid ones still run: a negated filter (every name not starting with G).
   Result ok = run_bench(
       "--tbd_backend=cpu --benchmark_list_tests '--benchmark_filter=-^[A-FH-Z]' "
