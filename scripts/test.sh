@@ -11,9 +11,10 @@ jobs=$(nproc)
 
 # Only the tests need these: Chromium renders the tracker's HTML report (headless, no network),
 # libbenchmark-tools is Google Benchmark's own compare.py, which must keep reading our JSON,
-# clang-format checks the formatting (test `format`).
+# clang-format checks the formatting (test `format`), clang with its libFuzzer runtime builds the
+# coverage-guided fuzz run of the command-line readers (test `fuzz.flags_libfuzzer`).
 . scripts/packages.sh
-ensure_packages test chromium libbenchmark-tools clang-format
+ensure_packages test chromium libbenchmark-tools clang-format clang-14 libclang-rt-14-dev
 
 echo "== release tests"
 ctest --preset release -j "$jobs"

@@ -6,9 +6,10 @@
 // repeats), and parse_bench_name reads every argument as a benchmark name. Each must answer,
 // with a result or a message, without crashing, throwing or undefined behaviour.
 //
-// The entry point is libFuzzer's, so `clang++ -fsanitize=fuzzer,address,undefined` can drive it;
-// tests/fuzz/flags_fuzz_test.cpp drives it in every build (its corpus, then seeded mutations for
-// a bounded time), the ASan+UBSan preset included.
+// The entry point is libFuzzer's: tests/fuzz/libfuzzer.sh builds it with
+// `clang++ -fsanitize=fuzzer,address,undefined` and fuzzes it with coverage (ctest
+// fuzz.flags_libfuzzer); tests/fuzz/flags_fuzz_test.cpp drives it in every build (its corpus,
+// then seeded mutations for a bounded time), the ASan+UBSan preset included.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
