@@ -1167,6 +1167,18 @@ TEST(TbdBench, BadGoogleBenchmarkFlagsAreNamed) {
   EXPECT_NE(ok.out.find("Gemm/square1024/fwd"), std::string::npos) << ok.out;
 }
 
+// A filter that matches no row exits 1, with or without an output file and in list mode.
+TEST(TbdBench, FilterMatchingNothingExitsOne) {
+  const std::string file = testing::TempDir() + "tbd_no_match.json";
+  for (const std::string& extra :
+       {std::string(), std::string(" --benchmark_list_tests"), " --benchmark_out=" + file}) {
+    Result r = run_bench("--tbd_backend=cpu --benchmark_filter=^NoSuchRow/" + extra);
+    EXPECT_EQ(r.rc, 1) << extra << "\n" << r.out;
+    EXPECT_NE(r.out.find("Failed to match any benchmarks"), std::string::npos) << r.out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(file));
+}
+
 // A --tbd_* flag given twice, and the sequence length given by both of its flags, are named
 // errors (the second value would otherwise replace the first unseen).
 TEST(TbdBench, TbdFlagsGivenTwiceAreNamed) {
