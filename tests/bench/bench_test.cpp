@@ -1141,6 +1141,12 @@ TEST(TbdBench, BadGoogleBenchmarkFlagsAreNamed) {
       {std::string(30000, '(') + "a" + std::string(30000, ')'), "groups nested 30000 deep"},
       {std::string(257, '(') + "a" + std::string(257, ')'), "groups nested 257 deep"},
       {std::string(100000, 'a'), "longer than 4096 characters"},
+      // libstdc++ reads a count into a long unchecked (UB) and copies the repeated part.
+      {"Gemm{25555555555555555555555}", "a repetition count of over 10^12"},
+      {"Gemm{1,25555555555555555555555", "a repetition count of over 10^12"},
+      {"Gemm{2,256}", "a repetition count of 256, more than 255 (RE_DUP_MAX)"},
+      {"((Gemm{100}){100}){100}", "expand it to about 1040100 states"},
+      {"x{255}{255}{255}", "expand it to about 16581375 states"},
   };
   for (const auto& [filter, message] : huge) {
     Result r =
@@ -1150,7 +1156,8 @@ TEST(TbdBench, BadGoogleBenchmarkFlagsAreNamed) {
     EXPECT_LT(r.out.size(), 4096u) << "the message quotes the whole filter";
   }
   // At the bound, an escaped or bracketed parenthesis is not a group: these are valid.
-  std::string escaped = "Gemm|x" + std::string(300, '[') + "(]|x";
+  std::string escaped =
+      "Gemm|x{0,255}|(x{20}){20}|x[]{9999}]|x[[:alpha:]{9999}]|x" + std::string(300, '[') + "(]|x";
   for (int i = 0; i < 300; ++i) escaped += "\\(";
   for (const std::string& filter :
        {std::string(256, '(') + "Gemm" + std::string(256, ')'), escaped}) {
