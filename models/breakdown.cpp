@@ -13,37 +13,37 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// The calls of a step, node by node: a layer's forward, its whole backward or its data and
-// weight gradients apart (Layer::split_backward), and a part's prepare, zero_grad, optimizer.
-enum class Call { kPrepare, kZeroGrad, kForward, kBackward, kDgrad, kWgrad, kOptimizer };
+using Phase = Model::Phase;
 
 // One step as the plan says (Model::run_pass), node by node, every call through
-// around(call, row, run): `row` is the node's breakdown row (one per node of every part, in part
-// order), 0 for the part-wide calls. A phase that does not run in the graph (conv1's data
-// gradient: Graph::runs_dgrad) is not called.
-void walk_step(Model& m,
-               const std::function<void(Call, std::size_t, const std::function<void()>&)>& around) {
+// around(phase, row, run): a layer's forward, its whole backward or its data and weight
+// gradients apart (Layer::split_backward), and a part's prepare, zero_grad, optimizer. `row`
+// is the node's breakdown row (one per node of every part, in part order), 0 for the
+// part-wide calls. A phase that does not run in the graph (conv1's data gradient:
+// Graph::runs_dgrad) is not called.
+void walk_step(
+    Model& m, const std::function<void(Phase, std::size_t, const std::function<void()>&)>& around) {
   std::size_t row0 = 0;
   for (const Model::StepPart& part : m.step_plan()) {
     Graph& g = m.graph(part.graph);
     const std::size_t n = g.nodes().size();
     const bool fwd_only = part.optimizer == Model::kForwardOnly;
     for (int k = 0; k < part.times; ++k) {
-      if (part.prepare) around(Call::kPrepare, 0, [&] { part.prepare(k); });
-      if (!fwd_only) around(Call::kZeroGrad, 0, [&] { g.zero_grad(); });
+      if (part.prepare) around(Phase::kPrepare, 0, [&] { part.prepare(k); });
+      if (!fwd_only) around(Phase::kZeroGrad, 0, [&] { g.zero_grad(); });
       for (std::size_t i = 0; i < n; ++i)
-        around(Call::kForward, row0 + i, [&] { g.forward_node(i); });
+        around(Phase::kForward, row0 + i, [&] { g.forward_node(i); });
       if (fwd_only) continue;
-      m.backend().fill(g.grad(g.loss()), 1.f);
+      g.seed_loss_grad();
       for (std::size_t i = n; i-- > 0;) {
         if (!g.nodes()[i].layer->split_backward()) {
-          around(Call::kBackward, row0 + i, [&] { g.backward_node(i); });
+          around(Phase::kBackward, row0 + i, [&] { g.backward_node(i); });
           continue;
         }
-        if (g.runs_dgrad(i)) around(Call::kDgrad, row0 + i, [&] { g.backward_node_data(i); });
-        if (g.runs_wgrad(i)) around(Call::kWgrad, row0 + i, [&] { g.backward_node_weights(i); });
+        if (g.runs_dgrad(i)) around(Phase::kDgrad, row0 + i, [&] { g.backward_node_data(i); });
+        if (g.runs_wgrad(i)) around(Phase::kWgrad, row0 + i, [&] { g.backward_node_weights(i); });
       }
-      around(Call::kOptimizer, 0, [&] { m.optimizer(part.optimizer).step(); });
+      around(Phase::kOptimizer, 0, [&] { m.optimizer(part.optimizer).step(); });
     }
     row0 += n;
   }
@@ -101,29 +101,29 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
   };
   // Each part as the step runs it, `times` in a row; rows accumulate per step.
   for (int s = 0; s < steps; ++s) {
-    walk_step(m, [&](Call c, std::size_t row, const std::function<void()>& run) {
+    walk_step(m, [&](Phase c, std::size_t row, const std::function<void()>& run) {
       const double t = timed(run);
       switch (c) {
-        case Call::kPrepare:
+        case Phase::kPrepare:
           b.prepare_s += t;
           return;
-        case Call::kZeroGrad:
+        case Phase::kZeroGrad:
           b.zero_grad_s += t;
           return;
-        case Call::kOptimizer:
+        case Phase::kOptimizer:
           b.optimizer_s += t;
           return;
-        case Call::kForward:
+        case Phase::kForward:
           b.layers[row].fwd_s += t;
           return;
-        case Call::kBackward:
+        case Phase::kBackward:
           b.layers[row].bwd_s += t;
           return;
-        case Call::kDgrad:
+        case Phase::kDgrad:
           b.layers[row].dgrad_s = b.layers[row].dgrad_s.value_or(0) + t;
           b.layers[row].bwd_s += t;
           return;
-        case Call::kWgrad:
+        case Phase::kWgrad:
           b.layers[row].wgrad_s = b.layers[row].wgrad_s.value_or(0) + t;
           b.layers[row].bwd_s += t;
           return;
@@ -147,27 +147,27 @@ StepBreakdown measure_breakdown(Model& m, int steps, CounterSession* counters) {
   // gradients, -1 zero_grad, -2 the optimizer, -3 the parts' input preparation).
   if (counters != nullptr) {
     DeviceCounters dc = counters->measure_timeline([&] {
-      walk_step(m, [&](Call c, std::size_t row, const std::function<void()>& run) {
+      walk_step(m, [&](Phase c, std::size_t row, const std::function<void()>& run) {
         const int r = static_cast<int>(row);
         int tag = 0;
         switch (c) {
-          case Call::kPrepare:
+          case Phase::kPrepare:
             tag = -3;
             break;
-          case Call::kZeroGrad:
+          case Phase::kZeroGrad:
             tag = -1;
             break;
-          case Call::kOptimizer:
+          case Phase::kOptimizer:
             tag = -2;
             break;
-          case Call::kForward:
+          case Phase::kForward:
             tag = 3 * r;
             break;
-          case Call::kBackward:
-          case Call::kDgrad:
+          case Phase::kBackward:
+          case Phase::kDgrad:
             tag = 3 * r + 1;
             break;
-          case Call::kWgrad:
+          case Phase::kWgrad:
             tag = 3 * r + 2;
             break;
         }

@@ -500,12 +500,14 @@ void Graph::forward() {
 void Graph::backward() {
   TBD_CHECK(finalized_, "Graph::backward before finalize()");
   TBD_CHECK(!inference_, "Graph::backward on an inference graph (finalize_inference)");
-  be_.fill(tensors_[loss_].grad, 1.f);
+  seed_loss_grad();
   for (std::size_t i = nodes_.size(); i-- > 0;) {
     backward_node(i);
     if (backward_hook_) backward_hook_(i);
   }
 }
+
+void Graph::seed_loss_grad() { be_.fill(tensors_.at(loss_).grad, 1.f); }
 
 void Graph::zero_grad() {
   if (arena_.grads.defined()) be_.fill(arena_.grads, 0.f);

@@ -201,8 +201,9 @@ class Graph {
 
   void set_training(bool training);
   void forward();
-  void backward();   // needs forward() first; parameter gradients accumulate
-  void zero_grad();  // one fill of the gradient arena
+  void backward();        // needs forward() first; parameter gradients accumulate
+  void seed_loss_grad();  // d loss / d loss = 1: what backward() starts from
+  void zero_grad();       // one fill of the gradient arena
   // The parameter arena (after finalize): every unique parameter's value and gradient.
   const ParamArena& arena() const { return arena_; }
 

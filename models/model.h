@@ -136,8 +136,10 @@ class Model {
   // Replaces the default plan (before the first step).
   void set_step_plan(std::vector<StepPart> plan);
 
-  // The phases of a pass, in the order the engine runs them.
-  enum class Phase { kPrepare, kZeroGrad, kForward, kBackward, kOptimizer };
+  // The phases of a pass, in the order the engine runs them. The engine passes the first five
+  // to an observer; the breakdown's node-by-node walk (models/breakdown.cpp) times the backward
+  // of a split layer (Layer::split_backward) as its two halves, kDgrad and kWgrad.
+  enum class Phase { kPrepare, kZeroGrad, kForward, kBackward, kOptimizer, kDgrad, kWgrad };
   // Who runs beside the engine: data parallelism broadcasts buffers before a forward, waits
   // for the gradients' all-reduce before the optimizer and times each phase. around() is
   // called for every phase of every pass and must call run() exactly once.
