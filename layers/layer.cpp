@@ -60,14 +60,14 @@ void Layer::transient(Tensor& t, std::size_t bytes) {
 
 std::size_t Layer::transient_bytes() const {
   std::size_t n = 0;
-  for (const Transient& t : transients_) n = align_up(n) + t.desc.bytes();
+  for (const DeclaredTensor& t : transients_) n = align_up(n) + t.desc.bytes();
   return n;
 }
 
 void Layer::bind_transients(const Tensor& workspace) {
   TBD_CHECK(!transients_bound_, kind(), " '", name_, "': transients bound twice");
   std::size_t off = 0;
-  for (const Transient& t : transients_) {
+  for (const DeclaredTensor& t : transients_) {
     off = align_up(off);
     if (t.desc.bytes() > 0) *t.tensor = workspace.slice(off, t.desc);
     off += t.desc.bytes();
@@ -77,20 +77,19 @@ void Layer::bind_transients(const Tensor& workspace) {
 
 void Layer::saved(Tensor& t, const TensorDesc& desc) {
   TBD_CHECK(!saved_bound_, kind(), " '", name_, "': saved state declared after binding");
-  saved_tensors_.push_back(&t);
-  saved_descs_.push_back(desc);
+  saved_.push_back({&t, desc});
 }
 
 void Layer::bind_saved_state(std::size_t j, const Tensor& t) {
-  TBD_CHECK(j < saved_tensors_.size() && t.bytes() >= saved_descs_[j].bytes(), kind(), " '", name_,
+  TBD_CHECK(j < saved_.size() && t.bytes() >= saved_[j].desc.bytes(), kind(), " '", name_,
             "': saved state ", j, " bound to ", t.defined() ? t.desc().to_string() : "none");
-  *saved_tensors_[j] = t;
+  *saved_[j].tensor = t;
   saved_bound_ = true;
 }
 
 void bind_own_saved_state(Backend& be, Layer& layer) {
   for (std::size_t j = 0; j < layer.saved_state().size(); ++j) {
-    const TensorDesc& d = layer.saved_state()[j];
+    const TensorDesc& d = layer.saved_state()[j].desc;
     if (d.bytes() > 0) layer.bind_saved_state(j, be.empty(d, MemCategory::kFeatureMaps));
   }
 }

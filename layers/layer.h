@@ -203,6 +203,13 @@ void init_param(Backend& be, Param& p, uint64_t seed);
 using TensorRefs = std::span<const Tensor* const>;
 using MutTensorRefs = std::span<Tensor* const>;
 
+// A member tensor an implementation declares at construction and whoever runs the layer binds
+// later (transient scratch, saved state): the member, undefined until bound, and what it holds.
+struct DeclaredTensor {
+  Tensor* tensor;
+  TensorDesc desc;
+};
+
 class Layer {
  public:
   virtual ~Layer() = default;
@@ -272,8 +279,9 @@ class Layer {
   // places it in its feature-map arena by liveness, live from the node's forward to its
   // backward (its forward alone where no backward runs), as it places outputs; make_layer gives
   // a layer its own. Bound before the first call.
-  const std::vector<TensorDesc>& saved_state() const { return saved_descs_; }
-  // Binds saved tensor j (in the order declared) to `t` (of saved_state()[j]'s size).
+  // In the order declared; binding goes through bind_saved_state.
+  const std::vector<DeclaredTensor>& saved_state() const { return saved_; }
+  // Binds saved tensor j (in the order declared) to `t` (of saved_state()[j].desc's size).
   void bind_saved_state(std::size_t j, const Tensor& t);
 
   // The calls. Each checks its arity against the layer's inputs and outputs (an error names
@@ -353,14 +361,9 @@ class Layer {
   Bytes bytes_;
   uint64_t call_count_ = 0;
   CallNumbering numbering_;
-  struct Transient {
-    Tensor* tensor;
-    TensorDesc desc;
-  };
-  std::vector<Transient> transients_;
+  std::vector<DeclaredTensor> transients_;
   bool transients_bound_ = false;
-  std::vector<Tensor*> saved_tensors_;
-  std::vector<TensorDesc> saved_descs_;
+  std::vector<DeclaredTensor> saved_;
   bool saved_bound_ = false;
 };
 

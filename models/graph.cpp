@@ -324,7 +324,7 @@ void Graph::plan_values() {
   for (int c = 0; c < n; ++c) {
     Layer& l = *nodes_[c].layer;
     for (std::size_t j = 0; j < l.saved_state().size(); ++j) {
-      const TensorDesc& d = l.saved_state()[j];
+      const TensorDesc& d = l.saved_state()[j].desc;
       if (d.bytes() == 0) continue;
       if (!plan_memory_) {
         l.bind_saved_state(j, be_.empty(d, MemCategory::kFeatureMaps));
@@ -342,8 +342,8 @@ void Graph::plan_values() {
   for (std::size_t r = 0; r < planned.size(); ++r)
     *planned[r].tensor = arena.slice(value_plan_.offsets[r], planned[r].desc);
   for (const SavedState& st : saved) {
-    st.layer->bind_saved_state(
-        st.index, arena.slice(value_plan_.offsets[st.request], st.layer->saved_state()[st.index]));
+    st.layer->bind_saved_state(st.index, arena.slice(value_plan_.offsets[st.request],
+                                                     st.layer->saved_state()[st.index].desc));
   }
 }
 

@@ -40,7 +40,7 @@ class PoolingPrims {
     fwd_ = dnnl::pooling_forward(fwd_pd_);
     bwd_ = dnnl::pooling_backward(bwd_pd_);
     std::size_t ws = fwd_pd_.workspace_desc().get_size();
-    if (ws) workspace_desc_ = TensorDesc{Shape{static_cast<int64_t>((ws + 3) / 4)}};
+    if (ws) saved_.push_back({&workspace_, TensorDesc{Shape{static_cast<int64_t>((ws + 3) / 4)}}});
     std::size_t scratch =
         std::max(fwd_pd_.scratchpad_desc().get_size(), bwd_pd_.scratchpad_desc().get_size());
     if (scratch) {
@@ -48,11 +48,10 @@ class PoolingPrims {
     }
   }
 
-  // oneDNN's max-pooling indices, kept from the forward to the backward, for the owning layer
-  // to declare as its saved state (Layer::saved); average pooling keeps none.
-  bool keeps_workspace() const { return workspace_desc_.bytes() > 0; }
-  Tensor& workspace() { return workspace_; }
-  const TensorDesc& workspace_desc() const { return workspace_desc_; }
+  // The tensors kept from the forward to the backward (oneDNN's max-pooling indices; average
+  // pooling keeps none), for the owning layer to declare as its saved state (Layer::saved);
+  // undefined until bound.
+  const std::vector<DeclaredTensor>& saved_state() const { return saved_; }
 
   void forward(void* y, const void* x, const char* who) {
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(x_md_, x)},
@@ -86,7 +85,7 @@ class PoolingPrims {
   dnnl::pooling_backward::primitive_desc bwd_pd_;
   dnnl::primitive fwd_, bwd_;
   Tensor workspace_, scratch_;
-  TensorDesc workspace_desc_{Shape{0}};
+  std::vector<DeclaredTensor> saved_;
 };
 
 dnnl::algorithm pool_algorithm(const Pool2dConfig& c) {
@@ -114,7 +113,7 @@ class Pool2dOneDnn final : public Layer {
         as_cpu(be), kind(), name, in[0], pool_algorithm(cfg), md_of(in[0]), md_of(outputs_[0]),
         memory::dims{cfg.stride_h, cfg.stride_w}, memory::dims{cfg.kernel_h, cfg.kernel_w},
         memory::dims{cfg.pad_h, cfg.pad_w}, pad_r);
-    if (prims_->keeps_workspace()) saved(prims_->workspace(), prims_->workspace_desc());
+    for (const auto& [t, desc] : prims_->saved_state()) saved(*t, desc);
   }
 
   // oneDNN pools nChw16c and nchw alike: as it comes.
@@ -146,7 +145,7 @@ class GlobalAvgPool2dOneDnn final : public Layer {
         as_cpu(be), kind(), name, in[0], dnnl::algorithm::pooling_avg_exclude_padding, md_of(in[0]),
         md_of(y4), memory::dims{1, 1}, memory::dims{xs[2], xs[3]}, memory::dims{0, 0},
         memory::dims{0, 0});
-    if (prims_->keeps_workspace()) saved(prims_->workspace(), prims_->workspace_desc());
+    for (const auto& [t, desc] : prims_->saved_state()) saved(*t, desc);
   }
 
   static std::vector<Layout> input_layouts(const GlobalAvgPool2dConfig&,

@@ -146,10 +146,10 @@ class RnnLayerPrims {
   // The tensors used only inside one call (the backward's weights where they differ from the
   // forward's, the gradients before they are added, the initial states' gradients), for the
   // owning layer to declare as its transients (Layer::transient); undefined until bound.
-  const std::vector<std::pair<Tensor*, TensorDesc>>& transients() const { return transients_; }
+  const std::vector<DeclaredTensor>& transients() const { return transients_; }
   // The tensors kept from the forward to the backward (oneDNN's RNN workspace), for the owning
   // layer to declare as its saved state (Layer::saved); undefined until bound.
-  const std::vector<std::pair<Tensor*, TensorDesc>>& saved_state() const { return saved_; }
+  const std::vector<DeclaredTensor>& saved_state() const { return saved_; }
 
   std::size_t scratchpad_bytes() const {
     return std::max(fwd_pd_.scratchpad_desc().get_size(), bwd_pd_.scratchpad_desc().get_size());
@@ -394,8 +394,8 @@ class RnnLayerPrims {
   Tensor workspace_, bias_stage_, diff_bias_;
   Tensor zeros_;      // (1, D, N, H): the initial states
   Tensor diff_iter_;  // gradient of the zero initial state (unused)
-  std::vector<std::pair<Tensor*, TensorDesc>> transients_;
-  std::vector<std::pair<Tensor*, TensorDesc>> saved_;
+  std::vector<DeclaredTensor> transients_;
+  std::vector<DeclaredTensor> saved_;
 };
 
 // The contract checked the dtype; the primitives here take plain time-major data.

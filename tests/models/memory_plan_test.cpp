@@ -166,7 +166,7 @@ TEST(GraphMemoryPlan, SavedStateLivesFromItsForwardToItsBackward) {
     g.set_loss(g.add1("loss", MeanLossConfig{}, {d}));
     const Layer& l = *g.nodes()[1].layer;
     ASSERT_EQ(l.saved_state().size(), 1u);
-    const std::size_t mask = l.saved_state()[0].bytes();
+    const std::size_t mask = l.saved_state()[0].desc.bytes();
     if (inference)
       g.finalize_inference();
     else
