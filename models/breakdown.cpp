@@ -232,15 +232,13 @@ std::string format_breakdown(const StepBreakdown& b, const std::string& title,
                 "layer", "kind", "fwd ms", "bwd ms", "dgrad ms", "wgrad ms", "GFLOP", "GFLOP/s",
                 "MB", "FLOP/B", "bound", "roof", "share", "mem MiB");
   os << line;
-  auto pct = [](const std::optional<double>& v) {
-    char s[32];
-    if (v) std::snprintf(s, sizeof(s), "%.1f%%", *v * 100);
-    return v ? std::string(s) : std::string("-");
-  };
-  auto ms = [](const std::optional<double>& v) {
-    char s[32];
-    if (v) std::snprintf(s, sizeof(s), "%.3f", *v * 1e3);
-    return v ? std::string(s) : std::string("-");
+  // A fraction as a percentage, or seconds as milliseconds; '-' where the value is absent.
+  enum class As { kPercent, kMs };
+  auto shown = [](const std::optional<double>& v, As as) {
+    char s[32] = "-";
+    if (v && as == As::kPercent) std::snprintf(s, sizeof(s), "%.1f%%", *v * 100);
+    if (v && as == As::kMs) std::snprintf(s, sizeof(s), "%.3f", *v * 1e3);
+    return std::string(s);
   };
   auto row = [&](const std::string& name, const std::string& kind, double f, double bw,
                  const std::optional<double>& dg, const std::optional<double>& wg, double flop,
@@ -249,15 +247,15 @@ std::string format_breakdown(const StepBreakdown& b, const std::string& title,
     RowRoofline rr = row_roofline(flop, bytes, t, roofline);
     char ai[32] = "-";
     if (rr.arithmetic_intensity) std::snprintf(ai, sizeof(ai), "%.1f", *rr.arithmetic_intensity);
-    std::string roof =
-        rr.roofline_utilization ? pct(rr.roofline_utilization) : pct(rr.bandwidth_utilization);
+    std::string roof = shown(
+        rr.roofline_utilization ? rr.roofline_utilization : rr.bandwidth_utilization, As::kPercent);
     std::snprintf(line, sizeof(line),
                   "%-31.31s %-19.19s %8.3f %8.3f %8s %8s %7.3f %7.1f %8.1f %6s %5s %6s %5.1f%% "
                   "%8.2f\n",
-                  name.c_str(), kind.c_str(), f * 1e3, bw * 1e3, ms(dg).c_str(), ms(wg).c_str(),
-                  flop * 1e-9, t > 0 ? flop / t * 1e-9 : 0.0, bytes * 1e-6, ai, rr.bound.c_str(),
-                  roof.c_str(), b.sum_s > 0 ? 100.0 * t / b.sum_s : 0.0,
-                  static_cast<double>(mem) / (1 << 20));
+                  name.c_str(), kind.c_str(), f * 1e3, bw * 1e3, shown(dg, As::kMs).c_str(),
+                  shown(wg, As::kMs).c_str(), flop * 1e-9, t > 0 ? flop / t * 1e-9 : 0.0,
+                  bytes * 1e-6, ai, rr.bound.c_str(), roof.c_str(),
+                  b.sum_s > 0 ? 100.0 * t / b.sum_s : 0.0, static_cast<double>(mem) / (1 << 20));
     os << line;
   };
   for (const auto& t : b.layers) {

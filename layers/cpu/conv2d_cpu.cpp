@@ -20,6 +20,7 @@
 // implementations in use.
 #include "backends/cpu/onednn.h"
 #include "layers/conv2d.h"
+#include "layers/cpu/conv_onednn.h"
 
 #include <algorithm>
 #include <string>
@@ -40,41 +41,20 @@ class Conv2dOneDnn final : public Layer {
     // y blocked by 16 channels where K allows: what the next conv, batchnorm, relu, pooling
     // and add take as they are.
     if (ys[1] % 16 == 0) outputs_[0].layout = Layout::kNChw16c;
-    const int64_t C = xs[1], K = cfg.out_channels, G = cfg.groups;
+    const int64_t K = cfg.out_channels, G = cfg.groups;
 
-    memory::dims w_dims = G == 1 ? memory::dims{K, C, cfg.kernel_h, cfg.kernel_w}
-                                 : memory::dims{G, K / G, C / G, cfg.kernel_h, cfg.kernel_w};
-    w_user_md_ = memory::desc(w_dims, memory::data_type::f32, G == 1 ? tag::oihw : tag::goihw);
-    memory::desc w_any(w_dims, memory::data_type::f32, tag::any);
+    const OneDnnConv conv(cfg, xs, ys);
+    w_user_md_ = conv.w_user;
+    const memory::desc w_any = conv.w_any();
     memory::desc b_md =
         cfg.bias ? memory::desc({K}, memory::data_type::f32, tag::a) : memory::desc();
     memory::desc x_md = md_of(in[0]);
     memory::desc y_md = md_of(outputs_[0]);
-    memory::dims strides{cfg.stride_h, cfg.stride_w};
-    memory::dims dil{cfg.dilation_h - 1, cfg.dilation_w - 1};  // oneDNN counts extra gaps
-    memory::dims pad_l{cfg.pad_h, cfg.pad_w};
-    // Right padding so that oneDNN's output size formula gives exactly P and Q.
-    memory::dims pad_r{
-        (ys[2] - 1) * cfg.stride_h + (cfg.kernel_h - 1) * cfg.dilation_h + 1 - xs[2] - cfg.pad_h,
-        (ys[3] - 1) * cfg.stride_w + (cfg.kernel_w - 1) * cfg.dilation_w + 1 - xs[3] - cfg.pad_w};
-
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     auto& eng = cpu_.engine();
     try {
-      fwd_pd_ = dnnl::convolution_forward::primitive_desc(
-          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                          dnnl::algorithm::convolution_direct, x_md, w_any, b_md,
-                                          y_md, strides, dil, pad_l, pad_r),
-          attr, eng);
-      bwd_data_pd_ = dnnl::convolution_backward_data::primitive_desc(
-          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, x_md, w_any,
-                                                y_md, strides, dil, pad_l, pad_r),
-          attr, eng, fwd_pd_);
-      bwd_w_pd_ = dnnl::convolution_backward_weights::primitive_desc(
-          dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_md, w_any,
-                                                   b_md, y_md, strides, dil, pad_l, pad_r),
-          attr, eng, fwd_pd_);
+      fwd_pd_ = conv.forward(x_md, w_any, b_md, y_md, eng);
+      bwd_data_pd_ = conv.backward_data(x_md, w_any, y_md, eng, fwd_pd_);
+      bwd_w_pd_ = conv.backward_weights(x_md, w_any, b_md, y_md, eng, fwd_pd_);
     } catch (const dnnl::error& e) {
       throw_layer_error(
           kind(), name,
@@ -90,11 +70,8 @@ class Conv2dOneDnn final : public Layer {
       memory::desc x_nhwc(dnnl_dims(xc), memory::data_type::f32, tag::nhwc);
       memory::desc y_nhwc(dnnl_dims(yc), memory::data_type::f32, tag::nhwc);
       try {
-        dnnl::convolution_forward::primitive_desc pd(
-            dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                            dnnl::algorithm::convolution_direct, x_nhwc, w_any,
-                                            b_md, y_nhwc, strides, dil, pad_l, pad_r),
-            attr, eng);
+        dnnl::convolution_forward::primitive_desc pd =
+            conv.forward(x_nhwc, w_any, b_md, y_nhwc, eng);
         if (std::string(pd.impl_info_str()).rfind("brgconv", 0) == 0) {
           fwd_pd_ = pd;
           x_span_md_ = md_of(TensorDesc{xr, DType::kF32, Layout::kNChw16c});
@@ -142,30 +119,20 @@ class Conv2dOneDnn final : public Layer {
     // 230 ms per image on ref:any): x and y reordered around a channels-last kernel.
     if (!channels_last_fwd() && is_ref(fwd_pd_) &&
         retry(fwd_pd_, [&](const memory::desc& xt, const memory::desc& yt) {
-          return dnnl::convolution_forward::primitive_desc(
-              dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                              dnnl::algorithm::convolution_direct, xt, w_any, b_md,
-                                              yt, strides, dil, pad_l, pad_r),
-              attr, eng);
+          return conv.forward(xt, w_any, b_md, yt, eng);
         })) {
       x_fwd_ = relayout(xs, x_md, fwd_pd_.src_desc());
       y_fwd_ = relayout(ys, fwd_pd_.dst_desc(), y_md);
     }
     if (is_ref(bwd_data_pd_) &&
         retry(bwd_data_pd_, [&](const memory::desc& xt, const memory::desc& yt) {
-          return dnnl::convolution_backward_data::primitive_desc(
-              dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, xt, w_any,
-                                                    yt, strides, dil, pad_l, pad_r),
-              attr, eng, fwd_pd_);
+          return conv.backward_data(xt, w_any, yt, eng, fwd_pd_);
         })) {
       dx_dgrad_ = relayout(xs, bwd_data_pd_.diff_src_desc(), x_md);
       dy_dgrad_ = relayout(ys, y_md, bwd_data_pd_.diff_dst_desc());
     }
     if (is_ref(bwd_w_pd_) && retry(bwd_w_pd_, [&](const memory::desc& xt, const memory::desc& yt) {
-          return dnnl::convolution_backward_weights::primitive_desc(
-              dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, xt,
-                                                       w_any, b_md, yt, strides, dil, pad_l, pad_r),
-              attr, eng, fwd_pd_);
+          return conv.backward_weights(xt, w_any, b_md, yt, eng, fwd_pd_);
         })) {
       x_wgrad_ = relayout(xs, x_md, bwd_w_pd_.src_desc());
       dy_wgrad_ = relayout(ys, y_md, bwd_w_pd_.diff_dst_desc());

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "backends/cpu/onednn.h"
+#include "layers/cpu/conv_onednn.h"
 #include "layers/input_grad.h"
 
 namespace tbd::cpu {
@@ -71,39 +72,18 @@ class Conv2dDgradCpu final : public Layer {
     const Shape& ys = in[0].shape;        // its y
     const int64_t G = c.groups, K = c.out_channels, C = xs[1];
     blocked_ = G == 1 && C % 16 == 0 && K % 16 == 0;
-    memory::dims w_dims = G == 1 ? memory::dims{K, C, c.kernel_h, c.kernel_w}
-                                 : memory::dims{G, K / G, C / G, c.kernel_h, c.kernel_w};
-    w_md_ = memory::desc(w_dims, memory::data_type::f32, G == 1 ? tag::oihw : tag::goihw);
+    const OneDnnConv conv(c, xs, ys);
+    w_md_ = conv.w_user;
     x_plain_md_ = md_of(TensorDesc{xs});
     y_plain_md_ = md_of(TensorDesc{ys});
     x_md_ = blocked_ ? md_of(TensorDesc{xs, DType::kF32, Layout::kNChw16c}) : x_plain_md_;
     y_md_ = blocked_ ? md_of(TensorDesc{ys, DType::kF32, Layout::kNChw16c}) : y_plain_md_;
-    const memory::desc w_prim =
-        blocked_ ? memory::desc(w_dims, memory::data_type::f32, tag::any) : w_md_;
-    memory::dims strides{c.stride_h, c.stride_w};
-    memory::dims dil{c.dilation_h - 1, c.dilation_w - 1};
-    memory::dims pad_l{c.pad_h, c.pad_w};
-    memory::dims pad_r{
-        (ys[2] - 1) * c.stride_h + (c.kernel_h - 1) * c.dilation_h + 1 - xs[2] - c.pad_h,
-        (ys[3] - 1) * c.stride_w + (c.kernel_w - 1) * c.dilation_w + 1 - xs[3] - c.pad_w};
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const memory::desc w_prim = blocked_ ? conv.w_any() : w_md_;
     auto& eng = cpu_.engine();
     try {
-      fwd_pd_ = dnnl::convolution_forward::primitive_desc(
-          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                          dnnl::algorithm::convolution_direct, x_md_, w_prim,
-                                          memory::desc(), y_md_, strides, dil, pad_l, pad_r),
-          attr, eng);
-      bwd_data_pd_ = dnnl::convolution_backward_data::primitive_desc(
-          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, x_md_, w_prim,
-                                                y_md_, strides, dil, pad_l, pad_r),
-          attr, eng, fwd_pd_);
-      bwd_w_pd_ = dnnl::convolution_backward_weights::primitive_desc(
-          dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_md_,
-                                                   w_prim, memory::desc(), y_md_, strides, dil,
-                                                   pad_l, pad_r),
-          attr, eng, fwd_pd_);
+      fwd_pd_ = conv.forward(x_md_, w_prim, memory::desc(), y_md_, eng);
+      bwd_data_pd_ = conv.backward_data(x_md_, w_prim, y_md_, eng, fwd_pd_);
+      bwd_w_pd_ = conv.backward_weights(x_md_, w_prim, memory::desc(), y_md_, eng, fwd_pd_);
     } catch (const dnnl::error& e) {
       throw_layer_error(
           kind(), name,
