@@ -8,7 +8,8 @@
 # earlier file (tbd_bench writes <file>.<pid>.tmp and renames it when the run is complete,
 # never over a file another run wrote meanwhile).
 # Extra arguments go to tbd_bench, e.g. --tbd_backend=cpu or --benchmark_filter=Conv2d.
-# Environment: TBD_BENCH=<binary> skips the build; TBD_MIN_TIME (default 0.2) seconds per row.
+# Environment: TBD_BENCH=<binary> skips the build; TBD_MIN_TIME (default 0.2) seconds per row;
+# TBD_OUT=<file.json> writes there instead (scripts/soak.py); it must not exist yet.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -34,6 +35,10 @@ while [[ -e "$out" ]] || compgen -G "$out.*.tmp" >/dev/null; do
   out="$root/results/$commit-$stamp-$n.json"
   n=$((n + 1))
 done
+if [[ -n "${TBD_OUT:-}" ]]; then
+  [[ ! -e "$TBD_OUT" ]] || { echo "run_default.sh: TBD_OUT=$TBD_OUT exists already" >&2; exit 2; }
+  out=$TBD_OUT
+fi
 
 # Threads wait passively at OpenMP barriers unless the caller says otherwise: on a shared
 # machine, spinning threads hold the cores their descheduled peers need and a 50 us layer can
