@@ -178,7 +178,13 @@ def main():
         ROOT, "build", "soak", datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ"))
     os.makedirs(out, exist_ok=True)
 
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, text=True,
+                          capture_output=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                           text=True, capture_output=True).stdout.strip()
+    built = (f"built here from {head}{' with uncommitted changes' if dirty else ''}")
     asan = a.asan_bench or build("asan-bench", "tbd_bench")
+    asan_from = "given (--asan-bench)" if a.asan_bench else built
     failures, lines = [], []
     env = dict(os.environ, TBD_BENCH=asan, OMP_WAIT_POLICY="PASSIVE",
                ASAN_OPTIONS="detect_leaks=1:alloc_dealloc_mismatch=0:abort_on_error=0",
@@ -186,7 +192,7 @@ def main():
     lines += ["## Default run under ASan + UBSan (LeakSanitizer on)", "",
               f"`TBD_BENCH={os.path.relpath(asan, ROOT)} scripts/run_default.sh"
               f"{' --benchmark_filter=' + a.filter if a.filter else ''}`, {a.runs} times "
-              "back to back.", "",
+              f"back to back; the binary {asan_from}.", "",
               "| run | exit | rows | error rows | sanitizer reports | peak RSS MiB | minutes |",
               "|---|---|---|---|---|---|---|"]
     runs = []
@@ -228,6 +234,7 @@ def main():
 
     if not a.no_dist:
         bench = a.bench or build("release", "tbd_bench")
+        bench_from = "given (--bench)" if a.bench else built
         js = os.path.join(out, "dist.json")
         if os.path.exists(js):
             os.remove(js)
@@ -249,7 +256,7 @@ def main():
                   f"{len(errs)} undocumented error rows ({len(documented)} documented: "
                   f"{', '.join(documented) or 'none'}, whose steps are their own), "
                   f"ranks' peak RSS {mib(tree_peak)} MiB, "
-                  f"{secs / 60:.1f} minutes.", "",
+                  f"{secs / 60:.1f} minutes; the binary {bench_from}.", "",
                   "| row | ranks' RSS after repetition 1 MiB | after repetition 2 MiB |",
                   "|---|---|---|"]
         if rc != 0:
@@ -268,8 +275,8 @@ def main():
 
     verdict = "every check holds" if not failures else f"{len(failures)} checks failed"
     lines = [f"# Soak: {verdict}", "",
-             f"Commit {subprocess.run(['git', 'rev-parse', '--short=12', 'HEAD'], cwd=ROOT, text=True, capture_output=True).stdout.strip()}, "
-             f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC. Flat memory: a later peak "
+             f"Started at commit {head}, ended {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC. "
+             "Flat memory: a later peak "
              f"within {RSS_SLACK[0]:.0%} + {RSS_SLACK[1] >> 20} MiB of the earlier one.", ""
              ] + lines + [f"- FAILED: {f}" for f in failures]
     with open(os.path.join(out, "summary.md"), "w") as f:
