@@ -82,9 +82,11 @@ const char* to_string(MetricDirection d);  // "lower", "higher", "work", "info"
   X(kComm, "comm_s", kLower, "s", false,                                                        \
     "data-parallel: the step's all-reduces' own durations, summed (on the comm thread)")        \
   X(kCommExposed, "comm_exposed_s", kLower, "s", false,                                         \
-    "data-parallel: backward done .. last bucket reduced: communication the step waits for")    \
+    "data-parallel: backward done .. last bucket reduced: communication the step waits for "    \
+    "(more than comm_s where the all-reduce waits to be scheduled on a busy machine)")          \
   X(kCommHidden, "comm_hidden_s", kInfo, "s", false,                                            \
-    "data-parallel: comm_s - comm_exposed_s (all-reduce time under backward)")                  \
+    "data-parallel: comm_s - comm_exposed_s, 0 where that is negative (all-reduce time under "  \
+    "backward)")                                                                                \
   X(kOverlapFraction, "overlap_fraction", kHigher, "fraction", false,                           \
     "data-parallel: comm_hidden_s / comm_s")                                                    \
   X(kWeakScaling, "weak_scaling_efficiency", kHigher, "fraction", false,                        \

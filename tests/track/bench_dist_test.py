@@ -79,7 +79,9 @@ class TwoRanks(unittest.TestCase):
             self.assertIn(c, two, c)
         self.assertGreater(two["grad_bytes"], 0)
         self.assertEqual(two["wire_bytes_per_rank"], two["grad_bytes"])  # 2 (P-1)/P = 1
-        self.assertAlmostEqual(two["comm_hidden_s"] + two["comm_exposed_s"], two["comm_s"],
+        # Hidden = comm - exposed, 0 where the step waited longer than the all-reduces ran
+        # (their thread waiting to be scheduled on a busy machine).
+        self.assertAlmostEqual(two["comm_hidden_s"], max(0.0, two["comm_s"] - two["comm_exposed_s"]),
                                delta=1e-9 + 1e-6 * two["comm_s"])
         self.assertGreaterEqual(two["overlap_fraction"], 0)
         self.assertLessEqual(two["overlap_fraction"], 1)
