@@ -33,11 +33,12 @@ struct OneDnnConv {
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   }
 
-  desc w_any() const { return desc(w_dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any); }
+  desc w_any() const {
+    return desc(w_dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+  }
 
   dnnl::convolution_forward::primitive_desc forward(const desc& x, const desc& w, const desc& b,
-                                                    const desc& y,
-                                                    const dnnl::engine& eng) const {
+                                                    const desc& y, const dnnl::engine& eng) const {
     return {dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
                                             dnnl::algorithm::convolution_direct, x, w, b, y,
                                             strides, dilation, pad_l, pad_r),
