@@ -42,7 +42,17 @@ const char* to_string(DType t) {
 
 const char* to_string(DeviceKind d) { return d == DeviceKind::kCpu ? "cpu" : "cuda"; }
 
-const char* to_string(Layout l) { return l == Layout::kRowMajor ? "row_major" : "nChw16c"; }
+const char* to_string(Layout l) {
+  switch (l) {
+    case Layout::kRowMajor:
+      return "row_major";
+    case Layout::kNChw16c:
+      return "nChw16c";
+    case Layout::kPacked:
+      return "packed";
+  }
+  return "?";
+}
 
 const char* to_string(MemCategory c) {
   switch (c) {
@@ -82,7 +92,14 @@ std::string Shape::to_string() const {
 }
 
 std::string TensorDesc::to_string() const {
-  return shape.to_string() + " " + tbd::to_string(dtype) + " " + tbd::to_string(layout);
+  return shape.to_string() + " " + tbd::to_string(dtype) + " " +
+         (packing ? packing->format : std::string(tbd::to_string(layout)));
+}
+
+bool TensorDesc::same_storage(const TensorDesc& o) const {
+  if (shape != o.shape || dtype != o.dtype || layout != o.layout) return false;
+  if (!packing || !o.packing) return packing == o.packing;
+  return packing->same(*o.packing);
 }
 
 Buffer::~Buffer() {
@@ -94,6 +111,8 @@ MemCategory Tensor::category() const { return buf_ ? buf_->category() : MemCateg
 Tensor Tensor::view(Shape shape, Layout layout) const {
   TBD_CHECK(shape.numel() == numel(), "Tensor::view: ", shape.to_string(), " has ", shape.numel(),
             " elements, tensor ", desc_.shape.to_string(), " has ", numel());
+  TBD_CHECK(desc_.layout != Layout::kPacked, "Tensor::view of a packed tensor (", desc_.to_string(),
+            "): its elements are not in row-major order");
   TensorDesc d{std::move(shape), desc_.dtype, layout};
   return Tensor(std::move(d), device_, buf_, offset_);
 }

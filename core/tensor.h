@@ -30,8 +30,22 @@ const char* to_string(DeviceKind d);
 
 // kRowMajor: plain C order of the logical dims (NCHW for 4-D).
 // kNChw16c: 4-D activations with channels blocked by 16 (oneDNN nChw16c); C % 16 == 0.
-enum class Layout { kRowMajor, kNChw16c };
+// kPacked: a parameter in the layout its kernels want (oneDNN's blocked weight formats, such
+//   as OIhw16i16o, padded with zeros to whole blocks). The element order and the size are the
+//   backend's, described by TensorDesc::packing; element-wise code (optimizers, all-reduce,
+//   accumulate) may run over it as a flat array of stored_numel() elements, and the backend's
+//   copy_to_host / copy_from_host convert it to and from row-major.
+enum class Layout { kRowMajor, kNChw16c, kPacked };
 const char* to_string(Layout l);
+
+// How a kPacked tensor is stored. A backend derives its own (the CPU backend's holds a oneDNN
+// memory descriptor) and owns the conversions.
+struct Packing {
+  virtual ~Packing() = default;
+  virtual bool same(const Packing& other) const = 0;
+  std::size_t bytes = 0;  // storage, >= numel x dtype size (padded to whole blocks)
+  std::string format;     // its name, for messages and descriptions ("OIhw16i16o")
+};
 
 // What a buffer holds, for the memory breakdown (TBD paper categories plus optimizer state).
 enum class MemCategory {
@@ -68,9 +82,17 @@ struct TensorDesc {
   Shape shape;
   DType dtype = DType::kF32;
   Layout layout = Layout::kRowMajor;
+  std::shared_ptr<const Packing> packing = nullptr;  // kPacked only
 
-  std::size_t bytes() const { return static_cast<std::size_t>(shape.numel()) * dtype_size(dtype); }
-  std::string to_string() const;  // "(2, 3, 4) f32 row_major"
+  // The storage: numel x dtype size, or the packing's (padded) size.
+  std::size_t bytes() const {
+    return packing ? packing->bytes : static_cast<std::size_t>(shape.numel()) * dtype_size(dtype);
+  }
+  // Elements stored, padding included: what element-wise code runs over.
+  int64_t stored_numel() const { return static_cast<int64_t>(bytes() / dtype_size(dtype)); }
+  // Same shape, dtype, layout and (for kPacked) packing: one can stand for the other.
+  bool same_storage(const TensorDesc& o) const;
+  std::string to_string() const;  // "(2, 3, 4) f32 row_major", "(64, 3, 7, 7) f32 Ohwi16o"
 };
 
 class TrackingAllocator;
@@ -110,6 +132,7 @@ class Tensor {
   Layout layout() const { return desc_.layout; }
   DeviceKind device() const { return device_; }
   int64_t numel() const { return desc_.shape.numel(); }
+  int64_t stored_numel() const { return desc_.stored_numel(); }
   std::size_t bytes() const { return desc_.bytes(); }
   MemCategory category() const;
 

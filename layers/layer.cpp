@@ -54,6 +54,16 @@ void Layer::transient(Tensor& t, const TensorDesc& desc) {
   transients_.push_back({&t, desc});
 }
 
+void Layer::pack_param(std::size_t k, const TensorDesc& desc) {
+  Param& p = params_.at(k);
+  TBD_CHECK(!p.value.defined(), kind(), " '", name_, "': ", p.name, " packed after binding");
+  TBD_CHECK(desc.shape == p.value.shape() && desc.dtype == p.value.dtype(), kind(), " '", name_,
+            "': ", p.name, " ", p.value.desc().to_string(), " cannot be stored as ",
+            desc.to_string());
+  p.value = Tensor(desc, be_.kind(), nullptr);
+  p.grad = p.value;
+}
+
 void Layer::transient(Tensor& t, std::size_t bytes) {
   transient(t, TensorDesc{Shape{static_cast<int64_t>((bytes + 3) / 4)}});
 }
@@ -195,15 +205,15 @@ ParamArena bind_params(Backend& be, const std::vector<Param*>& params, bool with
   for (Param* p : params) {
     TBD_CHECK(!p->tied && !p->value.defined(), "bind_params: '", p->name, "' is ",
               p->tied ? "tied" : "already bound");
-    if (keep_order || p->value.numel() % 16 == 0) order.push_back(p);
+    if (keep_order || p->value.stored_numel() % 16 == 0) order.push_back(p);
   }
   for (Param* p : params) {
-    if (!keep_order && p->value.numel() % 16 != 0) order.push_back(p);
+    if (!keep_order && p->value.stored_numel() % 16 != 0) order.push_back(p);
   }
   int64_t total = 0, values = 0;
   for (const Param* p : order) {
-    total += p->value.numel();
-    if (!p->value_from) values += p->value.numel();
+    total += p->value.stored_numel();
+    if (!p->value_from) values += p->value.stored_numel();
   }
   if (total == 0) return a;
   if (values > 0) a.values = be.empty(Shape{values}, MemCategory::kWeights);
@@ -213,7 +223,7 @@ ParamArena bind_params(Backend& be, const std::vector<Param*>& params, bool with
   }
   std::size_t off = 0, voff = 0;
   for (Param* p : order) {
-    const TensorDesc d{p->value.shape()};
+    const TensorDesc d = p->value.desc();
     if (with_grads) p->grad = a.grads.slice(off, d);
     off += d.bytes();
     if (p->value_from) continue;

@@ -159,7 +159,7 @@ inline void saves_nothing(Contract& c, std::size_t num_inputs) {
 
 struct Param {
   std::string name;  // "conv1.weight"
-  Tensor value;      // category weights, row-major
+  Tensor value;      // category weights, row-major unless the layer packs it (kPacked)
   Tensor grad;       // category weight_grads, same desc as value
   Init init = Init::kZeros;
   int64_t fan_in = 1;
@@ -185,14 +185,14 @@ struct ParamArena {
   Tensor values;  // (total) f32, category weights; undefined for an empty set
   Tensor grads;   // (total) f32, category weight_grads
 };
-// Binds every parameter of `params` (none bound or tied yet) to views of a new arena, packed
-// without padding so the accounting stays exact (weights = 4 bytes x parameters); parameters
-// whose size is a multiple of 16 floats come first, so every large tensor starts 64-byte
-// aligned. Zeroes the gradients. A parameter whose value is shared (value_from) gets only a
-// gradient here; its value is bound to the source's by its graph.
-// With with_grads false (an inference graph) no gradients are allocated (Param::grad stays
-// undefined). With keep_order the parameters are packed in the order given (a graph's
-// ParamOrder::kBackward: data-parallel buckets are then contiguous spans).
+// Binds every parameter of `params` (none bound or tied yet) to views of a new arena, one after
+// another without gaps so the accounting stays exact (weights = 4 bytes x stored elements: the
+// parameters, plus the block padding of those a layer packs); parameters whose storage is a
+// multiple of 16 floats come first, so every large tensor starts 64-byte aligned. Zeroes the
+// gradients. A parameter whose value is shared (value_from) gets only a gradient here; its value is
+// bound to the source's by its graph. With with_grads false (an inference graph) no gradients are
+// allocated (Param::grad stays undefined). With keep_order the parameters are packed in the order
+// given (a graph's ParamOrder::kBackward: data-parallel buckets are then contiguous spans).
 ParamArena bind_params(Backend& be, const std::vector<Param*>& params, bool with_grads = true,
                        bool keep_order = false);
 
@@ -319,6 +319,10 @@ class Layer {
   // saved_state()). Construction only; `t` must not move (declare a vector's elements once the
   // vector is complete).
   void saved(Tensor& t, const TensorDesc& desc);
+  // Stores parameter k (value, gradient and so optimizer state) as `desc`: the layout the
+  // implementation's kernels read (a oneDNN blocked weight format; same shape). Construction
+  // only, before the parameter is bound.
+  void pack_param(std::size_t k, const TensorDesc& desc);
 
   // What an implementation computes, called with arguments of the right arity: forward,
   // backward (both gradients), and where split_backward() the data and weight gradients apart.

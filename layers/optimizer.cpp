@@ -7,7 +7,7 @@ namespace {
 
 double numel_of(const std::vector<Param*>& params) {
   double n = 0;
-  for (const Param* p : params) n += static_cast<double>(p->value.numel());
+  for (const Param* p : params) n += static_cast<double>(p->value.stored_numel());
   return n;
 }
 
@@ -15,7 +15,7 @@ double numel_of(const std::vector<Param*>& params) {
 double count_flops(const std::vector<Param*>& params, double base, double decay_extra) {
   double f = 0;
   for (const Param* p : params) {
-    f += static_cast<double>(p->value.numel()) * (base + (p->decay ? decay_extra : 0.0));
+    f += static_cast<double>(p->value.stored_numel()) * (base + (p->decay ? decay_extra : 0.0));
   }
   return f;
 }
@@ -75,14 +75,14 @@ double rmsprop_bytes(const RmspropConfig& cfg, const std::vector<Param*>& params
 
 std::vector<Tensor> state_arena(Backend& be, const std::vector<Param*>& params) {
   int64_t total = 0;
-  for (const Param* p : params) total += p->value.numel();
+  for (const Param* p : params) total += p->value.stored_numel();
   std::vector<Tensor> views;
   if (total == 0) return views;
   Tensor arena = be.empty(Shape{total}, MemCategory::kOptimizerState);
   be.fill(arena, 0.f);
   std::size_t off = 0;
   for (const Param* p : params) {
-    const TensorDesc d{p->value.shape()};
+    const TensorDesc d{Shape{p->value.stored_numel()}};  // element-wise: flat, in the value's order
     views.push_back(arena.slice(off, d));
     off += d.bytes();
   }

@@ -105,7 +105,8 @@ double rmsprop_bytes(const RmspropConfig& cfg, const std::vector<Param*>& params
 
 // One optimizer-state buffer (category optimizer_state, zeroed) carved into a view per
 // parameter, in the parameters' order: an optimizer's state arena, beside the parameters' own
-// (see ParamArena in layers/layer.h). Packed like them, without padding.
+// (see ParamArena in layers/layer.h), one after another without gaps; a view is flat (the
+// stored elements of its parameter, in the order they are stored).
 std::vector<Tensor> state_arena(Backend& be, const std::vector<Param*>& params);
 
 class Optimizer {

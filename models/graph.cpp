@@ -119,6 +119,10 @@ void Graph::share_value(Param& dst, Param& src) {
             " differ in shape");
   TBD_CHECK(!dst.tied && !dst.value_from, "Graph::share_value: '", dst.name,
             "' is already tied or shared");
+  // The gradient is dst's own, applied to src's value element by element (A3C).
+  TBD_CHECK(dst.value.desc().same_storage(src.value.desc()), "Graph::share_value: '", dst.name,
+            "' is stored as ", dst.value.desc().to_string(), ", '", src.name, "' as ",
+            src.value.desc().to_string(), ": their layers chose different layouts");
   dst.value_from = &src;  // bound in finalize(), once src has storage
 }
 

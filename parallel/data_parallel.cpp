@@ -81,8 +81,8 @@ BucketPlan plan_buckets(Graph& g, const DistOptions& opt) {
   int64_t next = 0;
   for (Param* p : g.params_by_grad_ready()) {
     const int ready = g.grad_ready_node(p);
-    if (ready < 0) break;  // frozen ones come last: no gradient to reduce
-    const int64_t n = p->value.numel();
+    if (ready < 0) break;                      // frozen ones come last: no gradient to reduce
+    const int64_t n = p->grad.stored_numel();  // padding included where a layer packs it
     items.push_back(Item{bound ? p->grad.f32() - g.arena().grads.f32() : next, n, ready, p});
     next += n;
   }

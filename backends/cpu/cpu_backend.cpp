@@ -142,6 +142,8 @@ void CpuBackend::copy_from_host(const Tensor& dst, const void* src) {
     std::memcpy(dst.raw(), src, dst.bytes());
     return;
   }
+  // A packed tensor's padding stays zero: optimizers and kernels run over it.
+  if (dst.layout() == Layout::kPacked) std::memset(dst.raw(), 0, dst.bytes());
   TensorDesc plain = dst.desc();
   plain.layout = Layout::kRowMajor;
   dnnl::memory s = mem_of(*this, md_of(plain), const_cast<void*>(src));
@@ -180,6 +182,11 @@ void CpuBackend::fill(const Tensor& dst, float value) {
     std::memset(dst.raw(), 0, dst.bytes());
     return;
   }
+  if (dst.layout() == Layout::kPacked) {  // the values, not the padding
+    std::vector<float> h(static_cast<std::size_t>(dst.numel()), value);
+    copy_from_host(dst, h.data());
+    return;
+  }
   float* p = dst.f32();
   const int64_t n = dst.numel();
 #pragma omp parallel for simd schedule(static)
@@ -187,13 +194,11 @@ void CpuBackend::fill(const Tensor& dst, float value) {
 }
 
 void CpuBackend::accumulate(const Tensor& dst, const Tensor& src) {
-  TBD_CHECK(dst.desc().shape == src.desc().shape && dst.layout() == src.layout() &&
-                dst.dtype() == DType::kF32 && src.dtype() == DType::kF32,
-            "accumulate: dst ", dst.desc().to_string(), " and src ", src.desc().to_string(),
-            " must match (f32)");
+  TBD_CHECK(dst.desc().same_storage(src.desc()) && dst.dtype() == DType::kF32, "accumulate: dst ",
+            dst.desc().to_string(), " and src ", src.desc().to_string(), " must match (f32)");
   float* d = dst.f32();
   const float* s = src.f32();
-  const int64_t n = dst.numel();
+  const int64_t n = dst.stored_numel();
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) d[i] += s[i];
 }
@@ -222,8 +227,56 @@ dnnl::memory::data_type dnnl_dtype(DType t) {
 
 dnnl::memory::dims dnnl_dims(const Shape& s) { return dnnl::memory::dims(s.dims()); }
 
+namespace {
+// oneDNN's name of a blocked format, from its blocking description: upper-case letters for the
+// dims that are blocked, then the blocks ("OIhw16i16o" reads "ABcd16b16a" here).
+std::string format_name(const dnnl::memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked) return "opaque";
+  const auto& b = d.format_desc.blocking;
+  std::vector<int> order(static_cast<std::size_t>(d.ndims));
+  for (int i = 0; i < d.ndims; ++i) order[static_cast<std::size_t>(i)] = i;
+  // Outer dims by decreasing stride (ties: the logical order).
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int c) { return b.strides[a] > b.strides[c]; });
+  std::string s;
+  for (int i : order) {
+    bool blocked = false;
+    for (int k = 0; k < b.inner_nblks; ++k) blocked |= b.inner_idxs[k] == i;
+    s += static_cast<char>((blocked ? 'A' : 'a') + i);
+  }
+  for (int k = 0; k < b.inner_nblks; ++k) {
+    s += std::to_string(b.inner_blks[k]) + static_cast<char>('a' + b.inner_idxs[k]);
+  }
+  return s;
+}
+}  // namespace
+
+OneDnnPacking::OneDnnPacking(const dnnl::memory::desc& m) : md(m) {
+  bytes = m.get_size();
+  format = format_name(m);
+}
+
+bool OneDnnPacking::same(const Packing& other) const {
+  const auto* o = dynamic_cast<const OneDnnPacking*>(&other);
+  return o != nullptr && o->md == md;
+}
+
+TensorDesc packed_desc(const Shape& shape, const dnnl::memory::desc& md) {
+  TensorDesc plain{shape};
+  if (md == md_of(plain)) return plain;
+  TBD_CHECK(md.data_type() == dnnl::memory::data_type::f32 && md.dims() == dnnl_dims(shape),
+            "packed_desc: the format's dims or type do not match ", plain.to_string());
+  return TensorDesc{shape, DType::kF32, Layout::kPacked, std::make_shared<OneDnnPacking>(md)};
+}
+
 dnnl::memory::desc md_of(const TensorDesc& d) {
   using tag = dnnl::memory::format_tag;
+  if (d.layout == Layout::kPacked) {
+    const auto* p = dynamic_cast<const OneDnnPacking*>(d.packing.get());
+    TBD_CHECK(p != nullptr, "md_of: ", d.to_string(), " is not packed by oneDNN");
+    return p->md;
+  }
   if (d.layout == Layout::kNChw16c) return {dnnl_dims(d.shape), dnnl_dtype(d.dtype), tag::nChw16c};
   static const tag plain[] = {tag::a, tag::ab, tag::abc, tag::abcd, tag::abcde, tag::abcdef};
   TBD_CHECK(d.shape.rank() >= 1 && d.shape.rank() <= 6, "oneDNN tensors have rank 1..6, got ",

@@ -62,7 +62,16 @@ CpuBackend& as_cpu(Backend& be);
 
 dnnl::memory::data_type dnnl_dtype(DType t);
 dnnl::memory::dims dnnl_dims(const Shape& s);
-// Memory descriptor of a tensor: plain (a, ab, abc, abcd, ...) or nChw16c.
+// A parameter stored in the format a oneDNN primitive chose for it (Layout::kPacked).
+struct OneDnnPacking final : Packing {
+  explicit OneDnnPacking(const dnnl::memory::desc& m);
+  bool same(const Packing& other) const override;
+  dnnl::memory::desc md;
+};
+// The desc of a tensor of `shape` stored as `md` (f32): row-major where md is the plain format
+// of the shape, else kPacked.
+TensorDesc packed_desc(const Shape& shape, const dnnl::memory::desc& md);
+// Memory descriptor of a tensor: plain (a, ab, abc, abcd, ...), nChw16c or its packing's.
 dnnl::memory::desc md_of(const TensorDesc& d);
 // Wraps a tensor's buffer (no copy).
 dnnl::memory mem_of(CpuBackend& be, const Tensor& t);

@@ -2,11 +2,11 @@
 //
 // Activations: x in whatever layout the producer left it (plain or nChw16c); y is nChw16c when
 // K % 16 == 0 (what oneDNN's AVX-512/AVX2 kernels want), so blocked data flows on to the next
-// layer. Master weights stay row-major (oihw) so that `weights` is exactly 4 bytes x params and
-// optimizers stay layout-free; when the primitives prefer a blocked weight format, the weights
-// are reordered into a workspace copy once per forward (and once per backward-data if that
-// primitive wants another format). wgrad writes a blocked scratch that is reordered into the
-// row-major gradient with a sum post-op, which is the (+=) accumulation of the gradient policy.
+// layer. The weights are stored in the format the forward primitive chose (a packed parameter:
+// value, gradient and optimizer state in the arena, padded to whole blocks), so the forward
+// reads them as they are; backward-data reorders them into a transient copy where it wants
+// another format. wgrad writes a scratch that is reordered into the gradient with a sum
+// post-op, which is the (+=) accumulation of the gradient policy.
 //
 // Strided spatial convolutions (kernel > 1, stride > 1, e.g. ResNet-50's layer2.0.conv2) run
 // their forward channels-last: oneDNN 2.6 has its brgemm kernel (brgconv) only for nhwc, which
@@ -44,7 +44,6 @@ class Conv2dOneDnn final : public Layer {
     const int64_t K = cfg.out_channels, G = cfg.groups;
 
     const OneDnnConv conv(cfg, xs, ys);
-    w_user_md_ = conv.w_user;
     const memory::desc w_any = conv.w_any();
     memory::desc b_md =
         cfg.bias ? memory::desc({K}, memory::data_type::f32, tag::a) : memory::desc();
@@ -141,45 +140,30 @@ class Conv2dOneDnn final : public Layer {
     bwd_data_ = dnnl::convolution_backward_data(bwd_data_pd_);
     bwd_w_ = dnnl::convolution_backward_weights(bwd_w_pd_);
 
-    // Workspace. The weights in the primitives' blocked formats: where forward and backward-data
-    // want the same one, one copy made by the forward and read again by the backward (kept
-    // from one to the other, so not transient); where they differ, each call reorders into a
-    // transient copy of its own. Transient too: the reordered arguments, the wgrad result
-    // before it is added to the gradient, and one scratchpad for the three primitives.
-    w_fwd_blocked_ = fwd_pd_.weights_desc() != w_user_md_;
-    w_bwd_blocked_ = bwd_data_pd_.weights_desc() != w_user_md_;
-    w_shared_ = w_fwd_blocked_ && fwd_pd_.weights_desc() == bwd_data_pd_.weights_desc();
-    if (w_shared_) {
-      w_fwd_ = be.empty(Shape{floats(fwd_pd_.weights_desc())}, MemCategory::kWorkspace);
-      w_bwd_ = w_fwd_;
-    } else {
-      if (w_fwd_blocked_) transient(w_fwd_, TensorDesc{Shape{floats(fwd_pd_.weights_desc())}});
-      if (w_bwd_blocked_) transient(w_bwd_, TensorDesc{Shape{floats(bwd_data_pd_.weights_desc())}});
-    }
+    // The weights live in the forward's format: the parameter (its gradient and the
+    // optimizer's state alike) is stored packed in the arena, so the forward reads it as it is
+    // and no copy persists. Grouped weights stay row-major (their 5-D formats do not fit the
+    // 4-D parameter; no model has them), reordered for each call. Backward-data reads the same
+    // format where it wants it, else a transient copy reordered per call (oneDNN's 1x1 kernels
+    // want OIhw16o16i for backward-data against the forward's OIhw16i16o). Transient too: the
+    // reordered arguments, the wgrad result before it is added into the gradient, and one
+    // scratchpad for the three primitives.
+    if (G == 1) pack_param(0, packed_desc(params_[0].value.shape(), fwd_pd_.weights_desc()));
+    const TensorDesc& w = params_[0].value.desc();
+    w_fwd_ = WeightsAs(fwd_pd_.weights_desc(), conv.w_user);
+    w_bwd_ = WeightsAs(bwd_data_pd_.weights_desc(), conv.w_user);
+    if (!w_fwd_.reads_directly(w)) transient(w_fwd_copy_, w_fwd_.copy_bytes());
+    if (!w_bwd_.reads_directly(w)) transient(w_bwd_copy_, w_bwd_.copy_bytes());
     for (Relayout* r : {&x_fwd_, &y_fwd_, &dy_dgrad_, &dx_dgrad_, &x_wgrad_, &dy_wgrad_}) {
       if (r->active) transient(r->buf, TensorDesc{r->shape});
     }
-    transient(dw_scratch_, TensorDesc{Shape{floats(bwd_w_pd_.diff_weights_desc())}});
+    transient(dw_scratch_, bwd_w_pd_.diff_weights_desc().get_size());
+    dw_into_ = GradInto(bwd_w_pd_.diff_weights_desc(), conv.w_user);
     if (cfg.bias) transient(db_scratch_, TensorDesc{Shape{K}});
     std::size_t scratch =
         std::max({fwd_pd_.scratchpad_desc().get_size(), bwd_data_pd_.scratchpad_desc().get_size(),
                   bwd_w_pd_.scratchpad_desc().get_size()});
     if (scratch) transient(scratch_, scratch);
-
-    dnnl::primitive_attr sum_attr;
-    dnnl::post_ops po;
-    po.append_sum(1.0f);
-    sum_attr.set_post_ops(po);
-    dw_to_user_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, bwd_w_pd_.diff_weights_desc(),
-                                                              eng, w_user_md_, sum_attr));
-    if (w_fwd_blocked_) {
-      w_to_fwd_ = dnnl::reorder(
-          dnnl::reorder::primitive_desc(eng, w_user_md_, eng, fwd_pd_.weights_desc()));
-    }
-    if (w_bwd_blocked_ && !w_shared_) {
-      w_to_bwd_ = dnnl::reorder(
-          dnnl::reorder::primitive_desc(eng, w_user_md_, eng, bwd_data_pd_.weights_desc()));
-    }
   }
 
   // x in nChw16c whenever C allows: on plain nchw oneDNN 2.6 has only its reference kernels
@@ -199,12 +183,7 @@ class Conv2dOneDnn final : public Layer {
 
   void fprop(MutTensorRefs y, TensorRefs x) override {
     auto& e = cpu_.engine();
-    memory w_mem = user_weights();
-    if (w_fwd_blocked_) {
-      memory w_blk(fwd_pd_.weights_desc(), e, w_fwd_.raw());
-      execute(cpu_, w_to_fwd_, {{DNNL_ARG_FROM, w_mem}, {DNNL_ARG_TO, w_blk}}, "Conv2d reorder");
-      w_mem = w_blk;
-    }
+    const memory w_mem = w_fwd_.read(cpu_, params_[0].value, w_fwd_copy_, "Conv2d reorder");
     std::unordered_map<int, memory> args{{DNNL_ARG_WEIGHTS, w_mem}};
     if (cfg_.bias) args[DNNL_ARG_BIAS] = mem_of(cpu_, params_[1].value);
     add_scratch(args, fwd_pd_.scratchpad_desc());
@@ -249,18 +228,8 @@ class Conv2dOneDnn final : public Layer {
   bool split_backward() const override { return true; }
 
   void dgrad(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
-    auto& e = cpu_.engine();
     if (dx[0] != nullptr) {
-      memory w_mem = user_weights();
-      if (w_bwd_blocked_) {
-        memory w_blk(bwd_data_pd_.weights_desc(), e, w_bwd_.raw());
-        // The forward already reordered into the shared copy when the formats agree.
-        if (!w_shared_) {
-          execute(cpu_, w_to_bwd_, {{DNNL_ARG_FROM, w_mem}, {DNNL_ARG_TO, w_blk}},
-                  "Conv2d reorder");
-        }
-        w_mem = w_blk;
-      }
+      const memory w_mem = w_bwd_.read(cpu_, params_[0].value, w_bwd_copy_, "Conv2d reorder");
       memory dy_mem = dy_dgrad_.into(cpu_, mem_of(cpu_, *dy[0]));
       memory dx_mem = dx_dgrad_.source(cpu_, mem_of(cpu_, *dx[0]));
       std::unordered_map<int, memory> args{
@@ -271,7 +240,7 @@ class Conv2dOneDnn final : public Layer {
     }
   }
 
-  // wgrad into scratch, then += into the row-major gradient.
+  // wgrad into scratch, then += into the gradient (stored as the weights are).
   void wgrad(TensorRefs dy, TensorRefs x, TensorRefs) override {
     auto& e = cpu_.engine();
     memory dw_blk(bwd_w_pd_.diff_weights_desc(), e, dw_scratch_.raw());
@@ -282,9 +251,7 @@ class Conv2dOneDnn final : public Layer {
     if (cfg_.bias) args[DNNL_ARG_DIFF_BIAS] = mem_of(cpu_, db_scratch_);
     add_scratch(args, bwd_w_pd_.scratchpad_desc());
     execute(cpu_, bwd_w_, args, "Conv2d backward weights");
-    memory dw_user(w_user_md_, e, params_[0].grad.raw());
-    execute(cpu_, dw_to_user_, {{DNNL_ARG_FROM, dw_blk}, {DNNL_ARG_TO, dw_user}},
-            "Conv2d weight-gradient accumulate");
+    dw_into_.add(cpu_, dw_scratch_.raw(), params_[0].grad, "Conv2d weight-gradient accumulate");
     if (cfg_.bias) be_.accumulate(params_[1].grad, db_scratch_);
   }
 
@@ -344,29 +311,23 @@ class Conv2dOneDnn final : public Layer {
     return r;
   }
 
-  memory user_weights() { return memory(w_user_md_, cpu_.engine(), params_[0].value.raw()); }
-
-  static int64_t floats(const memory::desc& md) {
-    return static_cast<int64_t>((md.get_size() + 3) / 4);
-  }
-
   void add_scratch(std::unordered_map<int, memory>& args, const memory::desc& md) {
     if (md.get_size()) args[DNNL_ARG_SCRATCHPAD] = memory(md, cpu_.engine(), scratch_.raw());
   }
 
   Conv2dConfig cfg_;
   CpuBackend& cpu_;
-  memory::desc w_user_md_;
   dnnl::convolution_forward::primitive_desc fwd_pd_;
   dnnl::convolution_backward_data::primitive_desc bwd_data_pd_;
   dnnl::convolution_backward_weights::primitive_desc bwd_w_pd_;
-  dnnl::primitive fwd_, bwd_data_, bwd_w_, dw_to_user_, w_to_fwd_, w_to_bwd_;
+  dnnl::primitive fwd_, bwd_data_, bwd_w_;
+  WeightsAs w_fwd_, w_bwd_;                  // the weights as forward and backward-data read them
+  GradInto dw_into_;                         // wgrad's result into the gradient
   dnnl::primitive x_to_nhwc_, y_from_nhwc_;  // channels-last forward only
   // fprop, dgrad and wgrad on other layouts (where blocked ones have only the reference kernel)
   Relayout x_fwd_, y_fwd_, dy_dgrad_, dx_dgrad_, x_wgrad_, dy_wgrad_;
-  Tensor w_fwd_, w_bwd_, dw_scratch_, db_scratch_, scratch_;
-  bool w_fwd_blocked_ = false, w_bwd_blocked_ = false;  // the primitives' weights are not oihw
-  bool w_shared_ = false;  // forward and backward-data read one blocked copy (kept between them)
+  Tensor w_fwd_copy_, w_bwd_copy_;  // transient weight copies where a format differs
+  Tensor dw_scratch_, db_scratch_, scratch_;
   bool channels_last_ = false;                    // the forward runs nhwc (x_nhwc_, y_nhwc_)
   Tensor x_nhwc_, y_nhwc_;                        // channels-last forward only: one span of x and y
   memory::desc x_span_md_, y_span_md_;            // nChw16c slices of span_ images

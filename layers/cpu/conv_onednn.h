@@ -5,6 +5,7 @@
 
 #include <dnnl.hpp>
 
+#include "backends/cpu/onednn.h"
 #include "core/tensor.h"
 #include "layers/conv2d.h"
 
@@ -64,4 +65,78 @@ struct OneDnnConv {
   dnnl::primitive_attr attr;
 };
 
+namespace cpu {
+
+// A primitive's weights (`want`), read from a parameter in whatever layout it is bound in: the
+// parameter itself where the two agree, else reordered into `copy` (a transient the layer
+// declared with copy_bytes()). A tied parameter is bound in its owner's layout (the data-gradient
+// kinds read the convolution's weights), so the reorder is made at the first call that needs it.
+// A row-major parameter is read as `plain` (OneDnnConv::w_user: oihw, or goihw for a grouped
+// convolution, whose parameter is 4-D).
+class WeightsAs {
+ public:
+  WeightsAs() = default;
+  WeightsAs(const dnnl::memory::desc& want, const dnnl::memory::desc& plain)
+      : want_(want), plain_(plain) {}
+  std::size_t copy_bytes() const { return want_.get_size(); }
+  bool reads_directly(const TensorDesc& param) const { return stored_as(param) == want_; }
+
+  dnnl::memory read(CpuBackend& be, const Tensor& param, const Tensor& copy, const char* who) {
+    const dnnl::memory::desc have = stored_as(param.desc());
+    if (have == want_) return dnnl::memory(want_, be.engine(), param.raw());
+    TBD_CHECK(copy.defined(), who, ": the weights are stored as ", param.desc().to_string(),
+              ", which the layer did not plan a copy for");
+    if (!reorder_ || have != from_) {
+      from_ = have;
+      reorder_ =
+          dnnl::reorder(dnnl::reorder::primitive_desc(be.engine(), have, be.engine(), want_));
+    }
+    const dnnl::memory to(want_, be.engine(), copy.raw());
+    execute(be, reorder_,
+            {{DNNL_ARG_FROM, dnnl::memory(have, be.engine(), param.raw())}, {DNNL_ARG_TO, to}},
+            who);
+    return to;
+  }
+
+ private:
+  dnnl::memory::desc stored_as(const TensorDesc& d) const {
+    return d.layout == Layout::kRowMajor ? plain_ : md_of(d);
+  }
+  dnnl::memory::desc want_, plain_, from_;
+  dnnl::primitive reorder_;
+};
+
+// A weight gradient computed in a primitive's format (`from`) added into a parameter's gradient
+// in whatever layout it is bound in: one reorder with a sum post-op (the += of the gradient
+// policy), made at the first call.
+// A row-major gradient is `plain`, as in WeightsAs.
+class GradInto {
+ public:
+  GradInto() = default;
+  GradInto(const dnnl::memory::desc& from, const dnnl::memory::desc& plain)
+      : from_(from), plain_(plain) {}
+
+  void add(CpuBackend& be, void* dw, const Tensor& grad, const char* who) {
+    const dnnl::memory::desc to = grad.layout() == Layout::kRowMajor ? plain_ : md_of(grad.desc());
+    if (!reorder_ || to != to_) {
+      to_ = to;
+      dnnl::primitive_attr sum;
+      dnnl::post_ops po;
+      po.append_sum(1.0f);
+      sum.set_post_ops(po);
+      reorder_ =
+          dnnl::reorder(dnnl::reorder::primitive_desc(be.engine(), from_, be.engine(), to, sum));
+    }
+    execute(be, reorder_,
+            {{DNNL_ARG_FROM, dnnl::memory(from_, be.engine(), dw)},
+             {DNNL_ARG_TO, dnnl::memory(to, be.engine(), grad.raw())}},
+            who);
+  }
+
+ private:
+  dnnl::memory::desc from_, plain_, to_;
+  dnnl::primitive reorder_;
+};
+
+}  // namespace cpu
 }  // namespace tbd

@@ -59,9 +59,12 @@ TBD_REGISTER_LAYER(LinearDgradConfig, DeviceKind::kCpu, LinearDgradCpu);
 // With C and K multiples of 16 (every convolution of WGAN-GP's critic but its input one) the
 // primitives run on nChw16c activations and blocked weights, where oneDNN 2.6 has its jit
 // kernels (on plain nchw it picks an im2col gemm, about 1.7x slower on the critic's 3x3s): the
-// row-major dy, v and results are reordered at the layer's edge, the weights from the row-major
-// master per call, and dy's blocked copy made by the forward is what the weight gradient reads
-// (saved state). Otherwise plain nchw/oihw throughout, with no copies.
+// row-major dy, v and results are reordered at the layer's edge, and dy's blocked copy made by
+// the forward is what the weight gradient reads (saved state). Otherwise plain nchw/oihw
+// throughout. The weights are the convolution's (a tied parameter), stored in the layout that
+// layer chose (packed in its forward's format): each call reads them directly where its
+// primitive wants that format, else through a transient copy reordered per call, and the
+// weight gradient is added into the convolution's gradient in its layout.
 class Conv2dDgradCpu final : public Layer {
  public:
   Conv2dDgradCpu(Backend& be, const std::string& name, const Conv2dDgradConfig& cfg,
@@ -98,33 +101,17 @@ class Conv2dDgradCpu final : public Layer {
     if (scratch) {
       transient(scratch_, scratch);
     }
-    if (!blocked_) {
-      transient(dw_scratch_, TensorDesc{params_[0].value.shape()});  // backward only
-      return;
-    }
-    auto floats = [](const memory::desc& md) { return static_cast<int64_t>(md.get_size() / 4); };
-    auto reorder = [&](const memory::desc& from, const memory::desc& to,
-                       const dnnl::primitive_attr& a = {}) {
-      return dnnl::reorder(dnnl::reorder::primitive_desc(eng, from, eng, to, a));
+    // Copies for whatever layout the weights are bound in (known once the graph ties them).
+    w_fwd_ = WeightsAs(fwd_pd_.weights_desc(), w_md_);
+    w_bwd_ = WeightsAs(bwd_data_pd_.weights_desc(), w_md_);
+    transient(w_fwd_copy_, w_fwd_.copy_bytes());
+    transient(w_bwd_copy_, w_bwd_.copy_bytes());
+    transient(dw_scratch_, bwd_w_pd_.diff_weights_desc().get_size());  // backward only
+    dw_into_ = GradInto(bwd_w_pd_.diff_weights_desc(), w_md_);
+    if (!blocked_) return;
+    auto reorder = [&](const memory::desc& from, const memory::desc& to) {
+      return dnnl::reorder(dnnl::reorder::primitive_desc(eng, from, eng, to));
     };
-    // The forward reorders W for backward-data; the backward reads that copy again where its
-    // convolution wants the same format (kept between them), else reorders its own (both
-    // transient then).
-    w_differ_ = fwd_pd_.weights_desc() != bwd_data_pd_.weights_desc();
-    w_to_bwd_ = reorder(w_md_, bwd_data_pd_.weights_desc());
-    if (w_differ_) {
-      transient(w_bwd_, TensorDesc{Shape{floats(bwd_data_pd_.weights_desc())}});
-      transient(w_fwd_, TensorDesc{Shape{floats(fwd_pd_.weights_desc())}});
-      w_to_fwd_ = reorder(w_md_, fwd_pd_.weights_desc());
-    } else {
-      w_bwd_ = be.empty(Shape{floats(bwd_data_pd_.weights_desc())}, MemCategory::kWorkspace);
-    }
-    transient(dw_scratch_, TensorDesc{Shape{floats(bwd_w_pd_.diff_weights_desc())}});
-    dnnl::primitive_attr sum_attr;
-    dnnl::post_ops po;
-    po.append_sum(1.0f);
-    sum_attr.set_post_ops(po);
-    dw_to_grad_ = reorder(bwd_w_pd_.diff_weights_desc(), w_md_, sum_attr);
     saved(dy_blk_, TensorDesc{ys});     // read again by the weight gradient
     transient(x_blk_, TensorDesc{xs});  // inside one call each
     transient(y_blk_, TensorDesc{ys});
@@ -139,17 +126,16 @@ class Conv2dDgradCpu final : public Layer {
   }
 
   void fprop(MutTensorRefs y, TensorRefs x) override {  // dx = conv backward data of dy
+    const memory w = w_bwd_.read(cpu_, params_[0].value, w_bwd_copy_, "Conv2dDgrad reorder");
     if (!blocked_) {
       std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, mem(y_md_, *x[0])},
-                                           {DNNL_ARG_WEIGHTS, mem(w_md_, params_[0].value)},
+                                           {DNNL_ARG_WEIGHTS, w},
                                            {DNNL_ARG_DIFF_SRC, mem(x_md_, *y[0])}};
       add_scratch(args, bwd_data_pd_.scratchpad_desc());
       execute(cpu_, bwd_data_, args, "Conv2dDgrad forward");
       return;
     }
     copy(y_to_blk_, mem(y_plain_md_, *x[0]), mem(y_md_, dy_blk_));
-    const memory w = mem(bwd_data_pd_.weights_desc(), w_bwd_);
-    copy(w_to_bwd_, mem(w_md_, params_[0].value), w);
     std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, mem(y_md_, dy_blk_)},
                                          {DNNL_ARG_WEIGHTS, w},
                                          {DNNL_ARG_DIFF_SRC, mem(x_md_, x_blk_)}};
@@ -165,12 +151,8 @@ class Conv2dDgradCpu final : public Layer {
     }
     const memory v = mem(x_md_, x_blk_);
     copy(x_to_blk_, mem(x_plain_md_, *dy[0]), v);
-    if (dx[0] != nullptr) {                                 // d(dy) = conv(v, W)
-      memory w = mem(bwd_data_pd_.weights_desc(), w_bwd_);  // as the forward reordered it
-      if (w_differ_) {
-        w = mem(fwd_pd_.weights_desc(), w_fwd_);
-        copy(w_to_fwd_, mem(w_md_, params_[0].value), w);
-      }
+    if (dx[0] != nullptr) {  // d(dy) = conv(v, W)
+      const memory w = w_fwd_.read(cpu_, params_[0].value, w_fwd_copy_, "Conv2dDgrad reorder");
       std::unordered_map<int, memory> args{
           {DNNL_ARG_SRC, v}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, mem(y_md_, y_blk_)}};
       add_scratch(args, fwd_pd_.scratchpad_desc());
@@ -184,26 +166,30 @@ class Conv2dDgradCpu final : public Layer {
         {DNNL_ARG_SRC, v}, {DNNL_ARG_DIFF_DST, mem(y_md_, dy_blk_)}, {DNNL_ARG_DIFF_WEIGHTS, dw}};
     add_scratch(args, bwd_w_pd_.scratchpad_desc());
     execute(cpu_, bwd_w_, args, "Conv2dDgrad backward weights");
-    copy(dw_to_grad_, dw, mem(w_md_, params_[0].grad));
+    dw_into_.add(cpu_, dw_scratch_.raw(), params_[0].grad,
+                 "Conv2dDgrad weight-gradient accumulate");
   }
 
  private:
   void backward_plain(MutTensorRefs dx, TensorRefs dy, TensorRefs x) {
     if (dx[0] != nullptr) {  // d(dy) = conv(v, W)
+      const memory w = w_fwd_.read(cpu_, params_[0].value, w_fwd_copy_, "Conv2dDgrad reorder");
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(x_md_, *dy[0])},
-                                           {DNNL_ARG_WEIGHTS, mem(w_md_, params_[0].value)},
+                                           {DNNL_ARG_WEIGHTS, w},
                                            {DNNL_ARG_DST, mem(y_md_, *dx[0])}};
       add_scratch(args, fwd_pd_.scratchpad_desc());
       execute(cpu_, fwd_, args, "Conv2dDgrad backward data");
     }
     if (!param_grads()) return;
     // d(W) += wgrad(src = v, diff_dst = dy)
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(x_md_, *dy[0])},
-                                         {DNNL_ARG_DIFF_DST, mem(y_md_, *x[0])},
-                                         {DNNL_ARG_DIFF_WEIGHTS, mem(w_md_, dw_scratch_)}};
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, mem(x_md_, *dy[0])},
+        {DNNL_ARG_DIFF_DST, mem(y_md_, *x[0])},
+        {DNNL_ARG_DIFF_WEIGHTS, mem(bwd_w_pd_.diff_weights_desc(), dw_scratch_)}};
     add_scratch(args, bwd_w_pd_.scratchpad_desc());
     execute(cpu_, bwd_w_, args, "Conv2dDgrad backward weights");
-    be_.accumulate(params_[0].grad, dw_scratch_);
+    dw_into_.add(cpu_, dw_scratch_.raw(), params_[0].grad,
+                 "Conv2dDgrad weight-gradient accumulate");
   }
 
   memory mem(const memory::desc& md, const Tensor& t) { return memory(md, cpu_.engine(), t.raw()); }
@@ -217,16 +203,17 @@ class Conv2dDgradCpu final : public Layer {
   Conv2dDgradConfig cfg_;
   CpuBackend& cpu_;
   bool blocked_ = false;
-  bool w_differ_ = false;  // forward and backward of the dgrad want W in different formats
   memory::desc x_md_, y_md_, w_md_, x_plain_md_, y_plain_md_;
   dnnl::convolution_forward::primitive_desc fwd_pd_;
   dnnl::convolution_backward_data::primitive_desc bwd_data_pd_;
   dnnl::convolution_backward_weights::primitive_desc bwd_w_pd_;
   dnnl::primitive fwd_, bwd_data_, bwd_w_;
-  // The blocked path: weight copies, reorders at the edges, dy's blocked copy (saved).
-  dnnl::primitive w_to_bwd_, w_to_fwd_, dw_to_grad_, x_to_blk_, x_from_blk_, y_to_blk_, y_from_blk_;
-  Tensor w_bwd_, w_fwd_, dy_blk_, x_blk_, y_blk_;
-  Tensor dw_scratch_, scratch_;
+  WeightsAs w_fwd_, w_bwd_;  // the weights as the two convolutions read them
+  GradInto dw_into_;         // the weight gradient into the convolution's
+  Tensor w_fwd_copy_, w_bwd_copy_, dw_scratch_, scratch_;
+  // The blocked path: reorders at the edges, dy's blocked copy (saved).
+  dnnl::primitive x_to_blk_, x_from_blk_, y_to_blk_, y_from_blk_;
+  Tensor dy_blk_, x_blk_, y_blk_;
 };
 
 TBD_REGISTER_LAYER(Conv2dDgradConfig, DeviceKind::kCpu, Conv2dDgradCpu);

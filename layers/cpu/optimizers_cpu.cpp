@@ -118,11 +118,13 @@ class CpuOptimizer : public Optimizer {
     state_.resize(num_states);
     for (std::size_t p = 0; p < params_.size(); ++p) {
       const Param& prm = *params_[p];
-      TBD_CHECK(prm.value.dtype() == DType::kF32 && prm.value.layout() == Layout::kRowMajor &&
-                    prm.grad.desc().shape == prm.value.shape(),
-                kind, ": parameter '", prm.name, "' must be f32 row-major with a gradient of ",
-                "its shape, got ", prm.value.desc().to_string());
-      const int64_t n = prm.value.numel();
+      // Element-wise over the stored elements: any layout whose gradient is stored alike (a
+      // packed parameter's zero padding stays zero, its gradient's padding being zero).
+      TBD_CHECK(prm.value.dtype() == DType::kF32 && prm.value.layout() != Layout::kNChw16c &&
+                    prm.grad.desc().same_storage(prm.value.desc()),
+                kind, ": parameter '", prm.name, "' must be f32 with a gradient stored as it is, ",
+                "got ", prm.value.desc().to_string(), " and ", prm.grad.desc().to_string());
+      const int64_t n = prm.value.stored_numel();
       for (int64_t b = 0; b < n; b += kChunk) {
         chunks_.push_back(Chunk{static_cast<int>(p), b, std::min(kChunk, n - b)});
       }

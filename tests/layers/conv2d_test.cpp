@@ -2,6 +2,9 @@
 // every target.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "core/random.h"
 #include "layers/conv2d.h"
 #include "tests/support/check.h"
@@ -240,6 +243,53 @@ TEST(Conv2dImpl, LargeStridedForwardMatchesSampledFloat64) {
     EXPECT_NE(layer->describe().find("(nhwc, 2/chunk, 2/reorder)"), std::string::npos)
         << layer->describe();
   }
+}
+
+// The weights are stored in the forward primitive's blocked format (value and gradient), with
+// the padding up to whole blocks zero after initialisation and after a backward: optimizers run
+// over the stored elements, so a non-zero pad would leak into the next step's kernels. K = 24
+// pads the output channels to 32 where oneDNN blocks them by 16 or 32 (AVX-512: Acdb32a).
+TEST(Conv2dImpl, WeightsAreStoredPackedWithZeroPadding) {
+  auto be = make_cpu_backend();
+  const Conv2dConfig c = Conv2dConfig::square(24, 3, 1, 1);
+  auto layer =
+      make_layer(*be, "c", c, {TensorDesc{Shape{2, 32, 6, 6}, DType::kF32, Layout::kNChw16c}});
+  Param& w = layer->params()[0];
+  ASSERT_EQ(w.value.layout(), Layout::kPacked) << layer->describe();
+  EXPECT_EQ(w.value.shape(), (Shape{24, 32, 3, 3}));
+  EXPECT_TRUE(w.grad.desc().same_storage(w.value.desc()));
+  EXPECT_GE(w.value.stored_numel(), w.value.numel());
+  // The stored floats are the values plus zeros: equal as multisets once sorted.
+  auto padding_is_zero = [&](const Tensor& t, const char* what) {
+    Vec want = to_host(*be, t);
+    want.resize(static_cast<std::size_t>(t.stored_numel()), 0.0);
+    Vec got(t.f32(), t.f32() + t.stored_numel());
+    std::sort(want.begin(), want.end());
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, want) << what << " " << t.desc().to_string();
+  };
+  std::memset(w.value.raw(), 0x7f, w.value.bytes());  // garbage where the padding is
+  from_host(*be, w.value, random_vec(w.value.numel(), 3));
+  padding_is_zero(w.value, "value");
+  init_param(*be, w, 11);
+  padding_is_zero(w.value, "value after init_param");
+  Tensor x = be->empty(layer->input_descs()[0], MemCategory::kDynamic);
+  Tensor y = be->empty(layer->output_descs()[0], MemCategory::kDynamic);
+  Tensor dy = be->empty(layer->output_descs()[0], MemCategory::kDynamic);
+  Tensor dx = be->empty(layer->input_descs()[0], MemCategory::kDynamic);
+  from_host(*be, x, random_vec(x.numel(), 4));
+  from_host(*be, dy, random_vec(dy.numel(), 5));
+  const Tensor* xp = &x;
+  const Tensor* yp = &y;
+  const Tensor* dyp = &dy;
+  Tensor* yw = &y;
+  Tensor* dxw = &dx;
+  layer->forward(MutTensorRefs(&yw, 1), TensorRefs(&xp, 1));
+  layer->backward(MutTensorRefs(&dxw, 1), TensorRefs(&dyp, 1), TensorRefs(&xp, 1),
+                  TensorRefs(&yp, 1));
+  layer->backward(MutTensorRefs(&dxw, 1), TensorRefs(&dyp, 1), TensorRefs(&xp, 1),
+                  TensorRefs(&yp, 1));
+  padding_is_zero(w.grad, "gradient after two backwards");
 }
 
 TEST(Conv2dErrors, WrongRankNamesLayerArgumentAndDims) {
