@@ -8,7 +8,17 @@
 
 namespace tbd {
 
-const char* to_string(MathMode m) { return m == MathMode::kFp32 ? "fp32" : "tf32"; }
+const char* to_string(MathMode m) {
+  switch (m) {
+    case MathMode::kFp32:
+      return "fp32";
+    case MathMode::kTf32:
+      return "tf32";
+    case MathMode::kBf16:
+      return "bf16";
+  }
+  return "?";
+}
 
 void Backend::set_math_mode(MathMode m) {
   TBD_CHECK(m == MathMode::kFp32, "math mode ", to_string(m), " is not available on the ",

@@ -20,9 +20,10 @@ namespace tbd {
 
 // Arithmetic of matrix products and convolutions: strict FP32 (kFp32: TF32 off in cuBLAS and
 // cuDNN) or TF32 tensor cores (kTf32, CUDA only). A layer uses the mode in effect when it is
-// built. Room for bf16 later.
-enum class MathMode { kFp32, kTf32 };
-const char* to_string(MathMode m);  // "fp32", "tf32"
+// built. kBf16 (bf16 products with FP32 accumulation) names the bf16 peak (peak_flops); no
+// backend runs layers in it yet, and set_math_mode refuses it.
+enum class MathMode { kFp32, kTf32, kBf16 };
+const char* to_string(MathMode m);  // "fp32", "tf32", "bf16"
 
 // A peak rate of the device (FLOP/s or bytes/s) and how it was obtained, one line for the run's
 // context. per_s == 0: unknown (then the utilizations that divide by it are absent).

@@ -83,6 +83,9 @@ std::map<std::string, std::string> context_entries(const RunContext& c) {
       m["peak_tf32_flops"] = fmt_g(c.peak_tf32.per_s);
       m["peak_tf32_method"] = c.peak_tf32.method;
     }
+    // The bf16 roof of this machine; absent where unknown (no avx512_bf16), the method says why.
+    if (c.peak_bf16.per_s > 0) m["peak_bf16_flops"] = fmt_g(c.peak_bf16.per_s);
+    m["peak_bf16_method"] = c.peak_bf16.method;
     if (!c.tf32_tensor_flop_method.empty()) {
       m["tf32_tensor_flop_method"] = c.tf32_tensor_flop_method;
     }

@@ -57,6 +57,7 @@ struct RunContext {
   bool peaks_measured = false;
   PeakRate peak_fp32;        // Backend::peak_flops(kFp32)
   PeakRate peak_tf32;        // Backend::peak_flops(kTf32); in the context on GPU backends only
+  PeakRate peak_bf16;        // Backend::peak_flops(kBf16): the bf16 roof (flops where known)
   PeakRate bandwidth;        // Backend::peak_bandwidth()
   std::string gpu_counters;  // "CUPTI", "unavailable: <why>", "not applicable (...)"
   std::string tf32_tensor_flop_method;  // with CUPTI: how tf32_tensor_flop is counted

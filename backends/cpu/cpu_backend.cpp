@@ -119,6 +119,13 @@ dnnl::stream& CpuBackend::stream() {
 }
 
 PeakRate CpuBackend::peak_flops(MathMode m) {
+  if (m == MathMode::kBf16) {
+    if (!peak_bf16_) {
+      CpuPeak p = measure_cpu_peak_bf16(num_threads());
+      peak_bf16_ = PeakRate{p.flops, p.method};
+    }
+    return *peak_bf16_;
+  }
   if (m != MathMode::kFp32) {
     return {0, std::string("not applicable: the CPU backend has no ") + to_string(m) + " math"};
   }

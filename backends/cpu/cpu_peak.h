@@ -23,4 +23,9 @@ struct CpuPeak {
 // Measures with `threads` OpenMP threads; takes about 0.3 s.
 CpuPeak measure_cpu_peak_fp32(int threads);
 
+// The bf16 peak the same way: chains of AVX512-BF16 dot products (vdpbf16ps: per lane two bf16
+// products added into an FP32 accumulator, 4 FLOP), on CPUs that have avx512_bf16. Elsewhere
+// flops is 0 and method says why (AMX's tdpbf16ps is not measured yet).
+CpuPeak measure_cpu_peak_bf16(int threads);
+
 }  // namespace tbd

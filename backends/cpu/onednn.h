@@ -38,8 +38,9 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
   // Measured, not looked up (spec-sheet rates say nothing about clocks under load or a VM's
   // share of a socket): FP32 by an FMA micro-kernel (cpu_peak.h), bandwidth by a STREAM triad
-  // (cpu_bandwidth.h), each once per process with the threads in use at the first call. No
-  // TF32 on the CPU: peak_flops(kTf32) is 0 with the reason.
+  // (cpu_bandwidth.h), bf16 by a vdpbf16ps micro-kernel where the CPU has avx512_bf16, each
+  // once per process with the threads in use at the first call. No TF32 on the CPU:
+  // peak_flops(kTf32) is 0 with the reason.
   PeakRate peak_flops(MathMode m) override;
   PeakRate peak_bandwidth() override;
   // A worker thread (see Backend::enter_worker): OpenMP's thread count of this thread set to
@@ -54,7 +55,7 @@ class CpuBackend final : public Backend {
  private:
   dnnl::engine engine_;
   dnnl::stream stream_;
-  std::optional<PeakRate> peak_fp32_, bandwidth_;
+  std::optional<PeakRate> peak_fp32_, peak_bf16_, bandwidth_;
 };
 
 // The CPU backend behind a Backend& (throws if it is another kind).

@@ -275,6 +275,7 @@ void CudaBackend::flush_l2() {
 }
 
 void CudaBackend::set_math_mode(MathMode m) {
+  TBD_CHECK(m != MathMode::kBf16, "math mode bf16 is not available on the CUDA backend yet");
   math_ = m;
   TBD_CUBLAS_CHECK(cublasSetMathMode(
       cublas_, m == MathMode::kFp32 ? CUBLAS_PEDANTIC_MATH : CUBLAS_TF32_TENSOR_OP_MATH));
@@ -329,6 +330,7 @@ PeakRate CudaBackend::peak_flops(MathMode m) {
   if (m == MathMode::kFp32) return {peak_fp32_flops(), peak_fp32_source()};
   // Dense TF32 tensor FLOPs per SM per clock, from the datasheets: H100 SXM 494.7 TFLOP/s =
   // 132 SMs x 1.83 GHz x 2048; A100 156 TFLOP/s = 108 x 1.41 GHz x 1024; GA10x/AD10x 256.
+  // Dense BF16 is twice TF32 on each (H100 SXM 989.4, A100 312 TFLOP/s).
   double per_sm_clk = 0;
   if (cc_major_ == 9)
     per_sm_clk = 2048;
@@ -336,6 +338,7 @@ PeakRate CudaBackend::peak_flops(MathMode m) {
     per_sm_clk = 1024;
   else if (cc_major_ == 8)
     per_sm_clk = 256;
+  if (m == MathMode::kBf16) per_sm_clk *= 2;
   if (per_sm_clk == 0) return {0, detail::concat("unknown for sm_", cc_major_, cc_minor_)};
   return {per_sm_clk * sm_count_ * clock_khz_ * 1e3,
           detail::concat(per_sm_clk, " dense FLOP/clk/SM (datasheet, sm_", cc_major_, cc_minor_,

@@ -32,6 +32,7 @@
 
 #include "backends/backends.h"
 #include "backends/cpu/cpu_bandwidth.h"
+#include "backends/cpu/cpu_peak.h"
 #include "fixtures/names.h"
 #include "reporters/context.h"
 #include "reporters/json_output.h"
@@ -396,6 +397,31 @@ TEST(CpuBackend, GivesItsPeaksPerMathMode) {
   EXPECT_EQ(be->peak_bandwidth().per_s, bw.per_s) << "measured once, then kept";
 }
 
+// The bf16 roof: measured where the CPU has avx512_bf16 (a dot product of bf16 pairs per lane,
+// so about twice the FP32 FMA rate on the same pipes), else absent with the reason. The bounds
+// catch a miscounted kernel (FLOPs per instruction off by 2x either way); one thread each, the
+// best ratio of three tries, so that a test running beside it on the other core cannot fail it.
+TEST(CpuBackend, MeasuresItsBf16PeakWhereTheIsaHasIt) {
+  std::unique_ptr<Backend> be = make_cpu_backend();
+  PeakRate bf16 = be->peak_flops(MathMode::kBf16);
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512bf16")) {
+    EXPECT_EQ(bf16.per_s, 0.0);
+    EXPECT_NE(bf16.method.find("no avx512_bf16"), std::string::npos) << bf16.method;
+    return;
+  }
+  EXPECT_GT(bf16.per_s, 0.0);
+  EXPECT_NE(bf16.method.find("vdpbf16ps"), std::string::npos) << bf16.method;
+  EXPECT_EQ(be->peak_flops(MathMode::kBf16).per_s, bf16.per_s) << "measured once, then kept";
+  double ratio = 0;
+  for (int i = 0; i < 3; ++i) {
+    const double f = measure_cpu_peak_fp32(1).flops, b = measure_cpu_peak_bf16(1).flops;
+    ratio = std::max(ratio, b / f);
+  }
+  EXPECT_GT(ratio, 1.2);
+  EXPECT_LT(ratio, 3.5);
+}
+
 // The JSON context's strings are written from the typed run context: the keys trackers read,
 // peaks as %.6g, the GPU-only keys, the compute roof of the math in effect (a GPU context is
 // made up here: no GPU is needed to check its strings).
@@ -412,6 +438,7 @@ TEST(RunContext, TheJsonStringsComeFromTheTypedFields) {
   c.peaks_measured = true;
   c.peak_fp32 = {6.69e13, "2 x 128 FP32 lanes/SM"};
   c.peak_tf32 = {4.9468e14, "2048 dense FLOP/clk/SM"};
+  c.peak_bf16 = {9.8936e14, "4096 dense FLOP/clk/SM"};
   c.bandwidth = {4.1234567e12, "cudaMemcpyAsync"};
   c.gpu_counters = "CUPTI";
   c.tf32_tensor_flop_method = "sm__ops_path_tensor_src_tf32_dst_fp32.sum x 1";
@@ -426,6 +453,8 @@ TEST(RunContext, TheJsonStringsComeFromTheTypedFields) {
   EXPECT_EQ(m["peak_fp32_flops"], "6.69e+13");
   EXPECT_EQ(m["peak_fp32_method"], "2 x 128 FP32 lanes/SM");
   EXPECT_EQ(m["peak_tf32_flops"], "4.9468e+14");
+  EXPECT_EQ(m["peak_bf16_flops"], "9.8936e+14");
+  EXPECT_EQ(m["peak_bf16_method"], "4096 dense FLOP/clk/SM");
   EXPECT_EQ(m["peak_bandwidth_bytes_per_s"], "4.12346e+12");
   EXPECT_EQ(m["roofline_compute_roof"], "peak_tf32_flops");
   EXPECT_EQ(m["gpu_counters"], "CUPTI");
@@ -446,6 +475,10 @@ TEST(RunContext, TheJsonStringsComeFromTheTypedFields) {
   m = context_entries(c);
   EXPECT_EQ(m.count("peak_tf32_flops") + m.count("peak_tf32_method"), 0u);
   EXPECT_EQ(m.count("tf32_tensor_flop_method"), 0u);
+  c.peak_bf16 = {0, "not measured: this CPU has no avx512_bf16"};  // unknown: absent, says why
+  m = context_entries(c);
+  EXPECT_EQ(m.count("peak_bf16_flops"), 0u);
+  EXPECT_EQ(m["peak_bf16_method"], c.peak_bf16.method);
 
   c.peaks_measured = false;  // --benchmark_list_tests: nothing measured, nothing claimed
   m = context_entries(c);

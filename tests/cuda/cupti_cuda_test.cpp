@@ -158,6 +158,8 @@ TEST(CudaBackend, PeaksHaveASource) {
   EXPECT_GT(fp32.per_s, 1e12) << fp32.method;
   EXPECT_GE(tf32.per_s, 0.0) << tf32.method;
   EXPECT_NE(tf32.method.find("SMs"), std::string::npos) << tf32.method;
+  PeakRate bf16 = be.peak_flops(MathMode::kBf16);  // dense BF16: twice TF32 where known
+  EXPECT_EQ(bf16.per_s, 2 * tf32.per_s) << bf16.method;
   auto session = session_or_fail(be);
   ASSERT_NE(session, nullptr);
   EXPECT_NE(session->tf32_tensor_flop_method().find("tf32"), std::string::npos);

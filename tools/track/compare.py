@@ -34,7 +34,7 @@ CONTEXT_KEYS = ("device", "backend", "math", "threads", "build_type", "onednn_ve
                 "onednn_isa", "peak_fp32_flops", "peak_bandwidth_bytes_per_s",
                 "omp_wait_policy", "host_name", "num_cpus", "git_commit", "git_dirty")
 CONTEXT_IGNORE = {"date", "load_avg", "executable", "tbd_metrics", "caches", "mhz_per_cpu",
-                  "peak_fp32_method", "peak_bandwidth_method"}
+                  "peak_fp32_method", "peak_bf16_method", "peak_bandwidth_method"}
 
 
 FAMILIES = {"model": "models", "optimizer": "optimizers", "collective": "collectives",
