@@ -234,9 +234,6 @@ dnnl::memory::data_type dnnl_dtype(DType t) {
 
 dnnl::memory::dims dnnl_dims(const Shape& s) { return dnnl::memory::dims(s.dims()); }
 
-namespace {
-// oneDNN's name of a blocked format, from its blocking description: upper-case letters for the
-// dims that are blocked, then the blocks ("OIhw16i16o" reads "ABcd16b16a" here).
 std::string format_name(const dnnl::memory::desc& md) {
   const dnnl_memory_desc_t& d = md.data;
   if (d.format_kind != dnnl_blocked) return "opaque";
@@ -257,7 +254,6 @@ std::string format_name(const dnnl::memory::desc& md) {
   }
   return s;
 }
-}  // namespace
 
 OneDnnPacking::OneDnnPacking(const dnnl::memory::desc& m) : md(m) {
   bytes = m.get_size();

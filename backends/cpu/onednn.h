@@ -63,6 +63,11 @@ CpuBackend& as_cpu(Backend& be);
 
 dnnl::memory::data_type dnnl_dtype(DType t);
 dnnl::memory::dims dnnl_dims(const Shape& s);
+// oneDNN's name of a format from its blocking description: the dims in memory order, upper-case
+// where blocked, then the inner blocks ("ABcd16b16a", which oneDNN's weights tags call
+// OIhw16i16o); "opaque" for a non-blocked descriptor.
+std::string format_name(const dnnl::memory::desc& md);
+
 // A parameter stored in the format a oneDNN primitive chose for it (Layout::kPacked).
 struct OneDnnPacking final : Packing {
   explicit OneDnnPacking(const dnnl::memory::desc& m);

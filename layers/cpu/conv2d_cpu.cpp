@@ -144,8 +144,8 @@ class Conv2dOneDnn final : public Layer {
     // optimizer's state alike) is stored packed in the arena, so the forward reads it as it is
     // and no copy persists. Grouped weights stay row-major (their 5-D formats do not fit the
     // 4-D parameter; no model has them), reordered for each call. Backward-data reads the same
-    // format where it wants it, else a transient copy reordered per call (oneDNN's 1x1 kernels
-    // want OIhw16o16i for backward-data against the forward's OIhw16i16o). Transient too: the
+    // format where it wants it, else a transient copy reordered per call (oneDNN 2.6's kernels
+    // want the blocks transposed: OIhw16o16i, IOhw16o16i for 1x1s). Transient too: the
     // reordered arguments, the wgrad result before it is added into the gradient, and one
     // scratchpad for the three primitives.
     if (G == 1) pack_param(0, packed_desc(params_[0].value.shape(), fwd_pd_.weights_desc()));
@@ -153,7 +153,8 @@ class Conv2dOneDnn final : public Layer {
     w_fwd_ = WeightsAs(fwd_pd_.weights_desc(), conv.w_user);
     w_bwd_ = WeightsAs(bwd_data_pd_.weights_desc(), conv.w_user);
     if (!w_fwd_.reads_directly(w)) transient(w_fwd_copy_, w_fwd_.copy_bytes());
-    if (!w_bwd_.reads_directly(w)) transient(w_bwd_copy_, w_bwd_.copy_bytes());
+    w_bwd_copy_declared_ = !w_bwd_.reads_directly(w);
+    if (w_bwd_copy_declared_) transient(w_bwd_copy_, w_bwd_.copy_bytes());
     for (Relayout* r : {&x_fwd_, &y_fwd_, &dy_dgrad_, &dx_dgrad_, &x_wgrad_, &dy_wgrad_}) {
       if (r->active) transient(r->buf, TensorDesc{r->shape});
     }
@@ -174,11 +175,14 @@ class Conv2dOneDnn final : public Layer {
   }
 
   std::string implementation() const override {
-    return detail::concat("fwd ", fwd_pd_.impl_info_str(),
-                          channels_last_fwd()
-                              ? detail::concat(" (nhwc, ", chunk_, "/chunk, ", span_, "/reorder)")
-                              : "",
-                          " bwd ", bwd_data_pd_.impl_info_str(), "/", bwd_w_pd_.impl_info_str());
+    return detail::concat(
+        "fwd ", fwd_pd_.impl_info_str(),
+        channels_last_fwd() ? detail::concat(" (nhwc, ", chunk_, "/chunk, ", span_, "/reorder)")
+                            : "",
+        " bwd ", bwd_data_pd_.impl_info_str(), "/", bwd_w_pd_.impl_info_str(), " w ",
+        format_name(md_of(params_[0].value.desc())),
+        w_bwd_copy_declared_ ? " (dgrad copy " + format_name(bwd_data_pd_.weights_desc()) + ")"
+                             : "");
   }
 
   void fprop(MutTensorRefs y, TensorRefs x) override {
@@ -326,7 +330,8 @@ class Conv2dOneDnn final : public Layer {
   dnnl::primitive x_to_nhwc_, y_from_nhwc_;  // channels-last forward only
   // fprop, dgrad and wgrad on other layouts (where blocked ones have only the reference kernel)
   Relayout x_fwd_, y_fwd_, dy_dgrad_, dx_dgrad_, x_wgrad_, dy_wgrad_;
-  Tensor w_fwd_copy_, w_bwd_copy_;  // transient weight copies where a format differs
+  Tensor w_fwd_copy_, w_bwd_copy_;    // transient weight copies where a format differs
+  bool w_bwd_copy_declared_ = false;  // backward-data reads a copy (the tensor stays unbound)
   Tensor dw_scratch_, db_scratch_, scratch_;
   bool channels_last_ = false;                    // the forward runs nhwc (x_nhwc_, y_nhwc_)
   Tensor x_nhwc_, y_nhwc_;                        // channels-last forward only: one span of x and y
