@@ -19,6 +19,23 @@ namespace {
 
 using Kernel = float (*)(int64_t iters);
 
+// The sum of every lane of 16 accumulators: what the AVX-512 kernels return, so that the
+// compiler cannot drop their work.
+__attribute__((target("avx512f"), always_inline)) inline float sum16(
+    __m512 a0, __m512 a1, __m512 a2, __m512 a3, __m512 a4, __m512 a5, __m512 a6, __m512 a7,
+    __m512 a8, __m512 a9, __m512 a10, __m512 a11, __m512 a12, __m512 a13, __m512 a14, __m512 a15) {
+  __m512 s =
+      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                                  _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7))),
+                    _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)),
+                                  _mm512_add_ps(_mm512_add_ps(a12, a13), _mm512_add_ps(a14, a15))));
+  alignas(64) float v[16];
+  _mm512_store_ps(v, s);
+  float sum = 0;
+  for (float x : v) sum += x;
+  return sum;
+}
+
 __attribute__((target("avx512f"))) float fma_avx512(int64_t iters) {
   const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-6f);
   __m512 a0 = _mm512_set1_ps(0.1f), a1 = _mm512_set1_ps(0.2f), a2 = _mm512_set1_ps(0.3f),
@@ -45,16 +62,7 @@ __attribute__((target("avx512f"))) float fma_avx512(int64_t iters) {
     a14 = _mm512_fmadd_ps(a14, m, c);
     a15 = _mm512_fmadd_ps(a15, m, c);
   }
-  __m512 s =
-      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                                  _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7))),
-                    _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)),
-                                  _mm512_add_ps(_mm512_add_ps(a12, a13), _mm512_add_ps(a14, a15))));
-  alignas(64) float v[16];
-  _mm512_store_ps(v, s);
-  float sum = 0;
-  for (float x : v) sum += x;
-  return sum;
+  return sum16(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15);
 }
 constexpr double kFlopAvx512 = 16.0 * 16 * 2;  // accumulators x lanes x (mul + add)
 
@@ -117,16 +125,7 @@ __attribute__((target("avx512f,avx512bf16"))) float dpbf16_avx512(int64_t iters)
     a14 = _mm512_dpbf16_ps(a14, a, b);
     a15 = _mm512_dpbf16_ps(a15, a, b);
   }
-  __m512 s =
-      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                                  _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7))),
-                    _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)),
-                                  _mm512_add_ps(_mm512_add_ps(a12, a13), _mm512_add_ps(a14, a15))));
-  alignas(64) float v[16];
-  _mm512_store_ps(v, s);
-  float sum = 0;
-  for (float x : v) sum += x;
-  return sum;
+  return sum16(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15);
 }
 constexpr double kFlopDpbf16 = 16.0 * 16 * 2 * 2;  // accumulators x lanes x products x 2
 
@@ -148,6 +147,10 @@ double now_s() {
 }
 
 volatile float g_sink = 0;
+
+// Timed runs per thread and the length of each (the peaks keep each thread's best).
+constexpr int kTrials = 100;
+constexpr double kTrialS = 0.001;
 
 // Every thread runs `trials` timed runs of kernel(iters) at the same time (so all-core clocks
 // apply) and keeps its own best rate; the peak is the sum over threads. Timing each thread on
@@ -187,8 +190,6 @@ double measure(Kernel k, double flop_per_iter, int threads, int trials, double t
 
 CpuPeak measure_cpu_peak_fp32(int threads) {
   threads = std::max(threads, 1);
-  const int kTrials = 100;
-  const double kTrialS = 0.001;
   struct Candidate {
     const char* isa;
     Kernel k;
@@ -235,8 +236,6 @@ CpuPeak measure_cpu_peak_bf16(int threads) {
         "not measured: this CPU has no avx512_bf16 (oneDNN would emulate bf16, slower than fp32)";
     return p;
   }
-  const int kTrials = 100;
-  const double kTrialS = 0.001;
   p.flops = measure(dpbf16_avx512, kFlopDpbf16, threads, kTrials, kTrialS);
   p.isa = "avx512_bf16";
   char buf[256];

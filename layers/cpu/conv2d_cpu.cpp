@@ -153,8 +153,7 @@ class Conv2dOneDnn final : public Layer {
     w_fwd_ = WeightsAs(fwd_pd_.weights_desc(), conv.w_user);
     w_bwd_ = WeightsAs(bwd_data_pd_.weights_desc(), conv.w_user);
     if (!w_fwd_.reads_directly(w)) transient(w_fwd_copy_, w_fwd_.copy_bytes());
-    w_bwd_copy_declared_ = !w_bwd_.reads_directly(w);
-    if (w_bwd_copy_declared_) transient(w_bwd_copy_, w_bwd_.copy_bytes());
+    if (!w_bwd_.reads_directly(w)) transient(w_bwd_copy_, w_bwd_.copy_bytes());
     for (Relayout* r : {&x_fwd_, &y_fwd_, &dy_dgrad_, &dx_dgrad_, &x_wgrad_, &dy_wgrad_}) {
       if (r->active) transient(r->buf, TensorDesc{r->shape});
     }
@@ -175,14 +174,15 @@ class Conv2dOneDnn final : public Layer {
   }
 
   std::string implementation() const override {
-    return detail::concat(
-        "fwd ", fwd_pd_.impl_info_str(),
-        channels_last_fwd() ? detail::concat(" (nhwc, ", chunk_, "/chunk, ", span_, "/reorder)")
-                            : "",
-        " bwd ", bwd_data_pd_.impl_info_str(), "/", bwd_w_pd_.impl_info_str(), " w ",
-        format_name(md_of(params_[0].value.desc())),
-        w_bwd_copy_declared_ ? " (dgrad copy " + format_name(bwd_data_pd_.weights_desc()) + ")"
-                             : "");
+    return detail::concat("fwd ", fwd_pd_.impl_info_str(),
+                          channels_last_fwd()
+                              ? detail::concat(" (nhwc, ", chunk_, "/chunk, ", span_, "/reorder)")
+                              : "",
+                          " bwd ", bwd_data_pd_.impl_info_str(), "/", bwd_w_pd_.impl_info_str(),
+                          " w ", format_name(md_of(params_[0].value.desc())),
+                          !w_bwd_.reads_directly(params_[0].value.desc())
+                              ? " (dgrad copy " + format_name(bwd_data_pd_.weights_desc()) + ")"
+                              : "");
   }
 
   void fprop(MutTensorRefs y, TensorRefs x) override {
@@ -330,8 +330,7 @@ class Conv2dOneDnn final : public Layer {
   dnnl::primitive x_to_nhwc_, y_from_nhwc_;  // channels-last forward only
   // fprop, dgrad and wgrad on other layouts (where blocked ones have only the reference kernel)
   Relayout x_fwd_, y_fwd_, dy_dgrad_, dx_dgrad_, x_wgrad_, dy_wgrad_;
-  Tensor w_fwd_copy_, w_bwd_copy_;    // transient weight copies where a format differs
-  bool w_bwd_copy_declared_ = false;  // backward-data reads a copy (the tensor stays unbound)
+  Tensor w_fwd_copy_, w_bwd_copy_;  // transient weight copies where a format differs
   Tensor dw_scratch_, db_scratch_, scratch_;
   bool channels_last_ = false;                    // the forward runs nhwc (x_nhwc_, y_nhwc_)
   Tensor x_nhwc_, y_nhwc_;                        // channels-last forward only: one span of x and y

@@ -67,6 +67,12 @@ struct OneDnnConv {
 
 namespace cpu {
 
+// How a parameter or gradient bound as `d` is stored, as oneDNN describes it: `plain` (the
+// convolution's oihw or goihw) where it is row-major, else its packing's descriptor.
+inline dnnl::memory::desc stored_md(const TensorDesc& d, const dnnl::memory::desc& plain) {
+  return d.layout == Layout::kRowMajor ? plain : md_of(d);
+}
+
 // A primitive's weights (`want`), read from a parameter in whatever layout it is bound in: the
 // parameter itself where the two agree, else reordered into `copy` (a transient the layer
 // declared with copy_bytes()). A tied parameter is bound in its owner's layout (the data-gradient
@@ -79,10 +85,10 @@ class WeightsAs {
   WeightsAs(const dnnl::memory::desc& want, const dnnl::memory::desc& plain)
       : want_(want), plain_(plain) {}
   std::size_t copy_bytes() const { return want_.get_size(); }
-  bool reads_directly(const TensorDesc& param) const { return stored_as(param) == want_; }
+  bool reads_directly(const TensorDesc& param) const { return stored_md(param, plain_) == want_; }
 
   dnnl::memory read(CpuBackend& be, const Tensor& param, const Tensor& copy, const char* who) {
-    const dnnl::memory::desc have = stored_as(param.desc());
+    const dnnl::memory::desc have = stored_md(param.desc(), plain_);
     if (have == want_) return dnnl::memory(want_, be.engine(), param.raw());
     TBD_CHECK(copy.defined(), who, ": the weights are stored as ", param.desc().to_string(),
               ", which the layer did not plan a copy for");
@@ -99,9 +105,6 @@ class WeightsAs {
   }
 
  private:
-  dnnl::memory::desc stored_as(const TensorDesc& d) const {
-    return d.layout == Layout::kRowMajor ? plain_ : md_of(d);
-  }
   dnnl::memory::desc want_, plain_, from_;
   dnnl::primitive reorder_;
 };
@@ -117,7 +120,7 @@ class GradInto {
       : from_(from), plain_(plain) {}
 
   void add(CpuBackend& be, void* dw, const Tensor& grad, const char* who) {
-    const dnnl::memory::desc to = grad.layout() == Layout::kRowMajor ? plain_ : md_of(grad.desc());
+    const dnnl::memory::desc to = stored_md(grad.desc(), plain_);
     if (!reorder_ || to != to_) {
       to_ = to;
       dnnl::primitive_attr sum;
