@@ -19,9 +19,10 @@
 namespace tbd {
 
 // Arithmetic of matrix products and convolutions: strict FP32 (kFp32: TF32 off in cuBLAS and
-// cuDNN) or TF32 tensor cores (kTf32, CUDA only). A layer uses the mode in effect when it is
-// built. kBf16 (bf16 products with FP32 accumulation) names the bf16 peak (peak_flops); no
-// backend runs layers in it yet, and set_math_mode refuses it.
+// cuDNN), TF32 tensor cores (kTf32, CUDA only) or bf16 mixed precision (kBf16: bf16 products
+// with FP32 accumulation and f32 master weights, as each kind's policy in layers/precision.h
+// says; the CPU backend where oneDNN has real bf16 kernels, not yet CUDA). A layer uses the
+// mode in effect when it is built (so does the graph's dtype plan).
 enum class MathMode { kFp32, kTf32, kBf16 };
 const char* to_string(MathMode m);  // "fp32", "tf32", "bf16"
 
@@ -51,7 +52,7 @@ class Backend {
   // Facts for the run's context: library versions, threads, clocks ("onednn_version" -> "2.6.3").
   virtual std::map<std::string, std::string> describe() const = 0;
   virtual int num_threads() const = 0;
-  // The CPU backend is strict FP32 only and rejects kTf32 with an error.
+  // Throws naming the mode and the reason where the backend lacks it (the default: fp32 only).
   virtual void set_math_mode(MathMode m);
   virtual MathMode math_mode() const { return MathMode::kFp32; }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/error.h"
 
 namespace tbd {
@@ -24,18 +25,31 @@ int64_t Rng::randint(int64_t lo, int64_t hi_exclusive) {
   return lo + static_cast<int64_t>(next_u64() % static_cast<uint64_t>(hi_exclusive - lo));
 }
 
+namespace {
+// Host floats into t: as they are (f32) or rounded to nearest even (bf16).
+void copy_floats(Backend& be, const Tensor& t, const std::vector<float>& h) {
+  if (t.dtype() == DType::kF32) {
+    be.copy_from_host(t, h.data());
+    return;
+  }
+  std::vector<uint16_t> b(h.size());
+  for (std::size_t i = 0; i < h.size(); ++i) b[i] = bf16_from_f32(h[i]);
+  be.copy_from_host(t, b.data());
+}
+}  // namespace
+
 void fill_uniform(Backend& be, const Tensor& t, Rng& rng, double lo, double hi) {
-  TBD_CHECK(t.dtype() == DType::kF32, "fill_uniform: f32 only, got ", to_string(t.dtype()));
+  TBD_CHECK(is_floating(t.dtype()), "fill_uniform: f32 or bf16 only, got ", to_string(t.dtype()));
   std::vector<float> h(t.numel());
   for (auto& v : h) v = static_cast<float>(rng.uniform(lo, hi));
-  be.copy_from_host(t, h.data());
+  copy_floats(be, t, h);
 }
 
 void fill_normal(Backend& be, const Tensor& t, Rng& rng, double mean, double stddev) {
-  TBD_CHECK(t.dtype() == DType::kF32, "fill_normal: f32 only, got ", to_string(t.dtype()));
+  TBD_CHECK(is_floating(t.dtype()), "fill_normal: f32 or bf16 only, got ", to_string(t.dtype()));
   std::vector<float> h(t.numel());
   for (auto& v : h) v = static_cast<float>(mean + stddev * rng.normal());
-  be.copy_from_host(t, h.data());
+  copy_floats(be, t, h);
 }
 
 void fill_randint(Backend& be, const Tensor& t, Rng& rng, int64_t lo, int64_t hi) {

@@ -23,6 +23,8 @@ namespace tbd {
 // kU8: unsigned bytes (Atari frames as A3C feeds them; CastScale turns them into f32).
 enum class DType { kF32, kBF16, kF16, kI32, kU8 };
 std::size_t dtype_size(DType t);
+// The dtypes that carry gradients and that the math modes compute in: f32 and bf16.
+inline bool is_floating(DType t) { return t == DType::kF32 || t == DType::kBF16; }
 const char* to_string(DType t);
 
 enum class DeviceKind { kCpu, kCuda };

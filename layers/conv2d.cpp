@@ -47,13 +47,15 @@ template <>
 Contract contract(const std::string& name, const Conv2dConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   check_input_count(Conv2dConfig::kKind, name, in, 1);
-  check_f32(Conv2dConfig::kKind, name, "x", in[0]);
+  check_floating(Conv2dConfig::kKind, name, "x", in[0]);
   const Shape& xs = in[0].shape;
   const Shape ys = conv2d_output_shape(name, cfg, xs);
   const int64_t C = xs[1], K = cfg.out_channels, G = cfg.groups;
   const int64_t fan_in = (C / G) * cfg.kernel_h * cfg.kernel_w;
   const int64_t fan_out = (K / G) * cfg.kernel_h * cfg.kernel_w;
-  Contract c{{TensorDesc{ys}}, {}, conv2d_flops(cfg, xs, ys), conv2d_bytes(cfg, xs, ys)};
+  // y in x's dtype: bf16 under --tbd_math=bf16 (computed with f32 accumulation).
+  Contract c{
+      {TensorDesc{ys, in[0].dtype}}, {}, conv2d_flops(cfg, xs, ys), conv2d_bytes(cfg, xs, ys)};
   c.saved_inputs = {true};  // x for the weight gradient; y is not read
   c.saved_outputs = {false};
   c.params.push_back({"weight", Shape{K, C / G, cfg.kernel_h, cfg.kernel_w}, Init::kHeNormal,

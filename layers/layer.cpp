@@ -244,6 +244,12 @@ void check_f32(const char* kind, const std::string& name, const char* arg, const
                   d.to_string());
 }
 
+void check_floating(const char* kind, const std::string& name, const char* arg,
+                    const TensorDesc& d) {
+  TBD_LAYER_CHECK(is_floating(d.dtype), kind, name, "input ", arg, " must be f32 or bf16, got ",
+                  d.to_string());
+}
+
 void throw_layer_error(const char* kind, const std::string& name, const std::string& msg) {
   throw Error(std::string(kind) + " '" + name + "': " + msg);
 }

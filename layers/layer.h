@@ -32,6 +32,7 @@
 #include "core/error.h"
 #include "core/splitmix.h"
 #include "core/tensor.h"
+#include "layers/precision.h"
 
 namespace tbd {
 
@@ -223,11 +224,11 @@ class Layer {
   const std::vector<TensorDesc>& output_descs() const { return outputs_; }
   // Whether output i carries a gradient back (Contract::output_grads).
   bool output_grad(std::size_t i) const {
-    return outputs_[i].dtype == DType::kF32 && (i >= output_grads_.size() || output_grads_[i]);
+    return is_floating(outputs_[i].dtype) && (i >= output_grads_.size() || output_grads_[i]);
   }
   // Whether a gradient flows into input i (Contract::input_grads).
   bool input_grad(std::size_t i) const {
-    return inputs_[i].dtype == DType::kF32 && (i >= input_grads_.size() || input_grads_[i]);
+    return is_floating(inputs_[i].dtype) && (i >= input_grads_.size() || input_grads_[i]);
   }
   // Whether backward() reads input i or output i (Contract::saved_inputs, saved_outputs).
   bool saves_input(std::size_t i) const { return i >= saved_inputs_.size() || saved_inputs_[i]; }
@@ -392,6 +393,9 @@ void check_input_count(const char* kind, const std::string& name, const std::vec
                        std::size_t want, const char* what = "inputs");
 // "Linear 'fc': input x must be f32, got (2, 3) i32 row_major".
 void check_f32(const char* kind, const std::string& name, const char* arg, const TensorDesc& d);
+// The same for kinds that also take bf16 (layers/precision.h): "... must be f32 or bf16, ...".
+void check_floating(const char* kind, const std::string& name, const char* arg,
+                    const TensorDesc& d);
 
 // ---- registry: one implementation per (layer kind, backend kind) ----
 
@@ -412,6 +416,7 @@ template <class Config>
 struct LayerEntry {
   LayerFactory<Config> make;
   InputLayouts<Config> input_layouts;
+  bool takes_bf16 = false;  // the implementation computes in bf16 (layers/precision.h)
 };
 
 template <class Config>
@@ -421,8 +426,10 @@ std::map<DeviceKind, LayerEntry<Config>>& layer_registry() {
 }
 
 template <class Config>
-bool register_layer(DeviceKind device, LayerFactory<Config> f, InputLayouts<Config> layouts) {
-  layer_registry<Config>()[device] = LayerEntry<Config>{std::move(f), std::move(layouts)};
+bool register_layer(DeviceKind device, LayerFactory<Config> f, InputLayouts<Config> layouts,
+                    bool takes_bf16) {
+  layer_registry<Config>()[device] =
+      LayerEntry<Config>{std::move(f), std::move(layouts), takes_bf16};
   return true;
 }
 
@@ -442,11 +449,24 @@ std::vector<Layout> wanted_layouts(DeviceKind device, const std::string& name, c
   return layer_entry<Config>(device, name).input_layouts(cfg, inputs);
 }
 
+// The dtypes the implementation on `device` wants these inputs in under math mode `m`: the
+// kind's bf16 policy (layers/precision.h) applied to what the implementation takes.
+template <class Config>
+std::vector<DType> wanted_dtypes(DeviceKind device, const std::string& name, MathMode m,
+                                 const std::vector<TensorDesc>& inputs) {
+  return wanted_dtypes(Config::kKind, name, layer_entry<Config>(device, name).takes_bf16, device, m,
+                       inputs);
+}
+
 // Builds a layer of Config's kind on `be` with its parameters unbound (a Graph binds them into
 // its arena). Throws if the backend has no implementation.
+// Under bf16 a kind that computes in bf16 (layers/precision.h) without a bf16 implementation on
+// the backend throws naming the layer, before anything is built.
 template <class Config>
 std::unique_ptr<Layer> construct_layer(Backend& be, const std::string& name, const Config& cfg,
                                        const std::vector<TensorDesc>& inputs) {
+  if (be.math_mode() == MathMode::kBf16)
+    wanted_dtypes<Config>(be.kind(), name, be.math_mode(), inputs);
   return layer_entry<Config>(be.kind(), name).make(be, name, cfg, inputs);
 }
 
@@ -483,9 +503,20 @@ std::vector<Layout> impl_input_layouts(const Config& cfg, const std::vector<Tens
   }
 }
 
+// Whether an implementation computes in bf16: its `static constexpr bool kTakesBf16 = true`
+// (layers/precision.h says what a kind does with it).
+template <class Impl>
+constexpr bool impl_takes_bf16() {
+  if constexpr (requires { Impl::kTakesBf16; }) {
+    return Impl::kTakesBf16;
+  } else {
+    return false;
+  }
+}
+
 // TBD_REGISTER_LAYER(Conv2dConfig, DeviceKind::kCpu, Conv2dOneDnn): the class must have a
 // constructor (Backend&, const std::string&, const Config&, const std::vector<TensorDesc>&),
-// and may have a static input_layouts (see InputLayouts).
+// and may have a static input_layouts (see InputLayouts) and a kTakesBf16 (impl_takes_bf16).
 #define TBD_REGISTER_LAYER(Config, device, Impl)                                                 \
   static const bool TBD_LAYER_CONCAT(tbd_registered_, __LINE__) = ::tbd::register_layer<Config>( \
       device,                                                                                    \
@@ -493,6 +524,6 @@ std::vector<Layout> impl_input_layouts(const Config& cfg, const std::vector<Tens
          const std::vector<::tbd::TensorDesc>& in) {                                             \
         return std::unique_ptr<::tbd::Layer>(new Impl(be, name, cfg, in));                       \
       },                                                                                         \
-      &::tbd::impl_input_layouts<Impl, Config>)
+      &::tbd::impl_input_layouts<Impl, Config>, ::tbd::impl_takes_bf16<Impl>())
 
 }  // namespace tbd

@@ -88,9 +88,9 @@ Contract contract(const std::string& name, const LinearConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   check_input_count(LinearConfig::kKind, name, in, 1);
   const Shape ys = linear_output_shape(name, cfg, in[0].shape);
-  check_f32(LinearConfig::kKind, name, "x", in[0]);
+  check_floating(LinearConfig::kKind, name, "x", in[0]);
   const int64_t K = in[0].shape[-1], N = cfg.out_features;
-  Contract c{{TensorDesc{ys}},
+  Contract c{{TensorDesc{ys, in[0].dtype}},  // y in x's dtype (bf16: f32 accumulation)
              {{"weight", Shape{N, K}, cfg.init, K, N, true}},
              linear_flops(cfg, in[0].shape),
              linear_bytes(cfg, in[0].shape)};
@@ -112,9 +112,11 @@ Contract contract(const std::string& name, const GemmConfig& cfg,
   check_input_count(GemmConfig::kKind, name, in, 2);
   GemmDims d;
   const Shape ys = gemm_output_shape(name, cfg, in[0].shape, in[1].shape, &d);
-  check_f32(GemmConfig::kKind, name, "a", in[0]);
-  check_f32(GemmConfig::kKind, name, "b", in[1]);
-  Contract c{{TensorDesc{ys}}, {}, gemm_flops(cfg, d), gemm_bytes(cfg, d)};
+  check_floating(GemmConfig::kKind, name, "a", in[0]);
+  check_floating(GemmConfig::kKind, name, "b", in[1]);
+  TBD_LAYER_CHECK(in[0].dtype == in[1].dtype, GemmConfig::kKind, name, "a ", in[0].to_string(),
+                  " and b ", in[1].to_string(), " differ in dtype");
+  Contract c{{TensorDesc{ys, in[0].dtype}}, {}, gemm_flops(cfg, d), gemm_bytes(cfg, d)};
   if (cfg.bias) c.params.push_back({"bias", Shape{d.n}, Init::kZeros, d.k, d.n, false});
   c.saved_inputs = {true, true};  // each operand for the other's gradient; y is not read
   c.saved_outputs = {false};

@@ -21,6 +21,7 @@ class ReorderLayer final : public Layer {
   ReorderLayer(Backend& be, const std::string& name, const ReorderConfig& cfg,
                const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract_of(name, cfg, in)) {}
+  static constexpr bool kTakesBf16 = true;  // converts to and from it (Backend::reorder)
   // Takes its input as it comes (that is its job).
   static std::vector<Layout> input_layouts(const ReorderConfig&,
                                            const std::vector<TensorDesc>& in) {
@@ -43,6 +44,12 @@ Contract contract(const std::string& name, const ReorderConfig& cfg,
   check_input_count(ReorderConfig::kKind, name, in, 1);
   TensorDesc out = in[0];
   out.layout = cfg.layout;
+  if (cfg.dtype) {
+    TBD_LAYER_CHECK(is_floating(in[0].dtype) && is_floating(*cfg.dtype), ReorderConfig::kKind, name,
+                    "converts between f32 and bf16 only, not ", to_string(in[0].dtype), " to ",
+                    to_string(*cfg.dtype));
+    out.dtype = *cfg.dtype;
+  }
   Contract c{{out}, {}, Flops{}, Bytes{}};
   c.bytes = copy_bytes(in, c.outputs);  // a copy (layers/tensor_ops.h)
   saves_nothing(c, in.size());          // backward reorders dy
@@ -51,7 +58,9 @@ Contract contract(const std::string& name, const ReorderConfig& cfg,
 
 std::string describe_problem(const ReorderConfig& cfg, const std::vector<TensorDesc>& in,
                              const Contract&) {
-  return detail::concat("x ", in[0].to_string(), " -> ", to_string(cfg.layout));
+  const bool cast = cfg.dtype && *cfg.dtype != in[0].dtype;
+  return detail::concat("x ", in[0].to_string(), " -> ", to_string(cfg.layout),
+                        cast ? std::string(" ") + to_string(*cfg.dtype) : "");
 }
 
 TensorId Graph::input(const std::string& name, Shape shape, DType dtype) {
@@ -64,16 +73,26 @@ TensorId Graph::input(const std::string& name, Shape shape, DType dtype) {
   return static_cast<TensorId>(tensors_.size() - 1);
 }
 
-TensorId Graph::to_layout(TensorId id, Layout layout) {
-  if (desc(id).layout == layout) return id;
+TensorId Graph::convert(TensorId id, Layout layout, DType dtype) {
+  const TensorDesc& d = desc(id);
+  if (d.layout == layout && d.dtype == dtype) return id;
+  const auto key = std::make_tuple(id, layout, dtype);
+  if (auto it = conversions_.find(key); it != conversions_.end()) return it->second;
   ReorderConfig cfg;
   cfg.layout = layout;
-  std::string name = tensors_.at(id).name + ".to_" + to_string(layout);
+  std::string name = tensors_.at(id).name + ".to_";
+  if (d.layout != layout) name += to_string(layout);
+  if (d.dtype != dtype) {
+    cfg.dtype = dtype;
+    name += std::string(d.layout != layout ? "_" : "") + to_string(dtype);
+  }
   Recipe recipe = [name, cfg](Backend& be, const std::vector<TensorDesc>& in) {
     return make_layer<ReorderConfig>(be, name, cfg, in);
   };
-  return add_node(construct_layer<ReorderConfig>(be_, name, cfg, {desc(id)}), {id},
-                  std::move(recipe))[0];
+  const TensorId out =
+      add_node(construct_layer<ReorderConfig>(be_, name, cfg, {d}), {id}, std::move(recipe))[0];
+  conversions_[key] = out;
+  return out;
 }
 
 std::vector<TensorId> Graph::add_node(std::unique_ptr<Layer> layer, std::vector<TensorId> inputs,

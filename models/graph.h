@@ -15,7 +15,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "layers/layer.h"
@@ -51,13 +53,15 @@ class ParamOrderScope {
 void set_memory_planning_default(bool on);
 bool memory_planning_default();
 
-// Layout conversion (a node the graph inserts; also usable directly). No FLOPs; its bytes are
-// a copy's (copy_bytes, layers/tensor_ops.h).
+// Layout and dtype conversion (a node the graph inserts; also usable directly): f32 <-> bf16
+// casts round to nearest even. No FLOPs; its bytes are a copy's (copy_bytes,
+// layers/tensor_ops.h).
 struct ReorderConfig {
   static constexpr const char* kKind = "Reorder";
   Layout layout = Layout::kRowMajor;
+  std::optional<DType> dtype;  // none: the input's
 };
-// Contract: one input; the output is the input in cfg.layout; a copy.
+// Contract: one input; the output is the input in cfg.layout and cfg.dtype; a copy.
 template <>
 Contract contract(const std::string& name, const ReorderConfig& cfg,
                   const std::vector<TensorDesc>& in);
@@ -97,11 +101,18 @@ class Graph {
                             std::vector<TensorId> inputs) {
     std::vector<TensorDesc> descs;
     for (TensorId id : inputs) descs.push_back(desc(id));
-    // Each input in the layout the backend's implementation wants (a Reorder where it differs).
-    const std::vector<Layout> want = wanted_layouts<Config>(be_.kind(), name, cfg, descs);
+    // Each input in the dtype the kind's precision policy gives it under the math mode in
+    // effect (layers/precision.h) and in the layout the backend's implementation wants: one
+    // Reorder where either differs.
+    const std::vector<DType> want_dt =
+        wanted_dtypes<Config>(be_.kind(), name, be_.math_mode(), descs);
+    std::vector<TensorDesc> cast = descs;
+    for (std::size_t k = 0; k < cast.size(); ++k) cast[k].dtype = want_dt[k];
+    const std::vector<Layout> want = wanted_layouts<Config>(be_.kind(), name, cfg, cast);
     for (std::size_t k = 0; k < inputs.size(); ++k) {
-      if (k < want.size() && want[k] != descs[k].layout) {
-        inputs[k] = to_layout(inputs[k], want[k]);
+      const Layout layout = k < want.size() ? want[k] : descs[k].layout;
+      if (layout != descs[k].layout || want_dt[k] != descs[k].dtype) {
+        inputs[k] = convert(inputs[k], layout, want_dt[k]);
         descs[k] = desc(inputs[k]);
       }
     }
@@ -121,7 +132,10 @@ class Graph {
     return out[0];
   }
   // Returns `id` in `layout`, inserting a Reorder node when it differs.
-  TensorId to_layout(TensorId id, Layout layout);
+  TensorId to_layout(TensorId id, Layout layout) { return convert(id, layout, desc(id).dtype); }
+  // Returns `id` in `layout` and `dtype`, inserting a Reorder node when either differs; one
+  // conversion of a tensor is made once and shared by all the consumers that want it.
+  TensorId convert(TensorId id, Layout layout, DType dtype);
 
   // Makes `dst` share `src`'s value and gradient (same shape); gradients of both uses add up.
   // Bound at finalize(): dst is a view of src's storage in the arena. src may belong to a
@@ -289,6 +303,8 @@ class Graph {
   ParamOrder param_order_;
   std::function<void(std::size_t)> backward_hook_;
   std::vector<TensorInfo> tensors_;
+  // Conversions made so far: (tensor, layout, dtype) -> the converted tensor (convert()).
+  std::map<std::tuple<TensorId, Layout, DType>, TensorId> conversions_;
   std::vector<Node> nodes_;
   std::vector<NodePlan> plans_;
   // Gradient scratch for tensors with several consumers: unplanned, by desc, shared across

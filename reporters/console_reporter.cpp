@@ -112,7 +112,9 @@ void TableReporter::print_row(const Run& r, int k) {
   }
   double secs = r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit);
   double gflops = counter_value(r, counter::kFlops) / 1e9;
+  // Utilization against the roof of the math in use (bf16_utilization under bf16).
   double util = counter_value(r, counter::kFp32Utilization) * 100;
+  if (std::isnan(util)) util = counter_value(r, counter::kBf16Utilization) * 100;
   double mib = counter_value(r, counter::kPeakMemory) / (1 << 20);
   // Roofline: FLOP rows against the roof at their intensity, rows with bytes but no FLOPs
   // against the bandwidth (memory-bound by definition). A standard deviation has no bound.

@@ -91,7 +91,9 @@ std::map<std::string, std::string> context_entries(const RunContext& c) {
     }
     m["peak_bandwidth_bytes_per_s"] = fmt_g(c.bandwidth.per_s);
     m["peak_bandwidth_method"] = c.bandwidth.method;
-    m["roofline_compute_roof"] = c.tf32_roof() ? "peak_tf32_flops" : "peak_fp32_flops";
+    m["roofline_compute_roof"] = c.tf32_roof()   ? "peak_tf32_flops"
+                                 : c.bf16_roof() ? "peak_bf16_flops"
+                                                 : "peak_fp32_flops";
   }
   return m;
 }

@@ -62,10 +62,15 @@ struct RunContext {
   std::string gpu_counters;  // "CUPTI", "unavailable: <why>", "not applicable (...)"
   std::string tf32_tensor_flop_method;  // with CUPTI: how tf32_tensor_flop is counted
 
-  // The compute roof is the peak of the math in effect: TF32 tensor cores when they may run.
+  // The compute roof is the peak of the math in effect: TF32 tensor cores when they may run,
+  // the bf16 peak under bf16.
   bool tf32_roof() const { return math == MathMode::kTf32 && peak_tf32.per_s > 0; }
+  bool bf16_roof() const { return math == MathMode::kBf16 && peak_bf16.per_s > 0; }
   Roofline roofline() const {
-    return {tf32_roof() ? peak_tf32.per_s : peak_fp32.per_s, bandwidth.per_s};
+    return {tf32_roof()   ? peak_tf32.per_s
+            : bf16_roof() ? peak_bf16.per_s
+                          : peak_fp32.per_s,
+            bandwidth.per_s};
   }
 };
 

@@ -92,8 +92,9 @@ const MetricInfo* find_metric(const std::string& key) {
 std::vector<std::string> metric_relative_to(const std::string& key) {
   if (key == counter::kFp32Utilization) return {"peak_fp32_flops"};
   if (key == counter::kTensorUtilization) return {"peak_tf32_flops"};
+  if (key == counter::kBf16Utilization) return {"peak_bf16_flops"};
   if (key == counter::kRooflineUtilization) {
-    return {"peak_fp32_flops", "peak_tf32_flops", "peak_bandwidth_bytes_per_s",
+    return {"peak_fp32_flops", "peak_tf32_flops", "peak_bf16_flops", "peak_bandwidth_bytes_per_s",
             "roofline_compute_roof"};
   }
   if (key == counter::kBandwidthUtilization) return {"peak_bandwidth_bytes_per_s"};

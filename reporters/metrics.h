@@ -36,6 +36,9 @@ const char* to_string(MetricDirection d);  // "lower", "higher", "work", "info"
     "achieved: flop over the measured time per iteration")                                      \
   X(kFp32Utilization, "fp32_utilization", kHigher, "fraction", false,                           \
     "executed FP32 FLOP/s over the device's peak FP32 FLOP/s (context peak_fp32_flops)")        \
+  X(kBf16Utilization, "bf16_utilization", kHigher, "fraction", false,                           \
+    "--tbd_math=bf16: FLOP/s over the device's bf16 peak (context peak_bf16_flops), all of "    \
+    "a step's FLOPs counted at the bf16 roof (fp32_utilization is then absent)")                \
   X(kDeviceFp32Flop, "device_fp32_flop", kInfo, "FLOP", false,                                  \
     "GPU: FP32 FLOPs per iteration executed on the device (CUPTI), next to the analytic flop")  \
   X(kTensorUtilization, "tensor_utilization", kHigher, "fraction", false,                       \

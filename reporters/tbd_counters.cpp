@@ -33,8 +33,12 @@ void set_tbd_counters(benchmark::State& st, const RunMeasurement& m, const RunCo
   if (m.flop_per_iter > 0) {
     set(counter::kFlop, m.flop_per_iter);
     set_rate(counter::kFlops, m.flop_per_iter);
-    // CPU: the executed count is the analytic one. GPU: the count CUPTI measured.
-    if (cpu_device && peak_fp32 > 0) {
+    // CPU: the executed count is the analytic one. GPU: the count CUPTI measured. Under bf16
+    // the analytic count does not say which FLOPs ran in bf16: all are set against the bf16 roof
+    // (the math in use) and fp32_utilization is absent.
+    if (cpu_device && ctx.bf16_roof()) {
+      set(counter::kBf16Utilization, m.flop_per_iter / s_per_iter / ctx.peak_bf16.per_s);
+    } else if (cpu_device && peak_fp32 > 0 && ctx.math != MathMode::kBf16) {
       set(counter::kFp32Utilization, m.flop_per_iter / s_per_iter / peak_fp32);
     }
   }

@@ -8,6 +8,7 @@
 #include "backends/cpu/cpu_bandwidth.h"
 #include "backends/cpu/cpu_peak.h"
 #include "backends/cpu/onednn.h"
+#include "core/bf16.h"
 
 namespace tbd {
 namespace cpu {
@@ -76,6 +77,19 @@ std::map<std::string, std::string> CpuBackend::describe() const {
 }
 
 int CpuBackend::num_threads() const { return omp_get_max_threads(); }
+
+void CpuBackend::set_math_mode(MathMode m) {
+  TBD_CHECK(m != MathMode::kTf32, "math mode tf32 is not available on the cpu backend (TF32 is ",
+            "a GPU tensor-core format; the CPU computes strict fp32 or bf16)");
+  if (m == MathMode::kBf16) {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    TBD_CHECK(isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx,
+              "math mode bf16 needs a CPU with AVX512-BF16 or AMX; oneDNN's ISA here is ",
+              isa_name(isa), ", where it would emulate bf16 at 0.4-0.65x the speed of fp32 ",
+              "(docs/design.md), so bf16 is refused rather than run emulated");
+  }
+  math_ = m;
+}
 
 namespace {
 
@@ -171,10 +185,12 @@ void CpuBackend::copy_to_host(void* dst, const Tensor& src) {
 }
 
 void CpuBackend::reorder(const Tensor& dst, const Tensor& src) {
-  TBD_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype(), "reorder: dst ",
-            dst.desc().to_string(), " and src ", src.desc().to_string(),
-            " differ in shape or dtype");
-  if (dst.layout() == src.layout()) {
+  const bool cast = dst.dtype() != src.dtype();
+  TBD_CHECK(dst.shape() == src.shape() &&
+                (!cast || (is_floating(dst.dtype()) && is_floating(src.dtype()))),
+            "reorder: dst ", dst.desc().to_string(), " and src ", src.desc().to_string(),
+            " differ in shape or in a dtype other than f32 <-> bf16");
+  if (dst.layout() == src.layout() && !cast) {
     if (dst.raw() != src.raw()) std::memcpy(dst.raw(), src.raw(), src.bytes());
     return;
   }
@@ -201,8 +217,17 @@ void CpuBackend::fill(const Tensor& dst, float value) {
 }
 
 void CpuBackend::accumulate(const Tensor& dst, const Tensor& src) {
-  TBD_CHECK(dst.desc().same_storage(src.desc()) && dst.dtype() == DType::kF32, "accumulate: dst ",
-            dst.desc().to_string(), " and src ", src.desc().to_string(), " must match (f32)");
+  TBD_CHECK(dst.desc().same_storage(src.desc()) && is_floating(dst.dtype()), "accumulate: dst ",
+            dst.desc().to_string(), " and src ", src.desc().to_string(),
+            " must match (f32 or bf16)");
+  if (dst.dtype() == DType::kBF16) {  // added in f32, rounded once (to nearest even)
+    auto* d = dst.data<uint16_t>();
+    const auto* s = src.data<const uint16_t>();
+    const int64_t n = dst.stored_numel();
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) d[i] = bf16_from_f32(f32_from_bf16(d[i]) + f32_from_bf16(s[i]));
+    return;
+  }
   float* d = dst.f32();
   const float* s = src.f32();
   const int64_t n = dst.stored_numel();

@@ -36,6 +36,9 @@ class CpuBackend final : public Backend {
   void fill(const Tensor& dst, float value) override;
   void accumulate(const Tensor& dst, const Tensor& src) override;
   void synchronize() override {}
+  // fp32, or bf16 where oneDNN runs real bf16 kernels (avx512_core_bf16 or AMX); tf32 throws.
+  void set_math_mode(MathMode m) override;
+  MathMode math_mode() const override { return math_; }
   // Measured, not looked up (spec-sheet rates say nothing about clocks under load or a VM's
   // share of a socket): FP32 by an FMA micro-kernel (cpu_peak.h), bandwidth by a STREAM triad
   // (cpu_bandwidth.h), bf16 by a vdpbf16ps micro-kernel where the CPU has avx512_bf16, each
@@ -56,6 +59,7 @@ class CpuBackend final : public Backend {
   dnnl::engine engine_;
   dnnl::stream stream_;
   std::optional<PeakRate> peak_fp32_, peak_bf16_, bandwidth_;
+  MathMode math_ = MathMode::kFp32;
 };
 
 // The CPU backend behind a Backend& (throws if it is another kind).

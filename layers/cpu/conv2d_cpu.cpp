@@ -33,6 +33,8 @@ using tag = memory::format_tag;
 
 class Conv2dOneDnn final : public Layer {
  public:
+  static constexpr bool kTakesBf16 = true;  // x, y bf16; f32 master weights and gradients
+
   Conv2dOneDnn(Backend& be, const std::string& name, const Conv2dConfig& cfg,
                const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
@@ -43,8 +45,15 @@ class Conv2dOneDnn final : public Layer {
     if (ys[1] % 16 == 0) outputs_[0].layout = Layout::kNChw16c;
     const int64_t K = cfg.out_channels, G = cfg.groups;
 
+    // Under --tbd_math=bf16 x and y are bf16 (the graph casts them: layers/precision.h): the
+    // forward and backward-data read bf16 weights, cast from the f32 master at each call, and
+    // the weight gradient comes out f32 (oneDNN's bf16 kernels write f32 diff_weights at no
+    // extra cost) to be added into the f32 gradient.
+    const memory::data_type dt = dnnl_dtype(in[0].dtype);
+    bf16_ = in[0].dtype == DType::kBF16;
     const OneDnnConv conv(cfg, xs, ys);
-    const memory::desc w_any = conv.w_any();
+    const memory::desc w_any = conv.w_any(dt);
+    const memory::desc dw_any = conv.w_any();
     memory::desc b_md =
         cfg.bias ? memory::desc({K}, memory::data_type::f32, tag::a) : memory::desc();
     memory::desc x_md = md_of(in[0]);
@@ -53,7 +62,7 @@ class Conv2dOneDnn final : public Layer {
     try {
       fwd_pd_ = conv.forward(x_md, w_any, b_md, y_md, eng);
       bwd_data_pd_ = conv.backward_data(x_md, w_any, y_md, eng, fwd_pd_);
-      bwd_w_pd_ = conv.backward_weights(x_md, w_any, b_md, y_md, eng, fwd_pd_);
+      bwd_w_pd_ = conv.backward_weights(x_md, dw_any, b_md, y_md, eng, fwd_pd_);
     } catch (const dnnl::error& e) {
       throw_layer_error(
           kind(), name,
@@ -66,22 +75,22 @@ class Conv2dOneDnn final : public Layer {
       span_ = reorder_span(xs, ys, chunk_);
       Shape xc{chunk_, xs[1], xs[2], xs[3]}, yc{chunk_, ys[1], ys[2], ys[3]};
       Shape xr{span_, xs[1], xs[2], xs[3]}, yr{span_, ys[1], ys[2], ys[3]};
-      memory::desc x_nhwc(dnnl_dims(xc), memory::data_type::f32, tag::nhwc);
-      memory::desc y_nhwc(dnnl_dims(yc), memory::data_type::f32, tag::nhwc);
+      memory::desc x_nhwc(dnnl_dims(xc), dt, tag::nhwc);
+      memory::desc y_nhwc(dnnl_dims(yc), dt, tag::nhwc);
       try {
         dnnl::convolution_forward::primitive_desc pd =
             conv.forward(x_nhwc, w_any, b_md, y_nhwc, eng);
         if (std::string(pd.impl_info_str()).rfind("brgconv", 0) == 0) {
           fwd_pd_ = pd;
-          x_span_md_ = md_of(TensorDesc{xr, DType::kF32, Layout::kNChw16c});
-          y_span_md_ = md_of(TensorDesc{yr, DType::kF32, Layout::kNChw16c});
-          x_span_nhwc_md_ = memory::desc(dnnl_dims(xr), memory::data_type::f32, tag::nhwc);
-          y_span_nhwc_md_ = memory::desc(dnnl_dims(yr), memory::data_type::f32, tag::nhwc);
+          x_span_md_ = md_of(TensorDesc{xr, in[0].dtype, Layout::kNChw16c});
+          y_span_md_ = md_of(TensorDesc{yr, in[0].dtype, Layout::kNChw16c});
+          x_span_nhwc_md_ = memory::desc(dnnl_dims(xr), dt, tag::nhwc);
+          y_span_nhwc_md_ = memory::desc(dnnl_dims(yr), dt, tag::nhwc);
           const memory::desc& x_span_nhwc = x_span_nhwc_md_;
           const memory::desc& y_span_nhwc = y_span_nhwc_md_;
           channels_last_ = true;
-          transient(x_nhwc_, TensorDesc{xr});
-          transient(y_nhwc_, TensorDesc{yr});
+          transient(x_nhwc_, TensorDesc{xr, in[0].dtype});
+          transient(y_nhwc_, TensorDesc{yr, in[0].dtype});
           x_to_nhwc_ =
               dnnl::reorder(dnnl::reorder::primitive_desc(eng, x_span_md_, eng, x_span_nhwc));
           y_from_nhwc_ =
@@ -101,8 +110,8 @@ class Conv2dOneDnn final : public Layer {
     // Replaces pd by make(x, y descriptors) on the first of nhwc, nchw that has a real kernel.
     auto retry = [&](auto& pd, const auto& make) {
       for (tag t : {tag::nhwc, tag::nchw}) {
-        memory::desc xt(dnnl_dims(xs), memory::data_type::f32, t);
-        memory::desc yt(dnnl_dims(ys), memory::data_type::f32, t);
+        memory::desc xt(dnnl_dims(xs), dt, t);
+        memory::desc yt(dnnl_dims(ys), dt, t);
         try {
           auto p = make(xt, yt);
           if (is_ref(p)) continue;
@@ -131,7 +140,7 @@ class Conv2dOneDnn final : public Layer {
       dy_dgrad_ = relayout(ys, y_md, bwd_data_pd_.diff_dst_desc());
     }
     if (is_ref(bwd_w_pd_) && retry(bwd_w_pd_, [&](const memory::desc& xt, const memory::desc& yt) {
-          return conv.backward_weights(xt, w_any, b_md, yt, eng, fwd_pd_);
+          return conv.backward_weights(xt, dw_any, b_md, yt, eng, fwd_pd_);
         })) {
       x_wgrad_ = relayout(xs, x_md, bwd_w_pd_.src_desc());
       dy_wgrad_ = relayout(ys, y_md, bwd_w_pd_.diff_dst_desc());
@@ -148,14 +157,20 @@ class Conv2dOneDnn final : public Layer {
     // want the blocks transposed: OIhw16o16i, IOhw16o16i for 1x1s). Transient too: the
     // reordered arguments, the wgrad result before it is added into the gradient, and one
     // scratchpad for the three primitives.
-    if (G == 1) pack_param(0, packed_desc(params_[0].value.shape(), fwd_pd_.weights_desc()));
+    // Under bf16 the f32 master (and its gradient and optimizer state) is stored in the format
+    // of the weight gradient, so that wgrad adds into it without a change of format.
+    if (G == 1) {
+      pack_param(0, packed_desc(params_[0].value.shape(), dt == memory::data_type::f32
+                                                              ? fwd_pd_.weights_desc()
+                                                              : bwd_w_pd_.diff_weights_desc()));
+    }
     const TensorDesc& w = params_[0].value.desc();
     w_fwd_ = WeightsAs(fwd_pd_.weights_desc(), conv.w_user);
     w_bwd_ = WeightsAs(bwd_data_pd_.weights_desc(), conv.w_user);
     if (!w_fwd_.reads_directly(w)) transient(w_fwd_copy_, w_fwd_.copy_bytes());
     if (!w_bwd_.reads_directly(w)) transient(w_bwd_copy_, w_bwd_.copy_bytes());
     for (Relayout* r : {&x_fwd_, &y_fwd_, &dy_dgrad_, &dx_dgrad_, &x_wgrad_, &dy_wgrad_}) {
-      if (r->active) transient(r->buf, TensorDesc{r->shape});
+      if (r->active) transient(r->buf, TensorDesc{r->shape, in[0].dtype});
     }
     transient(dw_scratch_, bwd_w_pd_.diff_weights_desc().get_size());
     dw_into_ = GradInto(bwd_w_pd_.diff_weights_desc(), conv.w_user);
@@ -180,7 +195,9 @@ class Conv2dOneDnn final : public Layer {
                               : "",
                           " bwd ", bwd_data_pd_.impl_info_str(), "/", bwd_w_pd_.impl_info_str(),
                           " w ", format_name(md_of(params_[0].value.desc())),
-                          !w_bwd_.reads_directly(params_[0].value.desc())
+                          bf16_ ? " (bf16 copies: fwd " + format_name(fwd_pd_.weights_desc()) +
+                                      ", dgrad " + format_name(bwd_data_pd_.weights_desc()) + ")"
+                          : !w_bwd_.reads_directly(params_[0].value.desc())
                               ? " (dgrad copy " + format_name(bwd_data_pd_.weights_desc()) + ")"
                               : "");
   }
@@ -333,6 +350,7 @@ class Conv2dOneDnn final : public Layer {
   Tensor w_fwd_copy_, w_bwd_copy_;  // transient weight copies where a format differs
   Tensor dw_scratch_, db_scratch_, scratch_;
   bool channels_last_ = false;                    // the forward runs nhwc (x_nhwc_, y_nhwc_)
+  bool bf16_ = false;                             // bf16 x, y and weight copies
   Tensor x_nhwc_, y_nhwc_;                        // channels-last forward only: one span of x and y
   memory::desc x_span_md_, y_span_md_;            // nChw16c slices of span_ images
   memory::desc x_span_nhwc_md_, y_span_nhwc_md_;  // the same slices, nhwc (built once)

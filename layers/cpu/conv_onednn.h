@@ -34,8 +34,10 @@ struct OneDnnConv {
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   }
 
-  desc w_any() const {
-    return desc(w_dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+  // Weights in a format oneDNN chooses, of dtype `t` (bf16 for a bf16 forward's and
+  // backward-data's weights; the weight gradient stays f32).
+  desc w_any(dnnl::memory::data_type t = dnnl::memory::data_type::f32) const {
+    return desc(w_dims, t, dnnl::memory::format_tag::any);
   }
 
   dnnl::convolution_forward::primitive_desc forward(const desc& x, const desc& w, const desc& b,
@@ -75,7 +77,8 @@ inline dnnl::memory::desc stored_md(const TensorDesc& d, const dnnl::memory::des
 
 // A primitive's weights (`want`), read from a parameter in whatever layout it is bound in: the
 // parameter itself where the two agree, else reordered into `copy` (a transient the layer
-// declared with copy_bytes()). A tied parameter is bound in its owner's layout (the data-gradient
+// declared with copy_bytes()); a bf16 `want` is the f32 master weights cast (to nearest even) in
+// that reorder, at each call. A tied parameter is bound in its owner's layout (the data-gradient
 // kinds read the convolution's weights), so the reorder is made at the first call that needs it.
 // A row-major parameter is read as `plain` (OneDnnConv::w_user: oihw, or goihw for a grouped
 // convolution, whose parameter is 4-D).

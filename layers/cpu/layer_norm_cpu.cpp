@@ -341,7 +341,7 @@ std::vector<Layout> layer_norm_layouts(const LayerNormConfig& cfg,
 }
 
 const bool registered =
-    register_layer<LayerNormConfig>(DeviceKind::kCpu, &make_layer_norm, &layer_norm_layouts);
+    register_layer<LayerNormConfig>(DeviceKind::kCpu, &make_layer_norm, &layer_norm_layouts, false);
 
 }  // namespace
 }  // namespace tbd::cpu

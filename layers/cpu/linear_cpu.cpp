@@ -8,9 +8,15 @@
 // gradients are the column sums of dy, computed as ones(1, M) x dy(M, N) with the same sum post-op
 // (a GEMV oneDNN runs at bandwidth). The weights stay row-major (D_out, D_in) as PyTorch stores
 // them; matmul reads w^T through strides, so there is no weight reorder either.
+//
+// Under --tbd_math=bf16 the activations and their gradients are bf16 and every product takes
+// bf16 operands with f32 accumulation (oneDNN's brgemm bf16 kernels): Linear casts its f32
+// master weights into a bf16 transient at the forward and again at backward-data, and the weight
+// and bias gradients come out f32, added (sum post-op) into the f32 gradients.
 #include <vector>
 
 #include "backends/cpu/onednn.h"
+#include "layers/cpu/simd.h"
 #include "layers/linear.h"
 
 namespace tbd::cpu {
@@ -21,18 +27,19 @@ using dt = memory::data_type;
 
 // Logical (rows, cols) view of a row-major matrix, batched: the stored matrix is (rows, cols),
 // or (cols, rows) when `transposed` (then the view swaps the strides). Batch stride = rows*cols.
-memory::desc mat(int64_t batch, int64_t rows, int64_t cols, bool transposed) {
+memory::desc mat(int64_t batch, int64_t rows, int64_t cols, bool transposed, dt t = dt::f32) {
   memory::dims strides =
       transposed ? memory::dims{rows * cols, 1, rows} : memory::dims{rows * cols, cols, 1};
-  return memory::desc({batch, rows, cols}, dt::f32, strides);
+  return memory::desc({batch, rows, cols}, t, strides);
 }
-memory::desc mat(int64_t rows, int64_t cols, bool transposed) {
+memory::desc mat(int64_t rows, int64_t cols, bool transposed, dt t = dt::f32) {
   memory::dims strides = transposed ? memory::dims{1, rows} : memory::dims{cols, 1};
-  return memory::desc({rows, cols}, dt::f32, strides);
+  return memory::desc({rows, cols}, t, strides);
 }
 // A 2-D matrix with an explicit row stride (a batch of row-major blocks seen as one matrix).
-memory::desc mat_strided(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
-  return memory::desc({rows, cols}, dt::f32, memory::dims{row_stride, col_stride});
+memory::desc mat_strided(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride,
+                         dt t = dt::f32) {
+  return memory::desc({rows, cols}, t, memory::dims{row_stride, col_stride});
 }
 
 // A 2-D product oneDNN's jit sgemm can run: dst = alpha * op(A) op(B) + beta * dst, every
@@ -62,6 +69,9 @@ Sgemm plan_sgemm(const memory::desc& src, const memory::desc& wei, const memory:
                  const memory::desc& dst, float scale, bool accumulate, bool has_add) {
   Sgemm g;
   if (bias || has_add) return g;
+  for (const memory::desc* d : {&src, &wei, &dst}) {
+    if (d->data_type() != dt::f32) return g;  // sgemm is f32 only
+  }
   char tc = 'N';
   if (!sgemm_operand(src, &g.ta, &g.lda) || !sgemm_operand(wei, &g.tb, &g.ldb) ||
       !sgemm_operand(dst, &tc, &g.ldc) || tc != 'N') {
@@ -152,11 +162,23 @@ std::size_t max_scratch_bytes(std::initializer_list<const Matmul*> ms) {
   return bytes;
 }
 
-// Ones(1, M): the left operand of the bias-gradient GEMV (constant, kept as workspace).
-Tensor ones_vector(Backend& be, int64_t m) {
-  Tensor t = be.empty(Shape{m}, MemCategory::kWorkspace);
-  be.fill(t, 1.f);
-  return t;
+// Ones(1, M) of dtype `t`: the left operand of the bias-gradient GEMV (constant, kept as
+// workspace).
+Tensor ones_vector(Backend& be, int64_t m, DType t) {
+  Tensor v = be.empty(Shape{m}, MemCategory::kWorkspace, Layout::kRowMajor, t);
+  if (t == DType::kF32) {
+    be.fill(v, 1.f);
+  } else {
+    const std::vector<uint16_t> one(static_cast<std::size_t>(m), bf16_from_f32(1.f));
+    be.copy_from_host(v, one.data());
+  }
+  return v;
+}
+
+// dst = bf16(src) over n elements, rounded to nearest even (the weights' compute copy).
+void cast_to_bf16(const float* src, uint16_t* dst, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_from_f32(src[i]);
 }
 
 // The contract checked the dtype; oneDNN's matmul here is given plain row-major operands.
@@ -170,38 +192,49 @@ void check_row_major(const char* kind, const std::string& name, const char* arg,
 
 class LinearOneDnn final : public Layer {
  public:
+  static constexpr bool kTakesBf16 = true;  // x, y bf16; f32 master weights and gradients
+
   LinearOneDnn(Backend& be, const std::string& name, const LinearConfig& cfg,
                const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
     check_row_major(kind(), name, "x", in[0]);
     const int64_t K = in[0].shape[-1], N = cfg.out_features;
     M_ = in[0].shape.numel() / K;
+    bf16_ = in[0].dtype == DType::kBF16;
+    const dt a = dnnl_dtype(in[0].dtype);  // activations and the weights as the products read them
 
     memory::desc none;
     memory::desc bias_md = cfg.bias ? mat(1, N, false) : none;
     // y (M, N) = x (M, K) x w^T (K, N)
-    fwd_ = make_matmul(cpu_, kind(), name, "forward", mat(M_, K, false), mat(K, N, true), bias_md,
-                       mat(M_, N, false), 1.f, false);
+    fwd_ = make_matmul(cpu_, kind(), name, "forward", mat(M_, K, false, a), mat(K, N, true, a),
+                       bias_md, mat(M_, N, false, a), 1.f, false);
     // dx (M, K) = dy (M, N) x w (N, K)
-    dgrad_ = make_matmul(cpu_, kind(), name, "backward data", mat(M_, N, false), mat(N, K, false),
-                         none, mat(M_, K, false), 1.f, false);
-    // dw (N, K) += dy^T (N, M) x x (M, K)
-    wgrad_ = make_matmul(cpu_, kind(), name, "weight gradient", mat(N, M_, true), mat(M_, K, false),
-                         none, mat(N, K, false), 1.f, true);
+    dgrad_ = make_matmul(cpu_, kind(), name, "backward data", mat(M_, N, false, a),
+                         mat(N, K, false, a), none, mat(M_, K, false, a), 1.f, false);
+    // dw (N, K) += dy^T (N, M) x x (M, K), f32
+    wgrad_ = make_matmul(cpu_, kind(), name, "weight gradient", mat(N, M_, true, a),
+                         mat(M_, K, false, a), none, mat(N, K, false), 1.f, true);
     if (cfg.bias) {
-      // db (1, N) += ones (1, M) x dy (M, N)
-      bgrad_ = make_matmul(cpu_, kind(), name, "bias gradient", mat(1, M_, false),
-                           mat(M_, N, false), none, mat(1, N, false), 1.f, true);
-      ones_ = ones_vector(be, M_);
+      // db (1, N) += ones (1, M) x dy (M, N), f32
+      bgrad_ = make_matmul(cpu_, kind(), name, "bias gradient", mat(1, M_, false, a),
+                           mat(M_, N, false, a), none, mat(1, N, false), 1.f, true);
+      ones_ = ones_vector(be, M_, in[0].dtype);
     }
+    if (bf16_) transient(w16_, TensorDesc{Shape{N, K}, DType::kBF16});
     if (const std::size_t b = max_scratch_bytes({&fwd_, &dgrad_, &wgrad_, &bgrad_}))
       transient(scratch_, b);
   }
 
+  std::string implementation() const override {
+    if (!bf16_) return {};
+    return detail::concat("fwd ", fwd_.pd.impl_info_str(), " bwd ", dgrad_.pd.impl_info_str(), "/",
+                          wgrad_.pd.impl_info_str(), " (bf16 weights cast per call)");
+  }
+
   // y: (..., D_out)  x: (..., D_in)
   void fprop(MutTensorRefs y, TensorRefs x) override {
-    run(cpu_, fwd_, x[0]->raw(), params_[0].value.raw(),
-        cfg_.bias ? params_[1].value.raw() : nullptr, y[0]->raw(), scratch_, "Linear forward");
+    run(cpu_, fwd_, x[0]->raw(), weights(), cfg_.bias ? params_[1].value.raw() : nullptr,
+        y[0]->raw(), scratch_, "Linear forward");
   }
 
   // dx: (..., D_in)  dy: (..., D_out)  x: (..., D_in)
@@ -212,7 +245,7 @@ class LinearOneDnn final : public Layer {
 
   void dgrad(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (dx[0] != nullptr) {
-      run(cpu_, dgrad_, dy[0]->raw(), params_[0].value.raw(), nullptr, dx[0]->raw(), scratch_,
+      run(cpu_, dgrad_, dy[0]->raw(), weights(), nullptr, dx[0]->raw(), scratch_,
           "Linear backward data");
     }
   }
@@ -227,11 +260,20 @@ class LinearOneDnn final : public Layer {
   }
 
  private:
+  // The weights as the products read them: the f32 master, or its bf16 cast (made here).
+  const void* weights() {
+    if (!bf16_) return params_[0].value.raw();
+    cast_to_bf16(params_[0].value.f32(), w16_.data<uint16_t>(), params_[0].value.numel());
+    return w16_.raw();
+  }
+
   LinearConfig cfg_;
   CpuBackend& cpu_;
   int64_t M_ = 0;
+  bool bf16_ = false;
   Matmul fwd_, dgrad_, wgrad_, bgrad_;
   Tensor ones_, scratch_;
+  Tensor w16_;  // bf16 only: the weights' compute copy (transient)
 };
 
 TBD_REGISTER_LAYER(LinearConfig, DeviceKind::kCpu, LinearOneDnn);
@@ -246,6 +288,8 @@ TBD_REGISTER_LAYER(LinearConfig, DeviceKind::kCpu, LinearOneDnn);
 
 class GemmOneDnn final : public Layer {
  public:
+  static constexpr bool kTakesBf16 = true;  // a, b, y bf16; an f32 bias and its gradient
+
   GemmOneDnn(Backend& be, const std::string& name, const GemmConfig& cfg,
              const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
@@ -255,58 +299,60 @@ class GemmOneDnn final : public Layer {
     const int64_t B = d_.batch, M = d_.m, N = d_.n, K = d_.k, Bb = d_.b_shared ? 1 : B;
     const bool ta = cfg.trans_a, tb = cfg.trans_b;
     const float alpha = static_cast<float>(cfg.alpha);
+    const dt a = dnnl_dtype(in[0].dtype);
+    elem_ = dtype_size(in[0].dtype);
 
     memory::desc none;
     // The bias is a binary-add post-op rather than the matmul's bias argument: oneDNN 2.x
     // computes scale * (src x wei + bias), and the bias must not be scaled by alpha.
-    memory::desc bias_md = cfg.bias ? mat(1, 1, N, false) : none;
-    fwd_ = make_matmul(cpu_, kind(), name, "forward", mat(B, M, K, ta), mat(Bb, K, N, tb), none,
-                       mat(B, M, N, false), alpha, false, bias_md);
+    memory::desc bias_md = cfg.bias ? mat(1, 1, N, false) : none;  // f32
+    fwd_ = make_matmul(cpu_, kind(), name, "forward", mat(B, M, K, ta, a), mat(Bb, K, N, tb, a),
+                       none, mat(B, M, N, false, a), alpha, false, bias_md);
     // da
     if (!ta) {  // da (B, M, K) = alpha dY (B, M, N) x Bm^T (Bb, N, K)
-      dgrad_a_ = make_matmul(cpu_, kind(), name, "gradient of a", mat(B, M, N, false),
-                             mat(Bb, N, K, !tb), none, mat(B, M, K, false), alpha, false);
+      dgrad_a_ = make_matmul(cpu_, kind(), name, "gradient of a", mat(B, M, N, false, a),
+                             mat(Bb, N, K, !tb, a), none, mat(B, M, K, false, a), alpha, false);
     } else {  // da (B, K, M) = alpha Bm (Bb, K, N) x dY^T (B, N, M)
-      dgrad_a_ = make_matmul(cpu_, kind(), name, "gradient of a", mat(Bb, K, N, tb),
-                             mat(B, N, M, true), none, mat(B, K, M, false), alpha, false);
+      dgrad_a_ = make_matmul(cpu_, kind(), name, "gradient of a", mat(Bb, K, N, tb, a),
+                             mat(B, N, M, true, a), none, mat(B, K, M, false, a), alpha, false);
     }
     // db: stored (K, N) when !tb, (N, K) when tb.
     if (!d_.b_shared) {
       if (!tb) {  // db (B, K, N) = alpha A^T (B, K, M) x dY (B, M, N)
-        dgrad_b_ = make_matmul(cpu_, kind(), name, "gradient of b", mat(B, K, M, !ta),
-                               mat(B, M, N, false), none, mat(B, K, N, false), alpha, false);
+        dgrad_b_ = make_matmul(cpu_, kind(), name, "gradient of b", mat(B, K, M, !ta, a),
+                               mat(B, M, N, false, a), none, mat(B, K, N, false, a), alpha, false);
       } else {  // db (B, N, K) = alpha dY^T (B, N, M) x A (B, M, K)
-        dgrad_b_ = make_matmul(cpu_, kind(), name, "gradient of b", mat(B, N, M, true),
-                               mat(B, M, K, ta), none, mat(B, N, K, false), alpha, false);
+        dgrad_b_ = make_matmul(cpu_, kind(), name, "gradient of b", mat(B, N, M, true, a),
+                               mat(B, M, K, ta, a), none, mat(B, N, K, false, a), alpha, false);
       }
     } else if (!ta) {  // one 2-D product over the flattened B*M rows
-      memory::desc a_t = mat_strided(K, B * M, 1, K);   // A^T (K, B*M) of a (B*M, K)
-      memory::desc dy_t = mat_strided(N, B * M, 1, N);  // dY^T (N, B*M) of dy (B*M, N)
+      memory::desc a_t = mat_strided(K, B * M, 1, K, a);   // A^T (K, B*M) of a (B*M, K)
+      memory::desc dy_t = mat_strided(N, B * M, 1, N, a);  // dY^T (N, B*M) of dy (B*M, N)
       if (!tb) {
-        dgrad_b_ = make_matmul(cpu_, kind(), name, "gradient of b", a_t, mat(B * M, N, false), none,
-                               mat(K, N, false), alpha, false);
+        dgrad_b_ = make_matmul(cpu_, kind(), name, "gradient of b", a_t, mat(B * M, N, false, a),
+                               none, mat(K, N, false, a), alpha, false);
       } else {
-        dgrad_b_ = make_matmul(cpu_, kind(), name, "gradient of b", dy_t, mat(B * M, K, false),
-                               none, mat(N, K, false), alpha, false);
+        dgrad_b_ = make_matmul(cpu_, kind(), name, "gradient of b", dy_t, mat(B * M, K, false, a),
+                               none, mat(N, K, false, a), alpha, false);
       }
     } else {  // per batch: a_b stored (K, M)
       for (int acc = 0; acc < 2; ++acc) {
         Matmul& m = acc ? dgrad_b_acc_ : dgrad_b_;
         if (!tb) {  // db (K, N) (+)= alpha A_b^T (K, M) x dY_b (M, N)
-          m = make_matmul(cpu_, kind(), name, "gradient of b", mat(K, M, false), mat(M, N, false),
-                          none, mat(K, N, false), alpha, acc == 1);
+          m = make_matmul(cpu_, kind(), name, "gradient of b", mat(K, M, false, a),
+                          mat(M, N, false, a), none, mat(K, N, false, a), alpha, acc == 1);
         } else {  // db (N, K) (+)= alpha dY_b^T (N, M) x A_b (M, K)
-          m = make_matmul(cpu_, kind(), name, "gradient of b", mat(N, M, true), mat(M, K, true),
-                          none, mat(N, K, false), alpha, acc == 1);
+          m = make_matmul(cpu_, kind(), name, "gradient of b", mat(N, M, true, a),
+                          mat(M, K, true, a), none, mat(N, K, false, a), alpha, acc == 1);
         }
       }
       per_batch_db_ = true;
     }
     if (cfg.bias) {
       // dbias (1, N) += ones (1, B*M) x dy (B*M, N)
-      bgrad_ = make_matmul(cpu_, kind(), name, "bias gradient", mat(1, B * M, false),
-                           mat(B * M, N, false), none, mat(1, N, false), 1.f, true);
-      ones_ = ones_vector(be, B * M);
+      bgrad_ = make_matmul(cpu_, kind(), name, "bias gradient", mat(1, B * M, false, a),
+                           mat(B * M, N, false, a), none, mat(1, N, false), 1.f, true);
+      ones_ = ones_vector(be, B * M, in[0].dtype);
     }
     if (const std::size_t b =
             max_scratch_bytes({&fwd_, &dgrad_a_, &dgrad_b_, &dgrad_b_acc_, &bgrad_}))
@@ -343,8 +389,8 @@ class GemmOneDnn final : public Layer {
       } else {
         const int64_t a_stride = d_.m * d_.k, y_stride = d_.m * d_.n;
         for (int64_t i = 0; i < d_.batch; ++i) {
-          const float* ai = static_cast<const float*>(a) + i * a_stride;
-          const float* gi = static_cast<const float*>(g) + i * y_stride;
+          const char* ai = static_cast<const char*>(a) + i * a_stride * elem_;
+          const char* gi = static_cast<const char*>(g) + i * y_stride * elem_;
           const Matmul& m = i == 0 ? dgrad_b_ : dgrad_b_acc_;
           if (!tb) {
             run(cpu_, m, ai, gi, nullptr, db, scratch_, "Gemm gradient of b");
@@ -365,6 +411,7 @@ class GemmOneDnn final : public Layer {
   CpuBackend& cpu_;
   GemmDims d_;
   bool per_batch_db_ = false;
+  std::size_t elem_ = 4;  // bytes per element of a, b and y
   Matmul fwd_, dgrad_a_, dgrad_b_, dgrad_b_acc_, bgrad_;
   Tensor ones_, scratch_;
 };

@@ -316,6 +316,7 @@ TEST(Metrics, EveryCounterHasOneEntryAndPatternsMatch) {
                         "fp32_utilization",
                         "device_fp32_flop",
                         "tensor_utilization",
+                        "bf16_utilization",
                         "gpu_utilization",
                         "cpu_utilization",
                         "peak_memory_bytes",

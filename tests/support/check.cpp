@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/bf16.h"
 #include "core/random.h"
 
 namespace tbd::test {
@@ -100,6 +101,10 @@ Vec to_host(Backend& be, const Tensor& t) {
     std::vector<int32_t> h(t.numel());
     be.copy_to_host(h.data(), t);
     std::copy(h.begin(), h.end(), out.begin());
+  } else if (t.dtype() == DType::kBF16) {
+    std::vector<uint16_t> h(t.numel());
+    be.copy_to_host(h.data(), t);
+    for (std::size_t i = 0; i < h.size(); ++i) out[i] = f32_from_bf16(h[i]);
   } else {
     std::vector<float> h(t.numel());
     be.copy_to_host(h.data(), t);
@@ -115,6 +120,10 @@ void from_host(Backend& be, const Tensor& t, const Vec& v) {
     be.copy_from_host(t, h.data());
   } else if (t.dtype() == DType::kI32) {
     std::vector<int32_t> h(v.begin(), v.end());
+    be.copy_from_host(t, h.data());
+  } else if (t.dtype() == DType::kBF16) {  // rounded to nearest even
+    std::vector<uint16_t> h(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) h[i] = bf16_from_f32(static_cast<float>(v[i]));
     be.copy_from_host(t, h.data());
   } else {
     std::vector<float> h(v.begin(), v.end());

@@ -210,7 +210,8 @@ def _signed_log(ratio: float, direction: str) -> float:
 RELATIVE_TO = {
     "fp32_utilization": ("peak_fp32_flops",),
     "tensor_utilization": ("peak_tf32_flops",),
-    "roofline_utilization": ("peak_fp32_flops", "peak_tf32_flops",
+    "bf16_utilization": ("peak_bf16_flops",),
+    "roofline_utilization": ("peak_fp32_flops", "peak_tf32_flops", "peak_bf16_flops",
                              "peak_bandwidth_bytes_per_s", "roofline_compute_roof"),
     "bandwidth_utilization": ("peak_bandwidth_bytes_per_s",),
 }

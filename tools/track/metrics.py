@@ -50,6 +50,7 @@ _TBD_BUILTIN = {
     "fp32_utilization": ("higher", "fraction", False, "FP32 FLOP/s over peak"),
     "device_fp32_flop": ("info", "FLOP", False, "FP32 FLOPs executed on the GPU (CUPTI)"),
     "tensor_utilization": ("higher", "fraction", False, "TF32 tensor work over its peak"),
+    "bf16_utilization": ("higher", "fraction", False, "FLOP/s over the bf16 peak (bf16 math)"),
     "gpu_utilization": ("higher", "fraction", False, "kernel-busy fraction"),
     "cpu_utilization": ("info", "fraction", False, "process CPU time over wall x threads"),
     "peak_memory_bytes": ("lower", "bytes", True, "peak tracked memory"),

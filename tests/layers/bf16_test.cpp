@@ -1,0 +1,401 @@
+// tests/layers/bf16_test.cpp: --tbd_math=bf16 on the CPU. The kinds with a bf16 path (Conv2d,
+// Linear, Gemm) against float64 references under a bound derived from bf16's unit roundoff and
+// the conditioning of each sum (notes: precision_graphs.md A.3), fprop, dgrad and wgrad; that
+// oneDNN runs real bf16 kernels, not emulation; the per-kind policy and the casts the graph
+// inserts; the tiny models that train in bf16 against their fp32 loss curves.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "backends/backends.h"
+#include "core/bf16.h"
+#include "core/random.h"
+#include "layers/conv2d.h"
+#include "layers/linear.h"
+#include "layers/precision.h"
+#include "models/graph.h"
+#include "tests/models/overfit.h"
+#include "tests/models/tiny_models.h"
+#include "tests/support/check.h"
+
+namespace tbd::test {
+namespace {
+
+// bf16's unit roundoff (8 significant bits) and f32's.
+constexpr double kUBf16 = 0x1p-8;
+constexpr double kUF32 = 0x1p-24;
+
+// The bound every bf16 product is held to, per element: |got - ref| <= c * u_in * mag +
+// u_out * |ref| + tiny, where mag is the same sum over the operands' absolute values (|x| * |w|,
+// computed in float64), u_in bf16's unit roundoff (the weights are rounded to bf16 for the
+// product; the activations arrive in bf16 already), u_out that of the output's dtype, and c = 2
+// (measured 0.36 against c = 1 on a 3x3 convolution, notes A.3: headroom without slack). A
+// plain rtol would fail on outputs that cancel to near zero; this does not, and a wrong index or
+// a lost term still breaks it by orders of magnitude.
+void expect_within_bf16_bound(const std::string& what, const Vec& got, const Vec& ref,
+                              const Vec& mag, double u_out) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  ASSERT_EQ(mag.size(), ref.size()) << what;
+  int bad = 0;
+  double worst = 0;  // the largest error over its bound
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double bound = 2 * kUBf16 * mag[i] + u_out * std::abs(ref[i]) + 1e-6;
+    const double err = std::abs(got[i] - ref[i]);
+    worst = std::max(worst, err / bound);
+    if (!(err <= bound) && bad++ < 5) {
+      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", float64 " << ref[i]
+                    << ", error " << err << " over the bound " << bound;
+    }
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " outside the bound";
+  // A bf16 output that rounds nowhere did not come from bf16 arithmetic.
+  if (u_out == kUBf16 / 2) {
+    EXPECT_GT(worst, 0) << what << ": exactly equal everywhere";
+  }
+  std::cout << "  " << what << ": worst error / bound = " << worst << "\n";
+}
+
+Vec rounded_to_bf16(Vec v) {
+  for (double& x : v) x = f32_from_bf16(bf16_from_f32(static_cast<float>(x)));
+  return v;
+}
+Vec abs_of(Vec v) {
+  for (double& x : v) x = std::abs(x);
+  return v;
+}
+
+// The CPU backend in bf16, or nullptr where the CPU has no AVX512-BF16 (the reason in `why`).
+std::unique_ptr<Backend> bf16_backend(std::string* why) {
+  auto be = make_cpu_backend();
+  try {
+    be->set_math_mode(MathMode::kBf16);
+  } catch (const std::exception& e) {
+    *why = e.what();
+    return nullptr;
+  }
+  return be;
+}
+
+#define TBD_BF16_BACKEND(be)                            \
+  std::string why_;                                     \
+  auto be = bf16_backend(&why_);                        \
+  if (!be) GTEST_SKIP() << "no bf16 on this CPU: " << why_
+
+// Runs `layer` (inputs bf16, parameters f32) forward and backward on random values; returns the
+// bf16-rounded inputs and dy, the parameters, and what the layer computed.
+struct LayerRun {
+  std::vector<Vec> x, p, dy, y, dx, dp;
+};
+LayerRun run_layer(Backend& be, Layer& layer, uint64_t seed) {
+  LayerRun r;
+  std::vector<Tensor> x, dx, y, dy;
+  for (std::size_t k = 0; k < layer.input_descs().size(); ++k) {
+    const TensorDesc& d = layer.input_descs()[k];
+    r.x.push_back(rounded_to_bf16(random_vec(d.shape.numel(), seed + k)));
+    x.push_back(be.empty(d, MemCategory::kDynamic));
+    from_host(be, x.back(), r.x.back());
+    dx.push_back(be.empty(d, MemCategory::kDynamic));
+  }
+  for (std::size_t k = 0; k < layer.params().size(); ++k) {
+    Param& p = layer.params()[k];
+    r.p.push_back(random_vec(p.value.numel(), seed + 100 + k, -0.5, 0.5));
+    from_host(be, p.value, r.p.back());
+    be.fill(p.grad, 0.f);
+  }
+  for (std::size_t k = 0; k < layer.output_descs().size(); ++k) {
+    const TensorDesc& d = layer.output_descs()[k];
+    y.push_back(be.empty(d, MemCategory::kFeatureMaps));
+    r.dy.push_back(rounded_to_bf16(random_vec(d.shape.numel(), seed + 200 + k)));
+    dy.push_back(be.empty(d, MemCategory::kDynamic));
+    from_host(be, dy.back(), r.dy.back());
+  }
+  std::vector<const Tensor*> xp, yp, dyp;
+  std::vector<Tensor*> yw, dxw;
+  for (std::size_t k = 0; k < x.size(); ++k) xp.push_back(&x[k]), dxw.push_back(&dx[k]);
+  for (std::size_t k = 0; k < y.size(); ++k) yp.push_back(&y[k]), yw.push_back(&y[k]);
+  for (auto& t : dy) dyp.push_back(&t);
+  layer.forward(yw, xp);
+  layer.backward(dxw, dyp, xp, yp);
+  be.synchronize();
+  for (auto& t : y) r.y.push_back(to_host(be, t));
+  for (auto& t : dx) r.dx.push_back(to_host(be, t));
+  for (auto& p : layer.params()) r.dp.push_back(to_host(be, p.grad));
+  return r;
+}
+
+// ---- Conv2d ----
+
+struct ConvShape {
+  const char* name;
+  Shape x;  // (N, C, H, W)
+  int64_t k, kh, kw, stride, ph, pw;
+  Layout layout;
+  Conv2dConfig config() const {
+    Conv2dConfig c = Conv2dConfig::square(k, kh, stride, ph);
+    c.kernel_w = kw, c.pad_w = pw;
+    return c;
+  }
+};
+
+// y[n,k,p,q] = sum_{c,r,s} x[n,c,h,w] w[k,c,r,s]; dx and dw the adjoints (float64).
+struct DirectConv {
+  int64_t N, C, H, W, K, R, S, P, Q, st, ph, pw;
+  DirectConv(const ConvShape& c)
+      : N(c.x[0]), C(c.x[1]), H(c.x[2]), W(c.x[3]), K(c.k), R(c.kh), S(c.kw),
+        P((H + 2 * c.ph - R) / c.stride + 1), Q((W + 2 * c.pw - S) / c.stride + 1),
+        st(c.stride), ph(c.ph), pw(c.pw) {}
+  template <class F>
+  void each(F f) const {  // f(y index, x index, w index)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t p = 0; p < P; ++p)
+          for (int64_t q = 0; q < Q; ++q)
+            for (int64_t c = 0; c < C; ++c)
+              for (int64_t r = 0; r < R; ++r)
+                for (int64_t s = 0; s < S; ++s) {
+                  const int64_t h = p * st - ph + r, w = q * st - pw + s;
+                  if (h < 0 || h >= H || w < 0 || w >= W) continue;
+                  f(((n * K + k) * P + p) * Q + q, ((n * C + c) * H + h) * W + w,
+                    ((k * C + c) * R + r) * S + s);
+                }
+  }
+  Vec y(const Vec& x, const Vec& w) const {
+    Vec y(N * K * P * Q, 0.0);
+    each([&](int64_t yi, int64_t xi, int64_t wi) { y[yi] += x[xi] * w[wi]; });
+    return y;
+  }
+  Vec dx(const Vec& dy, const Vec& w) const {
+    Vec dx(N * C * H * W, 0.0);
+    each([&](int64_t yi, int64_t xi, int64_t wi) { dx[xi] += dy[yi] * w[wi]; });
+    return dx;
+  }
+  Vec dw(const Vec& dy, const Vec& x) const {
+    Vec dw(K * C * R * S, 0.0);
+    each([&](int64_t yi, int64_t xi, int64_t wi) { dw[wi] += dy[yi] * x[xi]; });
+    return dw;
+  }
+};
+
+class Conv2dBf16 : public ::testing::TestWithParam<ConvShape> {};
+
+TEST_P(Conv2dBf16, FpropDgradWgradWithinTheBf16BoundOfFloat64) {
+  TBD_BF16_BACKEND(be);
+  const ConvShape& c = GetParam();
+  auto layer =
+      make_layer(*be, "conv", c.config(), {TensorDesc{c.x, DType::kBF16, c.layout}});
+  ASSERT_EQ(layer->output_descs()[0].dtype, DType::kBF16);
+  // Real bf16 kernels in all three passes, never the emulation (avx512_core without _bf16) or
+  // the reference.
+  const std::string impl = layer->implementation();
+  EXPECT_TRUE(impl.find("avx512_core_bf16") != std::string::npos ||
+              impl.find("amx") != std::string::npos)
+      << impl;
+  EXPECT_EQ(impl.find("ref:"), std::string::npos) << impl;
+  EXPECT_EQ(impl.find(":avx512_core "), std::string::npos) << "emulated bf16: " << impl;
+
+  const LayerRun r = run_layer(*be, *layer, 7);
+  const DirectConv ref(c);
+  const Vec& x = r.x[0];
+  const Vec& w = r.p[0];
+  const Vec& dy = r.dy[0];
+  expect_within_bf16_bound("y", r.y[0], ref.y(x, w), ref.y(abs_of(x), abs_of(w)), kUBf16 / 2);
+  expect_within_bf16_bound("dx", r.dx[0], ref.dx(dy, w), ref.dx(abs_of(dy), abs_of(w)),
+                           kUBf16 / 2);
+  // The weight gradient is f32 (x and dy are exact bf16 values; only f32 sums round).
+  expect_within_bf16_bound("dw", r.dp[0], ref.dw(dy, x), ref.dw(abs_of(dy), abs_of(x)), kUF32);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Conv2dBf16,
+    ::testing::Values(
+        ConvShape{"stem", Shape{2, 3, 15, 15}, 16, 7, 7, 2, 3, 3, Layout::kRowMajor},
+        ConvShape{"blocked3x3", Shape{2, 32, 10, 10}, 32, 3, 3, 1, 1, 1, Layout::kNChw16c},
+        ConvShape{"strided3x3", Shape{2, 32, 9, 9}, 48, 3, 3, 2, 1, 1, Layout::kNChw16c},
+        ConvShape{"strided_valid", Shape{2, 32, 9, 9}, 16, 3, 3, 2, 0, 0, Layout::kNChw16c},
+        ConvShape{"strided_batch5", Shape{5, 32, 9, 9}, 32, 3, 3, 2, 1, 1, Layout::kNChw16c},
+        ConvShape{"row1x7", Shape{2, 16, 7, 7}, 32, 1, 7, 1, 0, 3, Layout::kNChw16c},
+        ConvShape{"col7x1", Shape{2, 16, 7, 7}, 16, 7, 1, 1, 3, 0, Layout::kNChw16c},
+        ConvShape{"pointwise", Shape{3, 64, 5, 5}, 16, 1, 1, 1, 0, 0, Layout::kNChw16c}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// ---- Linear and Gemm ----
+
+TEST(LinearBf16, FpropDgradWgradWithinTheBf16BoundOfFloat64) {
+  TBD_BF16_BACKEND(be);
+  const int64_t M = 24, K = 200, N = 40;
+  LinearConfig cfg;
+  cfg.out_features = N;
+  cfg.bias = true;
+  auto layer = make_layer(*be, "fc", cfg, {TensorDesc{Shape{M, K}, DType::kBF16}});
+  ASSERT_EQ(layer->output_descs()[0].dtype, DType::kBF16);
+  EXPECT_NE(layer->implementation().find("avx512_core_bf16"), std::string::npos)
+      << layer->implementation();
+  const LayerRun r = run_layer(*be, *layer, 11);
+  const Vec &x = r.x[0], &w = r.p[0], &b = r.p[1], &dy = r.dy[0];
+  Vec y(M * N), ym(M * N), dx(M * K, 0.0), dxm(M * K, 0.0), dw(N * K, 0.0), dwm(N * K, 0.0),
+      db(N, 0.0), dbm(N, 0.0);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = b[n], sm = std::abs(b[n]);
+      for (int64_t k = 0; k < K; ++k) {
+        s += x[m * K + k] * w[n * K + k];
+        sm += std::abs(x[m * K + k] * w[n * K + k]);
+        dx[m * K + k] += dy[m * N + n] * w[n * K + k];
+        dxm[m * K + k] += std::abs(dy[m * N + n] * w[n * K + k]);
+        dw[n * K + k] += dy[m * N + n] * x[m * K + k];
+        dwm[n * K + k] += std::abs(dy[m * N + n] * x[m * K + k]);
+      }
+      y[m * N + n] = s, ym[m * N + n] = sm;
+      db[n] += dy[m * N + n], dbm[n] += std::abs(dy[m * N + n]);
+    }
+  expect_within_bf16_bound("y", r.y[0], y, ym, kUBf16 / 2);
+  expect_within_bf16_bound("dx", r.dx[0], dx, dxm, kUBf16 / 2);
+  expect_within_bf16_bound("dw", r.dp[0], dw, dwm, kUF32);
+  expect_within_bf16_bound("db", r.dp[1], db, dbm, kUF32);
+}
+
+TEST(GemmBf16, BatchedProductAndGradientsWithinTheBf16BoundOfFloat64) {
+  TBD_BF16_BACKEND(be);
+  const int64_t B = 3, M = 8, K = 50, N = 12;
+  GemmConfig cfg;
+  cfg.trans_b = true;  // y = a b^T, as attention's q k^T
+  cfg.alpha = 0.5;
+  auto layer = make_layer(*be, "qk", cfg,
+                          {TensorDesc{Shape{B, M, K}, DType::kBF16},
+                           TensorDesc{Shape{B, N, K}, DType::kBF16}});
+  const LayerRun r = run_layer(*be, *layer, 13);
+  const Vec &a = r.x[0], &bm = r.x[1], &dy = r.dy[0];
+  Vec y(B * M * N), ym(B * M * N), da(B * M * K, 0.0), dam(B * M * K, 0.0), db(B * N * K, 0.0),
+      dbm(B * N * K, 0.0);
+  for (int64_t i = 0; i < B; ++i)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0, sm = 0;
+        const int64_t yi = (i * M + m) * N + n;
+        for (int64_t k = 0; k < K; ++k) {
+          const int64_t ai = (i * M + m) * K + k, bi = (i * N + n) * K + k;
+          s += 0.5 * a[ai] * bm[bi], sm += 0.5 * std::abs(a[ai] * bm[bi]);
+          da[ai] += 0.5 * dy[yi] * bm[bi], dam[ai] += 0.5 * std::abs(dy[yi] * bm[bi]);
+          db[bi] += 0.5 * dy[yi] * a[ai], dbm[bi] += 0.5 * std::abs(dy[yi] * a[ai]);
+        }
+        y[yi] = s, ym[yi] = sm;
+      }
+  expect_within_bf16_bound("y", r.y[0], y, ym, kUBf16 / 2);
+  expect_within_bf16_bound("da", r.dx[0], da, dam, kUBf16 / 2);
+  expect_within_bf16_bound("db", r.dx[1], db, dbm, kUBf16 / 2);
+}
+
+// ---- the backend and the policy ----
+
+TEST(CpuMath, Tf32IsRefusedAndBf16NeedsRealBf16Kernels) {
+  auto be = make_cpu_backend();
+  expect_error([&] { be->set_math_mode(MathMode::kTf32); }, {"tf32", "cpu"});
+  const std::string isa = be->describe().at("onednn_isa");
+  if (isa == "avx512_core_bf16" || isa == "avx512_core_amx") {
+    be->set_math_mode(MathMode::kBf16);
+    EXPECT_EQ(be->math_mode(), MathMode::kBf16);
+  } else {
+    expect_error([&] { be->set_math_mode(MathMode::kBf16); }, {"bf16", isa, "emulate"});
+    EXPECT_EQ(be->math_mode(), MathMode::kFp32);
+  }
+}
+
+TEST(Precision, TableIsSortedUniqueAndCoversEveryKindOfTheModels) {
+  std::set<std::string> kinds;
+  std::string last;
+  for (const KindPrecision& k : precision_table()) {
+    EXPECT_LT(last, k.kind) << "the table is sorted by kind, without repeats";
+    last = k.kind;
+    EXPECT_GT(std::strlen(k.why), 0u) << k.kind;
+  }
+  auto be = make_cpu_backend();
+  for (const TinyModel& m : tiny_models()) {
+    auto model = m.build(*be);
+    for (const Graph::Node& n : model->graph().nodes()) {
+      EXPECT_NO_THROW(kind_precision(n.layer->kind())) << m.name << ": " << n.layer->name();
+    }
+  }
+  expect_error([] { kind_precision("NoSuchKind"); }, {"NoSuchKind", "layers/precision.cpp"});
+}
+
+TEST(Precision, GraphCastsWhereTheKindsPoliciesMeetOnce) {
+  TBD_BF16_BACKEND(be);
+  auto model = build_resnet50(*be, resnet50_tiny());
+  Graph& g = model->graph();
+  int casts = 0;
+  std::set<std::pair<TensorId, DType>> converted;
+  for (const Graph::Node& n : g.nodes()) {
+    const Layer& l = *n.layer;
+    const Bf16Policy p = kind_precision(l.kind()).policy;
+    for (const TensorDesc& d : l.input_descs()) {
+      if (!is_floating(d.dtype)) continue;
+      if (p == Bf16Policy::kLowerPrecision) {
+        EXPECT_EQ(d.dtype, DType::kBF16) << l.name();
+      } else if (p == Bf16Policy::kFp32) {
+        EXPECT_EQ(d.dtype, DType::kF32) << l.name();
+      }
+    }
+    if (std::string(l.kind()) == "Reorder" && l.input_descs()[0].dtype != l.output_descs()[0].dtype) {
+      ++casts;
+      EXPECT_TRUE(converted.insert({n.inputs[0], l.output_descs()[0].dtype}).second)
+          << "tensor " << n.inputs[0] << " cast to " << to_string(l.output_descs()[0].dtype)
+          << " twice";
+      EXPECT_NE(l.name().find(".to_"), std::string::npos) << l.name();
+    }
+  }
+  EXPECT_GT(casts, 0);
+}
+
+TEST(Precision, KindsWithoutBf16ImplementationAreErrorsNamingThem) {
+  TBD_BF16_BACKEND(be);
+  // The Transformer's attention has no bf16 path on the CPU yet: an error, not an fp32 run.
+  expect_error([&] { build_transformer(*be, transformer_tiny()); },
+               {"MultiHeadAttention", "no bf16 implementation", "cpu"});
+}
+
+// ---- models: bf16 training against fp32 ----
+
+class Bf16Training : public ::testing::TestWithParam<TinyModel> {};
+
+// The same model, seed and data trained in fp32 and in bf16 for 40 steps on one batch. Pointwise
+// the curves part ways while the loss falls fast (a tiny model at a high learning rate is chaotic
+// there: fp32 against fp32 with another summation order parts the same way), so what is held is
+// what training means: the bf16 loss is finite, falls 80% as fp32's does (bf16-only weights, which
+// stop moving, would not: notes A.2), ends where fp32 ends (the mean of the last 10 losses within
+// 5% of the starting loss) and starts where fp32 starts (the first forward differs only by bf16
+// rounding: within 20%; measured 0.002% for ResNet-50 and 14% for Inception-v3, whose tiny
+// configuration normalizes 1x1 maps over a batch of 4). Reruns are bit-identical.
+TEST_P(Bf16Training, LossCurveFollowsFp32AndRerunsIdentically) {
+  TBD_BF16_BACKEND(be16);
+  auto be32 = make_cpu_backend();
+  constexpr int kSteps = 40, kTail = 10;
+  const std::vector<float> l32 = losses(*GetParam().build(*be32), kSteps);
+  const std::vector<float> l16 = losses(*GetParam().build(*be16), kSteps);
+  const std::vector<float> again = losses(*GetParam().build(*be16), kSteps);
+  EXPECT_EQ(l16, again);
+  expect_overfits(l32);
+  expect_overfits(l16);
+  auto tail_mean = [&](const std::vector<float>& l) {
+    double s = 0;
+    for (int i = kSteps - kTail; i < kSteps; ++i) s += l[i];
+    return s / kTail;
+  };
+  EXPECT_NEAR(tail_mean(l16), tail_mean(l32), 0.05 * l32[0]);
+  EXPECT_NEAR(l16[0], l32[0], 0.2 * l32[0]);
+  std::cout << "  " << GetParam().name << ": fp32 " << l32[0] << " -> " << tail_mean(l32)
+            << ", bf16 " << l16[0] << " -> " << tail_mean(l16) << " (first, mean of the last "
+            << kTail << ")\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, Bf16Training,
+    ::testing::Values(
+        TinyModel{"ResNet50", [](Backend& be) { return build_resnet50(be, resnet50_tiny()); }},
+        TinyModel{"InceptionV3",
+                  [](Backend& be) { return build_inception_v3(be, inception_v3_tiny()); }}),
+    TinyModelName());
+
+}  // namespace
+}  // namespace tbd::test
