@@ -30,8 +30,8 @@ Shape activation_output_shape(const std::string& name, const ActivationConfig& c
   TBD_LAYER_CHECK(x.shape.rank() >= 1, k, name, "input x must have rank >= 1, got ",
                   x.shape.to_string());
   check_positive(k, name, "x", x.shape);
-  TBD_LAYER_CHECK(x.dtype == DType::kF32, k, name, "input x must be f32, got ", to_string(x.dtype),
-                  " ", x.shape.to_string());
+  TBD_LAYER_CHECK(is_floating(x.dtype), k, name, "input x must be f32 or bf16, got ",
+                  to_string(x.dtype), " ", x.shape.to_string());
   TBD_LAYER_CHECK(x.layout == Layout::kRowMajor || (x.shape.rank() == 4 && x.shape[1] % 16 == 0), k,
                   name, "input x in nChw16c needs rank 4 and C % 16 == 0, got ",
                   x.shape.to_string());
@@ -69,7 +69,7 @@ Contract contract(const std::string& name, const ActivationConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   check_input_count(ActivationConfig::kKind, name, in, 1);
   const Shape ys = activation_output_shape(name, cfg, in[0]);
-  Contract c{{TensorDesc{ys, DType::kF32, in[0].layout}},
+  Contract c{{TensorDesc{ys, in[0].dtype, in[0].layout}},
              {},
              activation_flops(cfg, in[0].shape),
              activation_bytes(cfg, in[0].shape)};

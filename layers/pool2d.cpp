@@ -7,8 +7,8 @@ const char* to_string(PoolKind k) { return k == PoolKind::kMax ? "max" : "avg"; 
 
 static void check_pool_input(const char* k, const std::string& name, const TensorDesc& x) {
   check_rank(k, name, "x", x, 4, "(N, C, H, W)");
-  TBD_LAYER_CHECK(x.dtype == DType::kF32, k, name, "input x must be f32, got ", to_string(x.dtype),
-                  " ", x.shape.to_string());
+  TBD_LAYER_CHECK(is_floating(x.dtype), k, name, "input x must be f32 or bf16, got ",
+                  to_string(x.dtype), " ", x.shape.to_string());
   TBD_LAYER_CHECK(x.layout == Layout::kRowMajor || x.shape[1] % 16 == 0, k, name,
                   "input x in nChw16c needs C % 16 == 0, got ", x.shape.to_string());
 }
@@ -67,7 +67,7 @@ Contract contract(const std::string& name, const Pool2dConfig& cfg,
   const Shape ys = pool2d_output_shape(name, cfg, in[0]);
   // Saves x and y (the default): cuDNN's pooling backward reads both, where oneDNN's reads
   // neither (its max pooling keeps the argmax in a workspace of its own).
-  return Contract{{TensorDesc{ys, DType::kF32, in[0].layout}},
+  return Contract{{TensorDesc{ys, in[0].dtype, in[0].layout}},
                   {},
                   pool2d_flops(cfg, xs, ys),
                   pool2d_bytes(cfg, xs, ys)};
@@ -85,7 +85,7 @@ Contract contract(const std::string& name, const GlobalAvgPool2dConfig& cfg,
   (void)cfg;
   check_input_count(GlobalAvgPool2dConfig::kKind, name, in, 1);
   const Shape ys = global_avg_pool2d_output_shape(name, in[0]);
-  Contract c{{TensorDesc{ys}},
+  Contract c{{TensorDesc{ys, in[0].dtype}},
              {},
              global_avg_pool2d_flops(in[0].shape),
              global_avg_pool2d_bytes(in[0].shape)};

@@ -44,8 +44,9 @@ TensorDesc add_output_desc(const std::string& name, const std::vector<TensorDesc
                   " and x1 ", x[1].shape.to_string(), " must have the same shape");
   TBD_LAYER_CHECK(x[0].layout == x[1].layout, k, name, "inputs x0 ", x[0].to_string(), " and x1 ",
                   x[1].to_string(), " must have the same layout");
-  TBD_LAYER_CHECK(x[0].dtype == DType::kF32 && x[1].dtype == DType::kF32, k, name,
-                  "inputs must be f32, got x0 ", x[0].to_string(), " and x1 ", x[1].to_string());
+  TBD_LAYER_CHECK(is_floating(x[0].dtype) && x[0].dtype == x[1].dtype, k, name,
+                  "inputs must be both f32 or both bf16, got x0 ", x[0].to_string(), " and x1 ",
+                  x[1].to_string());
   return x[0];
 }
 
@@ -61,7 +62,7 @@ Bytes copy_bytes(const std::vector<TensorDesc>& x, const std::vector<TensorDesc>
   bool grads = true;  // gradients flow only through f32 data
   for (const TensorDesc& d : x) {
     moved += static_cast<double>(d.bytes());
-    grads = grads && d.dtype == DType::kF32;
+    grads = grads && is_floating(d.dtype);
   }
   for (const TensorDesc& d : y) moved += static_cast<double>(d.bytes());
   return Bytes{moved, grads ? moved : 0.0, 0};

@@ -18,6 +18,8 @@ using dnnl::memory;
 
 class ActivationOneDnn final : public Layer {
  public:
+  static constexpr bool kTakesBf16 = true;  // oneDNN's eltwise: bf16 in and out, f32 inside
+
   ActivationOneDnn(Backend& be, const std::string& name, const ActivationConfig& cfg,
                    const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
@@ -49,7 +51,7 @@ class ActivationOneDnn final : public Layer {
                alg_ == algorithm::eltwise_tanh_use_dst_for_bwd ||
                alg_ == algorithm::eltwise_logistic_use_dst_for_bwd ||
                alg_ == algorithm::eltwise_clip_v2_use_dst_for_bwd;
-    md_ = memory::desc({in[0].shape.numel()}, memory::data_type::f32, memory::format_tag::a);
+    md_ = memory::desc({in[0].shape.numel()}, dnnl_dtype(in[0].dtype), memory::format_tag::a);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     auto& eng = cpu_.engine();

@@ -7,6 +7,9 @@ namespace {
 
 class BatchNorm2dOneDnn final : public BatchNormOneDnn {
  public:
+  // oneDNN's bf16 batch normalization: x, y, dy, dx bf16; statistics, scale and shift f32.
+  static constexpr bool kTakesBf16 = true;
+
   BatchNorm2dOneDnn(Backend& be, const std::string& name, const BatchNorm2dConfig& cfg,
                     const std::vector<TensorDesc>& in)
       : BatchNormOneDnn(be, name, in, contract_of(name, cfg, in), batchnorm_spec(name, cfg, in)) {}

@@ -19,9 +19,11 @@
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/onednn.h"
+#include "core/bf16.h"
 #include "layers/batchnorm2d.h"
 
 namespace tbd::cpu {
@@ -41,7 +43,7 @@ class BatchNormOneDnn : public BatchNormLayer {
         blocked_(in[0].layout == Layout::kNChw16c),
         x_md_(in[0].shape == spec.nchw
                   ? md_of(in[0])
-                  : dnnl::memory::desc({N_, C_}, dnnl::memory::data_type::f32,  // rows: HW 1
+                  : dnnl::memory::desc({N_, C_}, dnnl_dtype(in[0].dtype),  // rows: HW 1
                                        dnnl::memory::format_tag::nc)),
         cpu_(as_cpu(be)),
         who_fwd_(std::string(spec.kind) + " forward"),
@@ -185,19 +187,40 @@ class BatchNormOneDnn : public BatchNormLayer {
 
   // Eval mode without parameter gradients (a frozen layer): dx = g * gamma / sqrt(var + eps),
   // g = dy (0 where relu_y, when given, is 0). One streaming pass in memory order (plain or
-  // nChw16c), unlike own_backward's per-channel walk.
+  // nChw16c), unlike own_backward's per-channel walk; f32 or bf16 tensors (f32 arithmetic).
   void eval_dx(const Tensor& dy, const Tensor* relu_y, const Tensor& var, Tensor& dx) {
-    const int64_t C = C_, HW = HW_, NC = N_ * C_;
-    const bool blocked = blocked_;
-    const float* dyp = dy.f32();
-    const float* yp = relu_y ? relu_y->f32() : nullptr;
     const float* vp = var.f32();
     const float* gamma = params_[0].value.f32();
-    float* dxp = dx.f32();
     float* scale = dscale_.f32();  // workspace: gamma * rstd per channel
-    for (int64_t c = 0; c < C; ++c) {
+    for (int64_t c = 0; c < C_; ++c) {
       scale[c] = static_cast<float>(gamma[c] / std::sqrt(static_cast<double>(vp[c]) + spec_.eps));
     }
+    if (dy.dtype() == DType::kBF16) {
+      eval_dx_pass(dy.data<const uint16_t>(), relu_y ? relu_y->data<const uint16_t>() : nullptr,
+                   dx.data<uint16_t>(), scale);
+    } else {
+      eval_dx_pass(dy.f32(), relu_y ? relu_y->f32() : nullptr, dx.f32(), scale);
+    }
+  }
+
+  template <class T>
+  void eval_dx_pass(const T* dyp, const T* yp, T* dxp, const float* scale) const {
+    auto load = [](T v) {
+      if constexpr (std::is_same_v<T, float>) {
+        return v;
+      } else {
+        return f32_from_bf16(v);
+      }
+    };
+    auto store = [](float v) {
+      if constexpr (std::is_same_v<T, float>) {
+        return v;
+      } else {
+        return bf16_from_f32(v);
+      }
+    };
+    const int64_t C = C_, HW = HW_, NC = N_ * C_;
+    const bool blocked = blocked_;
     // Rows of HW (plain: one channel each) or of 16 * HW (nChw16c: 16 channels interleaved).
     const int64_t rows = blocked ? NC / 16 : NC, len = blocked ? 16 * HW : HW;
 #pragma omp parallel for schedule(static)
@@ -208,18 +231,26 @@ class BatchNormOneDnn : public BatchNormLayer {
         for (int64_t j = 0; j < HW; ++j) {
           const int64_t o = off + 16 * j;
           for (int64_t k = 0; k < 16; ++k) {
-            const float g = yp && yp[o + k] <= 0 ? 0.f : dyp[o + k];
-            dxp[o + k] = g * s[k];
+            const float g = yp && load(yp[o + k]) <= 0 ? 0.f : load(dyp[o + k]);
+            dxp[o + k] = store(g * s[k]);
           }
         }
       } else {
         const float s = scale[r % C];
         for (int64_t i = 0; i < len; ++i) {
-          const float g = yp && yp[off + i] <= 0 ? 0.f : dyp[off + i];
-          dxp[off + i] = g * s;
+          const float g = yp && load(yp[off + i]) <= 0 ? 0.f : load(dyp[off + i]);
+          dxp[off + i] = store(g * s);
         }
       }
     }
+  }
+
+  // own_backward is f32 only: under bf16 its paths (no input gradient, the eval-mode backward
+  // with the fused ReLU) are an error naming them rather than a misread buffer.
+  void check_f32_path(const Tensor& dy, const char* path) const {
+    TBD_CHECK(dy.dtype() == DType::kF32, spec_.kind, " '", name(), "': ", path,
+              " has no bf16 path (bf16 batch normalization runs in training mode with an input ",
+              "gradient)");
   }
 
   // With g = dy (0 where relu_y, when given, is 0): dgamma += sum g * (x - mean) / sqrt(var +
@@ -227,6 +258,8 @@ class BatchNormOneDnn : public BatchNormLayer {
   // constant statistics) also dx = g * gamma / sqrt(var + eps). Plain and nChw16c offsets.
   void own_backward(const Tensor& dy, const Tensor& x, const Tensor* relu_y, const Tensor& mean,
                     const Tensor& var, Tensor* dx) {
+    check_f32_path(dy, dx ? "the eval-mode backward with the fused ReLU"
+                          : "the backward without an input gradient");
     const int64_t N = N_, C = C_, HW = HW_;
     const bool blocked = blocked_;
     const float* xp = x.f32();

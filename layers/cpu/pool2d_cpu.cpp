@@ -102,6 +102,8 @@ int64_t right_pad(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64
 
 class Pool2dOneDnn final : public Layer {
  public:
+  static constexpr bool kTakesBf16 = true;  // oneDNN's pooling (average accumulated in f32)
+
   Pool2dOneDnn(Backend& be, const std::string& name, const Pool2dConfig& cfg,
                const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
@@ -135,12 +137,14 @@ class Pool2dOneDnn final : public Layer {
 
 class GlobalAvgPool2dOneDnn final : public Layer {
  public:
+  static constexpr bool kTakesBf16 = true;
+
   GlobalAvgPool2dOneDnn(Backend& be, const std::string& name, const GlobalAvgPool2dConfig& cfg,
                         const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract_of(name, cfg, in)) {
     const Shape& xs = in[0].shape;
     // (N, C, 1, 1) in x's layout: the same bytes as y's (N, C) row-major (see the top).
-    TensorDesc y4{Shape{xs[0], xs[1], 1, 1}, DType::kF32, in[0].layout};
+    TensorDesc y4{Shape{xs[0], xs[1], 1, 1}, in[0].dtype, in[0].layout};
     prims_ = std::make_unique<PoolingPrims>(
         as_cpu(be), kind(), name, in[0], dnnl::algorithm::pooling_avg_exclude_padding, md_of(in[0]),
         md_of(y4), memory::dims{1, 1}, memory::dims{xs[2], xs[3]}, memory::dims{0, 0},

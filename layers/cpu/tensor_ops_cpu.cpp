@@ -57,11 +57,13 @@ int64_t prod(const Shape& s, int from, int to) {
 
 class AddOneDnn final : public Layer {
  public:
+  static constexpr bool kTakesBf16 = true;
+
   AddOneDnn(Backend& be, const std::string& name, const AddConfig& cfg,
             const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract_of(name, cfg, in)), cpu_(as_cpu(be)) {
     // Both inputs and y share one layout, so the op is elementwise over the dense buffers.
-    md_ = memory::desc({in[0].shape.numel()}, memory::data_type::f32, memory::format_tag::a);
+    md_ = memory::desc({in[0].shape.numel()}, dnnl_dtype(in[0].dtype), memory::format_tag::a);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     try {
@@ -152,6 +154,8 @@ struct AxisCut {
 
 class ConcatCpu final : public Layer {
  public:
+  static constexpr bool kTakesBf16 = true;  // byte copies
+
   ConcatCpu(Backend& be, const std::string& name, const ConcatConfig& cfg,
             const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract_of(name, cfg, in)) {

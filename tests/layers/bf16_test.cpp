@@ -1,8 +1,9 @@
-// tests/layers/bf16_test.cpp: --tbd_math=bf16 on the CPU. The kinds with a bf16 path (Conv2d,
+// tests/layers/bf16_test.cpp: --tbd_math=bf16 on the CPU. The kinds that compute in bf16 (Conv2d,
 // Linear, Gemm) against float64 references under a bound derived from bf16's unit roundoff and
 // the conditioning of each sum (notes: precision_graphs.md A.3), fprop, dgrad and wgrad; that
-// oneDNN runs real bf16 kernels, not emulation; the per-kind policy and the casts the graph
-// inserts; the tiny models that train in bf16 against their fp32 loss curves.
+// oneDNN runs real bf16 kernels, not emulation; the kinds that run as their input (activations,
+// batch norm, pooling, add, concat) against themselves in f32; the per-kind policy and the casts
+// the graph inserts; the tiny models that train in bf16 against their fp32 loss curves.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,9 +13,13 @@
 #include "backends/backends.h"
 #include "core/bf16.h"
 #include "core/random.h"
+#include "layers/activation.h"
+#include "layers/batchnorm2d.h"
 #include "layers/conv2d.h"
 #include "layers/linear.h"
+#include "layers/pool2d.h"
 #include "layers/precision.h"
+#include "layers/tensor_ops.h"
 #include "models/graph.h"
 #include "tests/models/overfit.h"
 #include "tests/models/tiny_models.h"
@@ -78,9 +83,9 @@ std::unique_ptr<Backend> bf16_backend(std::string* why) {
   return be;
 }
 
-#define TBD_BF16_BACKEND(be)                            \
-  std::string why_;                                     \
-  auto be = bf16_backend(&why_);                        \
+#define TBD_BF16_BACKEND(be)     \
+  std::string why_;              \
+  auto be = bf16_backend(&why_); \
   if (!be) GTEST_SKIP() << "no bf16 on this CPU: " << why_
 
 // Runs `layer` (inputs bf16, parameters f32) forward and backward on random values; returns the
@@ -143,9 +148,18 @@ struct ConvShape {
 struct DirectConv {
   int64_t N, C, H, W, K, R, S, P, Q, st, ph, pw;
   DirectConv(const ConvShape& c)
-      : N(c.x[0]), C(c.x[1]), H(c.x[2]), W(c.x[3]), K(c.k), R(c.kh), S(c.kw),
-        P((H + 2 * c.ph - R) / c.stride + 1), Q((W + 2 * c.pw - S) / c.stride + 1),
-        st(c.stride), ph(c.ph), pw(c.pw) {}
+      : N(c.x[0]),
+        C(c.x[1]),
+        H(c.x[2]),
+        W(c.x[3]),
+        K(c.k),
+        R(c.kh),
+        S(c.kw),
+        P((H + 2 * c.ph - R) / c.stride + 1),
+        Q((W + 2 * c.pw - S) / c.stride + 1),
+        st(c.stride),
+        ph(c.ph),
+        pw(c.pw) {}
   template <class F>
   void each(F f) const {  // f(y index, x index, w index)
     for (int64_t n = 0; n < N; ++n)
@@ -183,8 +197,7 @@ class Conv2dBf16 : public ::testing::TestWithParam<ConvShape> {};
 TEST_P(Conv2dBf16, FpropDgradWgradWithinTheBf16BoundOfFloat64) {
   TBD_BF16_BACKEND(be);
   const ConvShape& c = GetParam();
-  auto layer =
-      make_layer(*be, "conv", c.config(), {TensorDesc{c.x, DType::kBF16, c.layout}});
+  auto layer = make_layer(*be, "conv", c.config(), {TensorDesc{c.x, DType::kBF16, c.layout}});
   ASSERT_EQ(layer->output_descs()[0].dtype, DType::kBF16);
   // Real bf16 kernels in all three passes, never the emulation (avx512_core without _bf16) or
   // the reference.
@@ -201,8 +214,7 @@ TEST_P(Conv2dBf16, FpropDgradWgradWithinTheBf16BoundOfFloat64) {
   const Vec& w = r.p[0];
   const Vec& dy = r.dy[0];
   expect_within_bf16_bound("y", r.y[0], ref.y(x, w), ref.y(abs_of(x), abs_of(w)), kUBf16 / 2);
-  expect_within_bf16_bound("dx", r.dx[0], ref.dx(dy, w), ref.dx(abs_of(dy), abs_of(w)),
-                           kUBf16 / 2);
+  expect_within_bf16_bound("dx", r.dx[0], ref.dx(dy, w), ref.dx(abs_of(dy), abs_of(w)), kUBf16 / 2);
   // The weight gradient is f32 (x and dy are exact bf16 values; only f32 sums round).
   expect_within_bf16_bound("dw", r.dp[0], ref.dw(dy, x), ref.dw(abs_of(dy), abs_of(x)), kUF32);
 }
@@ -262,9 +274,9 @@ TEST(GemmBf16, BatchedProductAndGradientsWithinTheBf16BoundOfFloat64) {
   GemmConfig cfg;
   cfg.trans_b = true;  // y = a b^T, as attention's q k^T
   cfg.alpha = 0.5;
-  auto layer = make_layer(*be, "qk", cfg,
-                          {TensorDesc{Shape{B, M, K}, DType::kBF16},
-                           TensorDesc{Shape{B, N, K}, DType::kBF16}});
+  auto layer = make_layer(
+      *be, "qk", cfg,
+      {TensorDesc{Shape{B, M, K}, DType::kBF16}, TensorDesc{Shape{B, N, K}, DType::kBF16}});
   const LayerRun r = run_layer(*be, *layer, 13);
   const Vec &a = r.x[0], &bm = r.x[1], &dy = r.dy[0];
   Vec y(B * M * N), ym(B * M * N), da(B * M * K, 0.0), dam(B * M * K, 0.0), db(B * N * K, 0.0),
@@ -285,6 +297,81 @@ TEST(GemmBf16, BatchedProductAndGradientsWithinTheBf16BoundOfFloat64) {
   expect_within_bf16_bound("y", r.y[0], y, ym, kUBf16 / 2);
   expect_within_bf16_bound("da", r.dx[0], da, dam, kUBf16 / 2);
   expect_within_bf16_bound("db", r.dx[1], db, dbm, kUBf16 / 2);
+}
+
+// ---- the kinds that run as their input: bf16 against the same layer in f32 ----
+
+// The layer in bf16 against itself in f32 on the same values (bf16-exact inputs and dy, the same
+// parameters), the f32 layer being held to float64 by its own suite: each output, input gradient
+// and parameter gradient within bf16 rounding of the f32 result, |bf16 - f32| <= u_out * |f32| +
+// 4 u_bf16 * rms(f32) (the rms term covers values that cancel to near zero after an f32 sum, as
+// a normalization's mean subtraction does). f32 outputs (the parameter gradients) get u_out =
+// 2^-24 plus the same rms term: the f32 reductions over bf16 inputs may sum in another order.
+template <class Config>
+void expect_bf16_follows_f32(const Config& cfg, std::vector<TensorDesc> in) {
+  TBD_BF16_BACKEND(be16);
+  auto be32 = make_cpu_backend();
+  std::vector<TensorDesc> in32 = in;
+  for (TensorDesc& d : in32) d.dtype = DType::kF32;
+  auto l16 = make_layer(*be16, "l", cfg, in);
+  auto l32 = make_layer(*be32, "l", cfg, in32);
+  for (const TensorDesc& d : l16->output_descs()) ASSERT_EQ(d.dtype, DType::kBF16);
+  const LayerRun a = run_layer(*be16, *l16, 5), b = run_layer(*be32, *l32, 5);
+  auto near = [](const std::string& what, const Vec& got, const Vec& ref, double u_out) {
+    double ss = 0;
+    for (double v : ref) ss += v * v;
+    const double rms = ref.empty() ? 0 : std::sqrt(ss / static_cast<double>(ref.size()));
+    int bad = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      const double bound = u_out * std::abs(ref[i]) + 4 * kUBf16 * rms + 1e-7;
+      if (!(std::abs(got[i] - ref[i]) <= bound) && bad++ < 5) {
+        ADD_FAILURE() << what << "[" << i << "]: bf16 " << got[i] << ", f32 " << ref[i];
+      }
+    }
+    EXPECT_EQ(bad, 0) << what;
+  };
+  for (std::size_t k = 0; k < a.y.size(); ++k) near("y", a.y[k], b.y[k], kUBf16);
+  for (std::size_t k = 0; k < a.dx.size(); ++k) near("dx", a.dx[k], b.dx[k], kUBf16);
+  for (std::size_t k = 0; k < a.dp.size(); ++k) near("dparam", a.dp[k], b.dp[k], kUF32);
+  const std::string impl = l16->implementation();
+  EXPECT_EQ(impl.find("ref:"), std::string::npos) << impl;
+}
+
+TEST(AsInputBf16, ReluBlocked) {
+  expect_bf16_follows_f32(ActivationConfig{},
+                          {TensorDesc{Shape{2, 32, 5, 5}, DType::kBF16, Layout::kNChw16c}});
+}
+TEST(AsInputBf16, GeluPlain) {
+  ActivationConfig c;
+  c.act = ActKind::kGelu;
+  expect_bf16_follows_f32(c, {TensorDesc{Shape{6, 50}, DType::kBF16}});
+}
+TEST(AsInputBf16, BatchNormBlockedAndPlainWithFusedRelu) {
+  expect_bf16_follows_f32(BatchNorm2dConfig{},
+                          {TensorDesc{Shape{4, 32, 6, 6}, DType::kBF16, Layout::kNChw16c}});
+  BatchNorm2dConfig relu;
+  relu.relu = true;
+  expect_bf16_follows_f32(relu, {TensorDesc{Shape{3, 5, 7, 7}, DType::kBF16}});
+}
+TEST(AsInputBf16, FrozenBatchNorm) {
+  BatchNorm2dConfig frozen;
+  frozen.frozen = true;
+  frozen.relu = true;
+  expect_bf16_follows_f32(frozen, {TensorDesc{Shape{2, 16, 4, 4}, DType::kBF16, Layout::kNChw16c}});
+}
+TEST(AsInputBf16, MaxAndAveragePooling) {
+  expect_bf16_follows_f32(Pool2dConfig::square(PoolKind::kMax, 3, 2, 1),
+                          {TensorDesc{Shape{2, 16, 9, 9}, DType::kBF16, Layout::kNChw16c}});
+  expect_bf16_follows_f32(Pool2dConfig::square(PoolKind::kAvg, 3, 1, 1),
+                          {TensorDesc{Shape{2, 3, 7, 7}, DType::kBF16}});
+  expect_bf16_follows_f32(GlobalAvgPool2dConfig{},
+                          {TensorDesc{Shape{3, 32, 5, 5}, DType::kBF16, Layout::kNChw16c}});
+}
+TEST(AsInputBf16, AddAndConcat) {
+  const TensorDesc x{Shape{2, 32, 3, 3}, DType::kBF16, Layout::kNChw16c};
+  expect_bf16_follows_f32(AddConfig{}, {x, x});
+  expect_bf16_follows_f32(ConcatConfig{},
+                          {x, TensorDesc{Shape{2, 16, 3, 3}, DType::kBF16, Layout::kNChw16c}});
 }
 
 // ---- the backend and the policy ----
@@ -337,7 +424,8 @@ TEST(Precision, GraphCastsWhereTheKindsPoliciesMeetOnce) {
         EXPECT_EQ(d.dtype, DType::kF32) << l.name();
       }
     }
-    if (std::string(l.kind()) == "Reorder" && l.input_descs()[0].dtype != l.output_descs()[0].dtype) {
+    if (std::string(l.kind()) == "Reorder" &&
+        l.input_descs()[0].dtype != l.output_descs()[0].dtype) {
       ++casts;
       EXPECT_TRUE(converted.insert({n.inputs[0], l.output_descs()[0].dtype}).second)
           << "tensor " << n.inputs[0] << " cast to " << to_string(l.output_descs()[0].dtype)
