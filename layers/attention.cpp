@@ -16,8 +16,8 @@ AttentionDims attention_dims(const std::string& name, const MultiHeadAttentionCo
                   "invalid config: dropout=", c.dropout, " (must be in [0, 1))");
   const TensorDesc& q = in[0];
   check_rank(k, name, "q_in", q, 3, "(N, Tq, D)");
-  TBD_LAYER_CHECK(q.dtype == DType::kF32 && q.layout == Layout::kRowMajor, k, name,
-                  "input q_in must be f32 row-major, got ", q.to_string());
+  TBD_LAYER_CHECK(is_floating(q.dtype) && q.layout == Layout::kRowMajor, k, name,
+                  "input q_in must be f32 or bf16 row-major, got ", q.to_string());
   AttentionDims d{q.shape[0], q.shape[1], q.shape[1], q.shape[2], c.num_heads, 0};
   TBD_LAYER_CHECK(d.D % d.h == 0, k, name, "input q_in ", q.shape.to_string(), ": D=", d.D,
                   " must be divisible by num_heads=", d.h);
@@ -25,8 +25,8 @@ AttentionDims attention_dims(const std::string& name, const MultiHeadAttentionCo
   if (c.cross) {
     const TensorDesc& kv = in[1];
     check_rank(k, name, "kv_in", kv, 3, "(N, Tk, D)");
-    TBD_LAYER_CHECK(kv.dtype == DType::kF32 && kv.layout == Layout::kRowMajor, k, name,
-                    "input kv_in must be f32 row-major, got ", kv.to_string());
+    TBD_LAYER_CHECK(kv.dtype == q.dtype && kv.layout == Layout::kRowMajor, k, name,
+                    "input kv_in must be row-major in q_in's dtype, got ", kv.to_string());
     TBD_LAYER_CHECK(kv.shape[0] == d.N && kv.shape[2] == d.D, k, name, "input kv_in ",
                     kv.shape.to_string(), " must have N=", d.N, " and D=", d.D, " like q_in ",
                     q.shape.to_string());
@@ -91,7 +91,7 @@ Contract contract(const std::string& name, const MultiHeadAttentionConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   const AttentionDims d = attention_dims(name, cfg, in);
   Contract c;
-  c.outputs = {TensorDesc{attention_output_shape(d)}};
+  c.outputs = {TensorDesc{attention_output_shape(d), in[0].dtype}};
   for (const char* w : {"wq", "wk", "wv", "wo"}) {
     c.params.push_back({w, Shape{d.D, d.D}, Init::kXavierUniform, d.D, d.D, true});
   }

@@ -8,7 +8,8 @@ Shape dropout_output_shape(const std::string& name, const DropoutConfig& cfg, co
   TBD_LAYER_CHECK(x.shape.rank() >= 1, k, name, "input x must have rank >= 1, got ",
                   x.shape.to_string());
   check_positive(k, name, "x", x.shape);
-  TBD_LAYER_CHECK(x.dtype == DType::kF32, k, name, "input x must be f32, got ", x.to_string());
+  TBD_LAYER_CHECK(is_floating(x.dtype), k, name, "input x must be f32 or bf16, got ",
+                  x.to_string());
   TBD_LAYER_CHECK(x.layout == Layout::kRowMajor || (x.shape.rank() == 4 && x.shape[1] % 16 == 0), k,
                   name, "blocked input x must be (N, C, H, W) with C % 16 == 0, got ",
                   x.to_string());

@@ -6,7 +6,9 @@
 // four elements; the mask depends only on (key, step, i), never on the thread schedule.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
+#include "core/bf16.h"
 #include "layers/dropout.h"
 
 namespace tbd::cpu {
@@ -15,8 +17,23 @@ namespace {
 // Below this many elements a parallel region costs more than it saves.
 constexpr int64_t kParallelMin = 16384;
 
+// Elements as f32 in registers: f32 as is, bf16 widened and rounded back (exact for the mask's
+// zeros and for x * 1/(1 - p) up to one rounding).
+inline float load(float v) { return v; }
+inline float load(uint16_t v) { return f32_from_bf16(v); }
+template <class T>
+T store(float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    return bf16_from_f32(v);
+  }
+}
+
 class DropoutCpu final : public Layer {
  public:
+  static constexpr bool kTakesBf16 = true;  // f32 or bf16, y and dx in x's dtype
+
   DropoutCpu(Backend& be, const std::string& name, const DropoutConfig& cfg,
              const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
@@ -36,10 +53,28 @@ class DropoutCpu final : public Layer {
 
   // y: like x  x: any shape
   void fprop(MutTensorRefs y, TensorRefs x) override {
-    const float* in = x[0]->f32();
-    float* out = y[0]->f32();
+    if (x[0]->dtype() == DType::kBF16) {
+      forward(x[0]->data<const uint16_t>(), y[0]->data<uint16_t>());
+    } else {
+      forward(x[0]->f32(), y[0]->f32());
+    }
+  }
+
+  // dx: like x  dy: like y
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
+    if (dx[0] == nullptr) return;
+    if (dy[0]->dtype() == DType::kBF16) {
+      backward(dy[0]->data<const uint16_t>(), dx[0]->data<uint16_t>());
+    } else {
+      backward(dy[0]->f32(), dx[0]->f32());
+    }
+  }
+
+ private:
+  template <class T>
+  void forward(const T* in, T* out) {
     if (!training_) {
-      if (out != in) std::memcpy(out, in, static_cast<std::size_t>(E_) * sizeof(float));
+      if (out != in) std::memcpy(out, in, static_cast<std::size_t>(E_) * sizeof(T));
       return;
     }
     uint8_t* mask = mask_.data<uint8_t>();
@@ -54,28 +89,24 @@ class DropoutCpu final : public Layer {
       for (int64_t i = 4 * j; i < i1; ++i) {
         const bool keep = ((h >> (16 * (i & 3))) & 0xFFFFu) >= thr;  // = dropout_keep
         mask[i] = keep;
-        out[i] = keep ? in[i] * s : 0.f;
+        out[i] = store<T>(keep ? load(in[i]) * s : 0.f);
       }
     }
   }
 
-  // dx: like x  dy: like y
-  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
-    if (dx[0] == nullptr) return;
-    const float* g = dy[0]->f32();
-    float* out = dx[0]->f32();
+  template <class T>
+  void backward(const T* g, T* out) const {
     const int64_t E = E_;
     if (!training_) {
-      if (out != g) std::memcpy(out, g, static_cast<std::size_t>(E) * sizeof(float));
+      if (out != g) std::memcpy(out, g, static_cast<std::size_t>(E) * sizeof(T));
       return;
     }
     const uint8_t* mask = mask_.data<uint8_t>();
     const float s = scale_;
 #pragma omp parallel for simd schedule(static) if (parallel : E > kParallelMin)
-    for (int64_t i = 0; i < E; ++i) out[i] = mask[i] ? g[i] * s : 0.f;
+    for (int64_t i = 0; i < E; ++i) out[i] = store<T>(mask[i] ? load(g[i]) * s : 0.f);
   }
 
- private:
   DropoutConfig cfg_;
   int64_t E_ = 0;
   uint64_t key_ = 0;

@@ -20,6 +20,34 @@ def identity(module):
     return module
 
 
+def autocast_bf16(torch, inner):
+    """A `wrap` for --math=bf16: `inner` (identity or torch.compile) applied to the network, its
+    forward run under torch.autocast("cpu", dtype=torch.bfloat16), PyTorch's CPU mixed
+    precision, and its floating outputs returned as f32, so that the loss outside runs in f32 as
+    autocast's policy has it (tbd's graph casts the logits before its loss the same way). The
+    backward and the optimizer run outside autocast, as PyTorch's AMP examples have them."""
+    def to_f32(out):
+        if isinstance(out, torch.Tensor):
+            return out.float() if out.is_floating_point() else out
+        if isinstance(out, tuple) and hasattr(out, "_fields"):  # a namedtuple (Inception's)
+            return type(out)(*(to_f32(o) for o in out))
+        if isinstance(out, (tuple, list)):
+            return type(out)(to_f32(o) for o in out)
+        if isinstance(out, dict):
+            return {k: to_f32(v) for k, v in out.items()}
+        return out
+
+    def wrap(module):
+        f = inner(module)
+
+        def forward(*args, **kwargs):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                out = f(*args, **kwargs)
+            return to_f32(out)
+        return forward
+    return wrap
+
+
 def count_params(nets):
     return sum(p.numel() for net in nets for p in net.parameters())
 

@@ -40,7 +40,7 @@ import sys
 import time
 
 from . import MODULES, module
-from .common import blas_info, identity
+from .common import autocast_bf16, blas_info, identity
 from track.files import write_atomic
 
 # The rows run when neither --rows nor a tbd_bench list names them: each model at the batch
@@ -127,10 +127,10 @@ def parse_row(name):
     return n.kind, n.batch, {k: v for k, v in n.params}
 
 
-def make_wrap(torch, mode):
-    if mode == "eager":
-        return identity
-    return lambda m: torch.compile(m, backend="inductor", dynamic=False)
+def make_wrap(torch, mode, math="fp32"):
+    inner = identity if mode == "eager" else \
+        (lambda m: torch.compile(m, backend="inductor", dynamic=False))
+    return autocast_bf16(torch, inner) if math == "bf16" else inner
 
 
 def measure(torch, name, args):
@@ -142,7 +142,7 @@ def measure(torch, name, args):
     gc.collect()
     anon_before = _status_kib("RssAnon")
     s = mod.setup(batch, params=params, tiny=args.tiny, device="cpu",
-                  wrap=make_wrap(torch, args.mode))
+                  wrap=make_wrap(torch, args.mode, args.math))
     if not args.tiny and s["params"] != mod.PARAMS:
         raise RowError(f"{model}: the peer has {s['params']:,} parameters, tbd {mod.PARAMS:,}")
     step = s["step"]
@@ -203,7 +203,10 @@ def context(torch, args, blas):
                     else "none (eager)"),
         "peer_device": "cpu",
         "device": _cpu_name(),
-        "math": "fp32",
+        "math": args.math,
+        "autocast": ("torch.autocast('cpu', dtype=torch.bfloat16) around each network's forward, "
+                     "its outputs cast to f32 for the loss; backward and optimizer outside"
+                     if args.math == "bf16" else "none"),
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
         "threads": str(torch.get_num_threads()),
         "interop_threads": str(torch.get_num_interop_threads()),
@@ -258,6 +261,9 @@ def parse_args(argv):
     ap.add_argument("--warmup", type=int, default=None,
                     help="untimed steps first (default 2 eager, 3 compile)")
     ap.add_argument("--mode", choices=("eager", "compile"), default="eager")
+    ap.add_argument("--math", choices=("fp32", "bf16"), default="fp32",
+                    help="fp32 (strict) or bf16: PyTorch's CPU autocast, as tbd_bench "
+                    "--tbd_math=bf16")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--denormals", choices=("flush", "keep"), default="flush",
                     help="as tbd_bench --tbd_denormals (default flush: FTZ+DAZ)")

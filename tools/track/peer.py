@@ -56,6 +56,9 @@ def add_parser(sub) -> None:
     p.add_argument("--torchvision", help="torchvision version for an unpinned --torch")
     p.add_argument("--modes", default="eager,compile",
                    help="peer modes, comma-separated: eager, compile (default both)")
+    p.add_argument("--math", choices=("fp32", "bf16"), default="fp32",
+                   help="both sides' math: fp32, or bf16 (tbd_bench --tbd_math=bf16 against "
+                   "PyTorch's CPU autocast)")
     p.add_argument("--rows", nargs="+", metavar="NAME", help="tbd row names")
     p.add_argument("--benchmark_filter", "--bench-filter", dest="bench_filter", type=arg_regex,
                    help="regex over the rows (default: every default row)")
@@ -358,12 +361,12 @@ def run_peer(args) -> int:
         common = [f"--benchmark_out={out}", f"--benchmark_repetitions={args.repetitions}",
                   f"--benchmark_min_time={args.min_time:g}"]
         if side == "tbd":
-            cmd = [tbd, "--benchmark_out_format=json", f"--tbd_threads={args.threads}"] + \
-                common + tbd_row_args(row) + extra
+            cmd = [tbd, "--benchmark_out_format=json", f"--tbd_threads={args.threads}",
+                   f"--tbd_math={args.math}"] + common + tbd_row_args(row) + extra
             secs, status = run_one(cmd, env, out, row, side, args.timeout)
         else:
             cmd = [py, "-m", "peers.run", "--rows", row, "--mode", side,
-                   f"--threads={args.threads}"] + common
+                   f"--threads={args.threads}", f"--math={args.math}"] + common
             secs, status = run_one(cmd, penv, out, row, side, args.timeout, cwd=TOOLS)
         files.append(out)
         left = (time.monotonic() - t_start) / (k + 1) * (len(plan) - k - 1)
