@@ -56,7 +56,13 @@ std::map<std::string, std::string> context_entries(const RunContext& c) {
   m["backend_flag"] = c.backend_flag;
   m["device"] = c.device;
   m["threads"] = std::to_string(c.threads);
-  m["math"] = to_string(c.math);
+  // Every mode of the run ("fp32,bf16" where rows name theirs).
+  std::string modes;
+  for (MathMode mm : c.math_modes) {
+    if (!modes.empty()) modes += ',';
+    modes += to_string(mm);
+  }
+  m["math"] = c.math_modes.size() > 1 ? modes : to_string(c.math);
   m["build_type"] = c.build_type;
   m["timing"] = c.device_timer ? "device timer per iteration (manual time)"
                                : "host steady clock per iteration";

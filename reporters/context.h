@@ -36,6 +36,9 @@ struct RunContext {
   std::string device;
   int threads = 1;
   MathMode math = MathMode::kFp32;  // the mode in effect (the CPU keeps FP32 under tf32)
+  // --tbd_math's modes in effect, in order (one, or several: each row then names its own,
+  // .../math:<mode>, and `math` is the running row's while it runs).
+  std::vector<MathMode> math_modes = {MathMode::kFp32};
   std::string build_type;
   bool device_timer = false;  // timed by device events, reported as manual time
   std::size_t memory_limit_bytes = 0;

@@ -267,6 +267,33 @@ TEST(BenchNames, KeepsGoogleBenchmarkSuffixesApart) {
   EXPECT_EQ(m->batch, 32);
 }
 
+TEST(BenchNames, MathModeIsTheLastComponentOfModelAndLayerRows) {
+  auto m = parse_bench_name("ResNet50/train/batch:32/math:bf16");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->family, BenchFamily::kModel);
+  EXPECT_EQ(m->batch, 32);
+  EXPECT_TRUE(m->params.empty());
+  EXPECT_EQ(m->math, "bf16");
+  EXPECT_EQ(m->str(), "ResNet50/train/batch:32/math:bf16");
+  auto r = parse_bench_name("Transformer/train/batch:8/len:32/math:fp32/repeats:3_median");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->math, "fp32");
+  EXPECT_EQ(r->str(), "Transformer/train/batch:8/len:32/math:fp32");
+  auto l = parse_bench_name("Conv2d/resnet50.conv1/wgrad/batch:2/math:bf16");
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->family, BenchFamily::kLayer);
+  EXPECT_EQ(l->math, "bf16");
+  EXPECT_EQ(parse_bench_name("ResNet50/train/batch:32")->math, "");
+  BenchNameParts p = model_bench_parts("ResNet50", 4, {});
+  p.math = "bf16";
+  EXPECT_EQ(p.str(), "ResNet50/train/batch:4/math:bf16");
+  for (const char* bad : {"ResNet50/train/batch:32/math:fp16", "ResNet50/train/math:bf16",
+                          "ResNet50/train/batch:32/math:bf16/len:4", "SGD/resnet50/step/math:bf16",
+                          "AllReduce/mpi/bytes:8/ranks:2/math:bf16"}) {
+    EXPECT_FALSE(parse_bench_name(bad)) << bad;
+  }
+}
+
 TEST(BenchNames, RejectsWhatIsNotInTheGrammar) {
   for (const char* bad :
        {"", "Conv2d", "Conv2d/resnet50.conv1/fwd", "Conv2d/resnet50.conv1/up/batch:1",
@@ -680,7 +707,10 @@ TEST(TbdBench, BadFlagsFailWithTheirMessage) {
     std::vector<const char*> says;
   };
   for (const Case& c : {Case{"--tbd_backend=tpu", {"--tbd_backend", "auto|cpu|cuda", "tpu"}},
-                        Case{"--tbd_math=fp16", {"--tbd_math", "fp32|tf32"}},
+                        Case{"--tbd_math=fp16", {"--tbd_math", "fp32|tf32|bf16"}},
+                        Case{"--tbd_math=fp32,fp16", {"--tbd_math", "fp32|tf32|bf16"}},
+                        Case{"--tbd_math=bf16,bf16", {"--tbd_math", "bf16 twice"}},
+                        Case{"--tbd_math=fp32,", {"--tbd_math", "fp32|tf32|bf16"}},
                         Case{"--tbd_batches=1,0", {"--tbd_batches", "positive integers"}},
                         Case{"--tbd_memory_limit=lots", {"--tbd_memory_limit", "GiB"}},
                         Case{"--tbd_threads=-2", {"--tbd_threads", "positive integer"}},
@@ -939,6 +969,39 @@ TEST(TbdBench, ModelFixtureTimesTrainingSteps) {
   const double params = 432 + 2304;
   const double zero_grad = 4 * params, sgd = 4 * 3 * params;  // read w, g; write w
   EXPECT_DOUBLE_EQ((*b)["bytes"].get<double>(), conv1 + conv2 + loss + zero_grad + sgd);
+}
+
+// --tbd_math=fp32,bf16: each model and layer row in both modes, named last, each with the
+// utilization of its mode's roof; the context names both modes; a model without a bf16 path is
+// an error row in bf16 and the run goes on.
+TEST(TbdBench, SeveralMathModesRunSideBySide) {
+  Result list = run_bench(
+      "--tbd_backend=cpu --tbd_math=bf16 --benchmark_list_tests "
+      "--benchmark_filter=^ResNet50/train/batch:1$");
+  if (list.rc != 0 && list.out.find("AVX512-BF16") != std::string::npos) {
+    GTEST_SKIP() << "no bf16 on this CPU: " << list.out;
+  }
+  Result r;
+  json j = run_json(
+      "--tbd_math=fp32,bf16 --tbd_batches=1 "
+      "'--benchmark_filter=^(ResNet50/train|Seq2Seq/train|Gemm/square1024/fwd)/'",
+      &r);
+  EXPECT_EQ(j["context"]["math"], "fp32,bf16");
+  const json* f = find_row(j, "ResNet50/train/batch:1/math:fp32");
+  const json* b = find_row(j, "ResNet50/train/batch:1/math:bf16");
+  ASSERT_NE(f, nullptr) << r.out;
+  ASSERT_NE(b, nullptr) << r.out;
+  EXPECT_TRUE(f->contains("fp32_utilization"));
+  EXPECT_FALSE(f->contains("bf16_utilization"));
+  EXPECT_TRUE(b->contains("bf16_utilization"));
+  EXPECT_FALSE(b->contains("fp32_utilization"));
+  // bf16 activations: the step's feature maps are smaller than fp32's.
+  EXPECT_LT((*b)["mem_feature_maps"].get<double>(), (*f)["mem_feature_maps"].get<double>());
+  EXPECT_NE(find_row(j, "Gemm/square1024/fwd/batch:1/math:bf16"), nullptr);
+  const json* s = find_row(j, "Seq2Seq/train/batch:1/math:bf16");
+  ASSERT_NE(s, nullptr) << r.out;
+  EXPECT_NE((*s)["error_message"].get<std::string>().find("LSTM"), std::string::npos);
+  EXPECT_NE(find_row(j, "Seq2Seq/train/batch:1/math:fp32"), nullptr);
 }
 
 TEST(TbdBench, AFailingConfigIsAnErrorRowAndTheRunGoesOn) {

@@ -44,6 +44,21 @@ class NamesTest(unittest.TestCase):
                          "Conv2d/x.y/bwd/batch:2")
         self.assertEqual(strip_gbench("BM_custom/16/real_time"), "BM_custom/16")
 
+    def test_math_mode_last(self):
+        n = parse("ResNet50/train/batch:32/math:bf16")
+        self.assertEqual((n.family, n.batch, n.params, n.math), ("model", 32, [], "bf16"))
+        self.assertEqual(n.str(), "ResNet50/train/batch:32/math:bf16")
+        n = parse("Transformer/train/batch:8/len:32/math:fp32/repeats:3_median")
+        self.assertEqual((n.param("len"), n.math, n.aggregate), (32, "fp32", "median"))
+        self.assertEqual(n.str(), "Transformer/train/batch:8/len:32/math:fp32")
+        n = parse("Conv2d/resnet50.conv1/wgrad/batch:2/math:bf16")
+        self.assertEqual((n.family, n.phase, n.math), ("layer", "wgrad", "bf16"))
+        self.assertEqual(parse("ResNet50/train/batch:32").math, "")
+        for bad in ("ResNet50/train/batch:32/math:fp16", "ResNet50/train/math:bf16",
+                    "ResNet50/train/batch:32/math:bf16/len:4", "SGD/resnet50/step/math:bf16",
+                    "AllReduce/mpi/bytes:8/ranks:2/math:bf16"):
+            self.assertIsNone(parse(bad), bad)
+
     def test_refused(self):
         for bad in ("ResNet50/train/batch:0", "ResNet50/train/batch:x", "ResNet50/train",
                     "ResNet50/train/batch:4/len", "ResNet50/train/batch:4/len:0",

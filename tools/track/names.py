@@ -5,6 +5,7 @@ its report and the PyTorch peers, which name their rows as tbd_bench does.
              <Kind>/<problem>/<phase>/batch:<N>
   optimizer  <Kind>/<model>/step
   model      <Model>/train/batch:<N>[/<key>:<value>...]   (data-parallel: .../ranks:<P> last)
+             a run of several math modes names each model and layer row's last: .../math:bf16
   collective <Kind>/<backend>/bytes:<n>/ranks:<P>
 
 Google Benchmark's own components (/manual_time, /real_time, /iterations:<n>, /repeats:<n>,
@@ -34,6 +35,7 @@ class BenchName:
     batch: int | None = None
     params: list[tuple[str, int]] = field(default_factory=list)  # [("len", 32)], in order
     suffixes: list[str] = field(default_factory=list)
+    math: str = ""                  # "bf16" from /math:bf16; "" where the name has none
     aggregate: str = ""
 
     @property
@@ -50,6 +52,8 @@ class BenchName:
     def str(self) -> str:
         """The canonical name, without Google Benchmark's suffixes and the aggregate."""
         tail = "".join(f"/{k}:{v}" for k, v in self.params)
+        if self.math:
+            tail += f"/math:{self.math}"
         if self.family == "model":
             return f"{self.kind}/train/batch:{self.batch}{tail}"
         if self.family == "layer":
@@ -100,6 +104,10 @@ def parse(full: str) -> BenchName | None:
     suffixes: list[str] = []
     while len(parts) > 1 and is_gbench_suffix(parts[-1]):
         suffixes.insert(0, parts.pop())
+    # The math mode of a row of a several-mode run: the last component of a model or layer row.
+    math = ""
+    if len(parts) > 3 and parts[-1] in ("math:fp32", "math:tf32", "math:bf16"):
+        math = parts.pop()[5:]
 
     def params_from(first: int):
         out = []
@@ -115,6 +123,9 @@ def parse(full: str) -> BenchName | None:
         return _positive(s[6:]) if s.startswith("batch:") else None
 
     n = None
+    if math and not (len(parts) >= 3 and (parts[1] == "train" or parts[2] in (
+            "fwd", "bwd", "fwdbwd", "dgrad", "wgrad"))):
+        return None
     if len(parts) >= 3 and parts[1] == "train":
         b, ps = batch_of(parts[2]), params_from(3)
         if b is None or ps is None or not _ident(parts[0], False):
@@ -136,5 +147,5 @@ def parse(full: str) -> BenchName | None:
             return None
         n = BenchName("optimizer", parts[0], parts[1], "step")
     if n is not None:
-        n.suffixes, n.aggregate = suffixes, aggregate
+        n.suffixes, n.aggregate, n.math = suffixes, aggregate, math
     return n
