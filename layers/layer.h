@@ -110,11 +110,11 @@ struct Contract {
   std::vector<ParamSpec> params;
   Flops flops;
   Bytes bytes;
-  // Per output: whether a gradient flows back through it (empty: every f32 output does).
-  // False for outputs that are not differentiable functions of the inputs: a detached copy,
-  // region proposals after NMS, sampled targets. Non-f32 outputs never carry a gradient.
+  // Per output: whether a gradient flows back through it (empty: every floating (f32, bf16) output
+  // does). False for outputs that are not differentiable functions of the inputs: a detached copy,
+  // region proposals after NMS, sampled targets. Integer outputs never carry a gradient.
   std::vector<bool> output_grads = {};
-  // Per input: whether the kind's output depends differentiably on it (empty: every f32 input
+  // Per input: whether the kind's output depends differentiably on it (empty: every floating input
   // does). False for inputs the output is piecewise constant in (ActivationDgrad's x) or only
   // indexes with (RoI boxes): backward gets a null dx for them and the graph sends nothing.
   std::vector<bool> input_grads = {};

@@ -227,6 +227,14 @@ class MultiHeadAttentionOneDnn final : public Layer {
     }
   }
 
+  // oneDNN's implementations of the products: the projections, Q K^T, P V, the transposed
+  // products of the backward, backward-data and the weight gradients.
+  std::string implementation() const override {
+    return detail::concat("proj ", mm_proj_q_.pd.impl_info_str(), " qk ", mm_qk_.pd.impl_info_str(),
+                          " pv ", mm_pv_.pd.impl_info_str(), " bwd ", mm_pt_x_.pd.impl_info_str(),
+                          "/", mm_dx_q_.pd.impl_info_str(), "/", mm_dw_q_.pd.impl_info_str());
+  }
+
   void set_training(bool training) override {
     Layer::set_training(training);
     const bool dropout = training && cfg_.dropout > 0;

@@ -23,6 +23,7 @@
 #include "layers/precision.h"
 #include "layers/tensor_ops.h"
 #include "models/graph.h"
+#include "models/registry.h"
 #include "tests/models/overfit.h"
 #include "tests/models/tiny_models.h"
 #include "tests/support/check.h"
@@ -482,6 +483,53 @@ TEST(Precision, KindsWithoutBf16ImplementationAreErrorsNamingThem) {
   // The RNNs have no bf16 path on the CPU yet: an error, not an fp32 run.
   expect_error([&] { build_seq2seq(*be, seq2seq_tiny()); },
                {"LSTM", "no bf16 implementation", "cpu"});
+}
+
+// Every model as its rows build it (batch 1, its default parameters, build-only: primitives
+// created, no storage): each convolution, linear and attention product runs one of oneDNN's
+// real bf16 kernels in all of its passes, never the reference and never the emulation, or the
+// model is an error naming the kind that has no bf16 path (today Seq2Seq's LSTM, Deep Speech
+// 2's GRU and WGAN-GP's data-gradient kinds).
+TEST(Precision, EveryModelRunsRealBf16KernelsOrIsAnErrorNamingTheKind) {
+  TBD_BF16_BACKEND(be);
+  int built = 0, refused = 0;
+  for (const ModelEntry& e : model_registry()) {
+    ModelArgs args;
+    args.batch = 1;
+    args.build_only = true;
+    std::unique_ptr<Model> model;
+    try {
+      model = e.build(*be, args);
+    } catch (const std::exception& ex) {
+      EXPECT_NE(std::string(ex.what()).find("no bf16 implementation"), std::string::npos)
+          << e.name << ": " << ex.what();
+      ++refused;
+      continue;
+    }
+    ++built;
+    for (const Graph::Node& n : model->graph().nodes()) {
+      const std::string kind = n.layer->kind();
+      if (kind != "Conv2d" && kind != "Linear" && kind != "Gemm" && kind != "MultiHeadAttention") {
+        continue;
+      }
+      const std::string impl = n.layer->implementation();
+      SCOPED_TRACE(e.name + " " + n.layer->name() + ": " + impl);
+      EXPECT_EQ(impl.find("ref:"), std::string::npos);
+      EXPECT_EQ(impl.find(":avx512_core "), std::string::npos) << "emulated bf16";
+      EXPECT_EQ(impl.find(":avx512_core/"), std::string::npos) << "emulated bf16";
+      // fwd, backward-data and backward-weights: three real bf16 kernels.
+      std::size_t real = 0;
+      for (const char* isa : {"avx512_core_bf16", "avx512_core_amx"}) {
+        for (std::size_t at = impl.find(isa); at != std::string::npos;
+             at = impl.find(isa, at + 1)) {
+          ++real;
+        }
+      }
+      EXPECT_GE(real, 3u);
+    }
+  }
+  EXPECT_EQ(built + refused, static_cast<int>(model_registry().size()));
+  EXPECT_GE(built, 5) << "ResNet-50, Inception-v3, the Transformer, Faster R-CNN and A3C";
 }
 
 // ---- models: bf16 training against fp32 ----
