@@ -11,6 +11,14 @@ void check_row_major_f32(const char* kind, const std::string& name, const char* 
                   " must be row-major, got ", d.to_string());
 }
 
+// The products' kinds also take bf16 (layers/precision.h): their output is in dy's dtype.
+void check_row_major_floating(const char* kind, const std::string& name, const char* arg,
+                              const TensorDesc& d) {
+  check_floating(kind, name, arg, d);
+  TBD_LAYER_CHECK(d.layout == Layout::kRowMajor, kind, name, "input ", arg,
+                  " must be row-major, got ", d.to_string());
+}
+
 }  // namespace
 
 // LinearDgrad, M = rows of dy, O = out, I = in:
@@ -22,7 +30,7 @@ Contract contract(const std::string& name, const LinearDgradConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   const char* k = LinearDgradConfig::kKind;
   check_input_count(k, name, in, 1);
-  check_row_major_f32(k, name, "dy", in[0]);
+  check_row_major_floating(k, name, "dy", in[0]);
   const Shape& dy = in[0].shape;
   TBD_LAYER_CHECK(dy.rank() >= 1, k, name, "input dy must have rank >= 1, got ", dy.to_string());
   check_positive(k, name, "dy", dy);
@@ -33,7 +41,7 @@ Contract contract(const std::string& name, const LinearDgradConfig& cfg,
   const double m = static_cast<double>(dy.numel() / O), o = static_cast<double>(O),
                i = static_cast<double>(I);
   const double mac = m * o * i;
-  return Contract{{TensorDesc{Shape(std::move(xs))}},
+  return Contract{{TensorDesc{Shape(std::move(xs)), in[0].dtype}},
                   {{"weight", Shape{O, I}, Init::kXavierUniform, I, O, true}},
                   Flops{2 * mac, 2 * mac, 2 * mac},
                   Bytes{bytes_of(m * o + o * i + m * i), bytes_of(m * i + o * i + m * o),
@@ -53,7 +61,7 @@ Contract contract(const std::string& name, const Conv2dDgradConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   const char* k = Conv2dDgradConfig::kKind;
   check_input_count(k, name, in, 1);
-  check_row_major_f32(k, name, "dy", in[0]);
+  check_row_major_floating(k, name, "dy", in[0]);
   const Shape& dy = in[0].shape;
   TBD_LAYER_CHECK(dy.rank() == 4, k, name, "input dy must have rank 4 (N, K, P, Q), got ",
                   dy.to_string());
@@ -68,7 +76,7 @@ Contract contract(const std::string& name, const Conv2dDgradConfig& cfg,
   const Bytes b = conv2d_bytes(conv, xs, ys);
   const int64_t C = xs[1], K = conv.out_channels, G = conv.groups;
   return Contract{
-      {TensorDesc{xs}},
+      {TensorDesc{xs, in[0].dtype}},
       {{"weight", Shape{K, C / G, conv.kernel_h, conv.kernel_w}, Init::kHeNormal,
         (C / G) * conv.kernel_h * conv.kernel_w, (K / G) * conv.kernel_h * conv.kernel_w, true}},
       Flops{f.dgrad, f.fprop, f.wgrad},

@@ -42,7 +42,9 @@ const KindPrecision kTable[] = {
     {"Linear", kLow, "a matrix product (linear, addmm)"},
     {"LinearDgrad", kLow, "a linear's data gradient as a layer (mm)"},
     {"MeanLoss", kF32, "a loss: f32"},
-    {"MlpAttention", kLow, "attention's products (addmm, bmm)"},
+    {"MlpAttention", kF32,
+     "additive attention's tanh, softmax and per-sample weighted sums: memory-bound, in f32 "
+     "(its projections are Linear layers, in bf16)"},
     {"MseLoss", kF32, "a loss: f32 (mse_loss)"},
     {"MultiHeadAttention", kLow, "attention (scaled_dot_product_attention); softmax in f32"},
     {"Pool2d", kAs, "pooling (max: exact; average: accumulated in f32)"},

@@ -177,8 +177,8 @@ template <class Config>
 Contract sequence_contract(const std::string& name, const Config& cfg,
                            const std::vector<TensorDesc>& in, bool lstm, Shape ys, Flops f,
                            Bytes b) {
-  check_f32(Config::kKind, name, "x", in[0]);
-  Contract c{{TensorDesc{std::move(ys)}}, {}, f, b};
+  check_floating(Config::kKind, name, "x", in[0]);
+  Contract c{{TensorDesc{std::move(ys), in[0].dtype}}, {}, f, b};  // y in x's dtype
   const int64_t I = in[0].shape[2], H = cfg.hidden, dirs = cfg.bidirectional ? 2 : 1;
   for (int64_t l = 0; l < cfg.num_layers; ++l) {
     for (int64_t d = 0; d < dirs; ++d) {
@@ -230,8 +230,12 @@ Contract contract(const std::string& name, const LstmCellConfig& cfg,
   check_input_count(k, name, in, 3, "inputs (x, h, c)");
   const Shape hs = lstm_cell_output_shape(name, cfg, in[0].shape, in[1].shape, in[2].shape);
   const char* args[] = {"x", "h", "c"};
-  for (int i = 0; i < 3; ++i) check_f32(k, name, args[i], in[i]);
-  Contract c{{TensorDesc{hs}, TensorDesc{hs}},
+  for (int i = 0; i < 3; ++i) {
+    check_floating(k, name, args[i], in[i]);
+    TBD_LAYER_CHECK(in[i].dtype == in[0].dtype, k, name, "inputs x ", in[0].to_string(), " and ",
+                    args[i], " ", in[i].to_string(), " differ in dtype");
+  }
+  Contract c{{TensorDesc{hs, in[0].dtype}, TensorDesc{hs, in[0].dtype}},
              {},
              lstm_cell_flops(cfg, in[0].shape),
              lstm_cell_bytes(cfg, in[0].shape)};

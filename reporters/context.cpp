@@ -3,6 +3,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace tbd {
@@ -121,6 +122,12 @@ std::vector<std::string> context_lines(const RunContext& c) {
               c.build_type);
   v.push_back("tbd: peak FP32 " + rate(c.peak_fp32.per_s, "GFLOP/s") + " (" + c.peak_fp32.method +
               ")");
+  const bool bf16 = c.math == MathMode::kBf16 || std::find(c.math_modes.begin(), c.math_modes.end(),
+                                                           MathMode::kBf16) != c.math_modes.end();
+  if (bf16) {
+    v.push_back("tbd: peak bf16 " + rate(c.peak_bf16.per_s, "GFLOP/s") + " (" + c.peak_bf16.method +
+                ")");
+  }
   v.push_back("tbd: peak bandwidth " + rate(c.bandwidth.per_s, "GB/s") + " (" + c.bandwidth.method +
               ")");
   if (auto it = c.dist.find("dist_summary"); it != c.dist.end())

@@ -24,8 +24,10 @@ struct CpuPeak {
 CpuPeak measure_cpu_peak_fp32(int threads);
 
 // The bf16 peak the same way: chains of AVX512-BF16 dot products (vdpbf16ps: per lane two bf16
-// products added into an FP32 accumulator, 4 FLOP), on CPUs that have avx512_bf16. Elsewhere
-// flops is 0 and method says why (AMX's tdpbf16ps is not measured yet).
+// products added into an FP32 accumulator, 4 FLOP), on CPUs that have avx512_bf16; where the CPU
+// also has AMX, tile products (tdpbf16ps, 16x16x32 per instruction) too, and the faster defines
+// the peak (isa "amx_bf16"; the method names both rates). Elsewhere flops is 0 and method says
+// why.
 CpuPeak measure_cpu_peak_bf16(int threads);
 
 }  // namespace tbd

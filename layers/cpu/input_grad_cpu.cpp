@@ -1,14 +1,15 @@
 // layers/cpu/input_grad_cpu.cpp: the input-gradient kinds (layers/input_grad.h) on the CPU.
 //
-// LinearDgrad runs three jit sgemm calls; Conv2dDgrad runs oneDNN's convolution primitives
-// with their roles exchanged (backward data as forward, forward as backward data, backward
-// weights with v as the source), on nChw16c copies where the channels allow, else on plain
+// LinearDgrad runs three planned products (jit sgemm in f32); Conv2dDgrad runs oneDNN's convolution
+// primitives with their roles exchanged (backward data as forward, forward as backward data,
+// backward weights with v as the source), on nChw16c copies where the channels allow, else on plain
 // nchw/oihw data; the elementwise, pooling and LayerNorm kinds are own loops, OpenMP over rows.
 // All of them read and write row-major data (the graph reorders blocked activations first).
 #include <cmath>
 
 #include "backends/cpu/onednn.h"
 #include "layers/cpu/conv_onednn.h"
+#include "layers/cpu/matmul_onednn.h"
 #include "layers/input_grad.h"
 
 namespace tbd::cpu {
@@ -21,35 +22,69 @@ constexpr int64_t kParallelMin = 16384;
 
 // ---- LinearDgrad ----
 
+// dx = dy W as a layer, x[0] = dy (M, O), W (O, I) the linear's weights (a tied parameter);
+// its backward d(dy) = v W^T and dW += dy^T v. Three planned products (matmul_onednn.h: f32 on
+// jit sgemm). Under bf16 dy, dx and v are bf16 and the products read a bf16 cast of W made at
+// each call (forward and backward each: a transient, as Linear's); dW comes out f32.
 class LinearDgradCpu final : public Layer {
  public:
+  static constexpr bool kTakesBf16 = true;
+
   LinearDgradCpu(Backend& be, const std::string& name, const LinearDgradConfig& cfg,
                  const std::vector<TensorDesc>& in)
-      : Layer(be, name, in, contract_of(name, cfg, in)) {
-    O_ = in[0].shape[-1];
-    I_ = cfg.in_features;
-    M_ = in[0].shape.numel() / O_;
+      : Layer(be, name, in, contract_of(name, cfg, in)), cpu_(as_cpu(be)) {
+    const int64_t O = in[0].shape[-1], I = cfg.in_features, M = in[0].shape.numel() / O;
+    bf16_ = in[0].dtype == DType::kBF16;
+    const memory::data_type a = dnnl_dtype(in[0].dtype);
+    const memory::desc none;
+    // dx (M, I) = dy (M, O) x W (O, I)
+    fwd_ = make_matmul(cpu_, kind(), name, "forward", mat(M, O, false, a), mat(O, I, false, a),
+                       none, mat(M, I, false, a), 1.f, false);
+    // d(dy) (M, O) = v (M, I) x W^T (I, O)
+    dgrad_ = make_matmul(cpu_, kind(), name, "backward data", mat(M, I, false, a),
+                         mat(I, O, true, a), none, mat(M, O, false, a), 1.f, false);
+    // dW (O, I) += dy^T (O, M) x v (M, I), f32
+    wgrad_ = make_matmul(cpu_, kind(), name, "weight gradient", mat(O, M, true, a),
+                         mat(M, I, false, a), none, mat(O, I, false), 1.f, true);
+    if (bf16_) transient(w16_, TensorDesc{Shape{O, I}, DType::kBF16});
+    if (const std::size_t b = max_scratch_bytes({&fwd_, &dgrad_, &wgrad_})) transient(scratch_, b);
   }
 
-  void fprop(MutTensorRefs y, TensorRefs x) override {  // dx = dy W
-    TBD_DNNL_CHECK(dnnl_sgemm('N', 'N', M_, I_, O_, 1.f, x[0]->f32(), O_, params_[0].value.f32(),
-                              I_, 0.f, y[0]->f32(), I_));
+  std::string implementation() const override {
+    if (!bf16_) return {};
+    return detail::concat("fwd ", fwd_.pd.impl_info_str(), " bwd ", dgrad_.pd.impl_info_str(), "/",
+                          wgrad_.pd.impl_info_str(), " (bf16 weights cast per call)");
+  }
+
+  void fprop(MutTensorRefs y, TensorRefs x) override {
+    run_matmul(cpu_, fwd_, x[0]->raw(), weights(), nullptr, y[0]->raw(), scratch_,
+               "LinearDgrad forward");
   }
 
   void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
-    const float* v = dy[0]->f32();
-    if (dx[0] != nullptr) {  // d(dy) = v W^T
-      TBD_DNNL_CHECK(dnnl_sgemm('N', 'T', M_, O_, I_, 1.f, v, I_, params_[0].value.f32(), I_, 0.f,
-                                dx[0]->f32(), O_));
+    if (dx[0] != nullptr) {
+      run_matmul(cpu_, dgrad_, dy[0]->raw(), weights(), nullptr, dx[0]->raw(), scratch_,
+                 "LinearDgrad backward data");
     }
-    if (param_grads()) {  // d(W) += dy^T v
-      TBD_DNNL_CHECK(dnnl_sgemm('T', 'N', O_, I_, M_, 1.f, x[0]->f32(), O_, v, I_, 1.f,
-                                params_[0].grad.f32(), I_));
+    if (param_grads()) {
+      run_matmul(cpu_, wgrad_, x[0]->raw(), dy[0]->raw(), nullptr, params_[0].grad.raw(), scratch_,
+                 "LinearDgrad weight gradient");
     }
   }
 
  private:
-  int64_t M_ = 0, O_ = 0, I_ = 0;
+  // The weights as the products read them: the f32 master, or its bf16 cast (made here).
+  const void* weights() {
+    const Tensor& w = params_[0].value;
+    if (!bf16_) return w.raw();
+    round_to_bf16(w16_.data<uint16_t>(), w.f32(), w.numel());
+    return w16_.raw();
+  }
+
+  CpuBackend& cpu_;
+  bool bf16_ = false;
+  Matmul fwd_, dgrad_, wgrad_;
+  Tensor w16_, scratch_;
 };
 
 TBD_REGISTER_LAYER(LinearDgradConfig, DeviceKind::kCpu, LinearDgradCpu);
@@ -67,6 +102,8 @@ TBD_REGISTER_LAYER(LinearDgradConfig, DeviceKind::kCpu, LinearDgradCpu);
 // weight gradient is added into the convolution's gradient in its layout.
 class Conv2dDgradCpu final : public Layer {
  public:
+  static constexpr bool kTakesBf16 = true;
+
   Conv2dDgradCpu(Backend& be, const std::string& name, const Conv2dDgradConfig& cfg,
                  const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cpu_(as_cpu(be)) {
@@ -74,19 +111,34 @@ class Conv2dDgradCpu final : public Layer {
     const Shape& xs = outputs_[0].shape;  // the forward conv's x
     const Shape& ys = in[0].shape;        // its y
     const int64_t G = c.groups, K = c.out_channels, C = xs[1];
-    blocked_ = G == 1 && C % 16 == 0 && K % 16 == 0;
+    const DType t = in[0].dtype;
+    bf16_ = t == DType::kBF16;
+    // Where the channels do not block, bf16 runs channels-last (on plain nchw oneDNN 2.6's bf16
+    // convolutions are its gemm-based ones; on nhwc its jit bf16 kernels), reordered at the edges
+    // the same way.
+    nhwc_ = bf16_ && G == 1 && !(C % 16 == 0 && K % 16 == 0);
+    blocked_ = (G == 1 && C % 16 == 0 && K % 16 == 0) || nhwc_;
     const OneDnnConv conv(c, xs, ys);
     w_md_ = conv.w_user;
-    x_plain_md_ = md_of(TensorDesc{xs});
-    y_plain_md_ = md_of(TensorDesc{ys});
-    x_md_ = blocked_ ? md_of(TensorDesc{xs, DType::kF32, Layout::kNChw16c}) : x_plain_md_;
-    y_md_ = blocked_ ? md_of(TensorDesc{ys, DType::kF32, Layout::kNChw16c}) : y_plain_md_;
-    const memory::desc w_prim = blocked_ ? conv.w_any() : w_md_;
+    x_plain_md_ = md_of(TensorDesc{xs, t});
+    y_plain_md_ = md_of(TensorDesc{ys, t});
+    x_md_ = nhwc_      ? memory::desc(dnnl_dims(xs), dnnl_dtype(t), tag::nhwc)
+            : blocked_ ? md_of(TensorDesc{xs, t, Layout::kNChw16c})
+                       : x_plain_md_;
+    y_md_ = nhwc_      ? memory::desc(dnnl_dims(ys), dnnl_dtype(t), tag::nhwc)
+            : blocked_ ? md_of(TensorDesc{ys, t, Layout::kNChw16c})
+                       : y_plain_md_;
+    // Under bf16 the two data products read bf16 weights (the f32 master cast in WeightsAs's
+    // reorder at each call) and the weight gradient comes out f32, as Conv2d's.
+    const memory::data_type wt = dnnl_dtype(t);
+    const memory::desc w_prim =
+        blocked_ ? conv.w_any(wt) : memory::desc(conv.w_dims, wt, G == 1 ? tag::oihw : tag::goihw);
+    const memory::desc dw_prim = blocked_ ? conv.w_any() : w_md_;
     auto& eng = cpu_.engine();
     try {
       fwd_pd_ = conv.forward(x_md_, w_prim, memory::desc(), y_md_, eng);
       bwd_data_pd_ = conv.backward_data(x_md_, w_prim, y_md_, eng, fwd_pd_);
-      bwd_w_pd_ = conv.backward_weights(x_md_, w_prim, memory::desc(), y_md_, eng, fwd_pd_);
+      bwd_w_pd_ = conv.backward_weights(x_md_, dw_prim, memory::desc(), y_md_, eng, fwd_pd_);
     } catch (const dnnl::error& e) {
       throw_layer_error(
           kind(), name,
@@ -112,17 +164,21 @@ class Conv2dDgradCpu final : public Layer {
     auto reorder = [&](const memory::desc& from, const memory::desc& to) {
       return dnnl::reorder(dnnl::reorder::primitive_desc(eng, from, eng, to));
     };
-    saved(dy_blk_, TensorDesc{ys});     // read again by the weight gradient
-    transient(x_blk_, TensorDesc{xs});  // inside one call each
-    transient(y_blk_, TensorDesc{ys});
+    saved(dy_blk_, TensorDesc{ys, t});     // read again by the weight gradient
+    transient(x_blk_, TensorDesc{xs, t});  // inside one call each
+    transient(y_blk_, TensorDesc{ys, t});
     x_to_blk_ = reorder(x_plain_md_, x_md_);
     x_from_blk_ = reorder(x_md_, x_plain_md_);
     y_to_blk_ = reorder(y_plain_md_, y_md_);
     y_from_blk_ = reorder(y_md_, y_plain_md_);
   }
   std::string implementation() const override {
-    return detail::concat(blocked_ ? "nChw16c " : "", "fwd ", bwd_data_pd_.impl_info_str(), " bwd ",
-                          fwd_pd_.impl_info_str(), "/", bwd_w_pd_.impl_info_str());
+    return detail::concat(nhwc_      ? "nhwc "
+                          : blocked_ ? "nChw16c "
+                                     : "",
+                          "fwd ", bwd_data_pd_.impl_info_str(), " bwd ", fwd_pd_.impl_info_str(),
+                          "/", bwd_w_pd_.impl_info_str(),
+                          bf16_ ? " (bf16 weights cast per call)" : "");
   }
 
   void fprop(MutTensorRefs y, TensorRefs x) override {  // dx = conv backward data of dy
@@ -202,7 +258,9 @@ class Conv2dDgradCpu final : public Layer {
 
   Conv2dDgradConfig cfg_;
   CpuBackend& cpu_;
-  bool blocked_ = false;
+  bool blocked_ = false;  // reordered at the edges into x_md_, y_md_ (nChw16c or nhwc)
+  bool nhwc_ = false;
+  bool bf16_ = false;  // bf16 dy, dx and weight copies
   memory::desc x_md_, y_md_, w_md_, x_plain_md_, y_plain_md_;
   dnnl::convolution_forward::primitive_desc fwd_pd_;
   dnnl::convolution_backward_data::primitive_desc bwd_data_pd_;

@@ -1,10 +1,8 @@
 // layers/cpu/linear_cpu.cpp: Linear and Gemm on oneDNN matmul primitives.
 //
-// Every product is one oneDNN matmul created at build: a transposed operand is the same buffer
-// seen through a memory descriptor with swapped strides, so nothing is ever copied or
-// transposed. 2-D products without bias or binary post-op run on oneDNN's jit sgemm instead
-// (same operands and strides, beta = 1 for +=; see Sgemm). Parameter gradients use a sum post-op
-// (dst += result), which is the gradient policy's accumulation without an extra pass; bias
+// Every product is one oneDNN matmul created at build (layers/cpu/matmul_onednn.h: transposed
+// operands through strides, 2-D f32 products on jit sgemm). Parameter gradients use a sum
+// post-op (dst += result), which is the gradient policy's accumulation without an extra pass; bias
 // gradients are the column sums of dy, computed as ones(1, M) x dy(M, N) with the same sum post-op
 // (a GEMV oneDNN runs at bandwidth). The weights stay row-major (D_out, D_in) as PyTorch stores
 // them; matmul reads w^T through strides, so there is no weight reorder either.
@@ -16,7 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/onednn.h"
-#include "layers/cpu/simd.h"
+#include "layers/cpu/matmul_onednn.h"
 #include "layers/linear.h"
 
 namespace tbd::cpu {
@@ -24,162 +22,6 @@ namespace {
 
 using dnnl::memory;
 using dt = memory::data_type;
-
-// Logical (rows, cols) view of a row-major matrix, batched: the stored matrix is (rows, cols),
-// or (cols, rows) when `transposed` (then the view swaps the strides). Batch stride = rows*cols.
-memory::desc mat(int64_t batch, int64_t rows, int64_t cols, bool transposed, dt t = dt::f32) {
-  memory::dims strides =
-      transposed ? memory::dims{rows * cols, 1, rows} : memory::dims{rows * cols, cols, 1};
-  return memory::desc({batch, rows, cols}, t, strides);
-}
-memory::desc mat(int64_t rows, int64_t cols, bool transposed, dt t = dt::f32) {
-  memory::dims strides = transposed ? memory::dims{1, rows} : memory::dims{cols, 1};
-  return memory::desc({rows, cols}, t, strides);
-}
-// A 2-D matrix with an explicit row stride (a batch of row-major blocks seen as one matrix).
-memory::desc mat_strided(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride,
-                         dt t = dt::f32) {
-  return memory::desc({rows, cols}, t, memory::dims{row_stride, col_stride});
-}
-
-// A 2-D product oneDNN's jit sgemm can run: dst = alpha * op(A) op(B) + beta * dst, every
-// matrix with one unit stride; faster than the matmul primitive for these (results/tuning.md).
-struct Sgemm {
-  bool ok = false;
-  char ta = 'N', tb = 'N';
-  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
-  float alpha = 1.f, beta = 0.f;
-};
-
-// Row-major operand (rows, cols): 'N' with leading dimension = row stride, or 'T' when the
-// column stride is the long one. Returns false for any other stride pattern.
-bool sgemm_operand(const memory::desc& d, char* t, int64_t* ld) {
-  if (d.dims().size() != 2 || d.data.format_kind != dnnl_blocked ||
-      d.data.format_desc.blocking.inner_nblks != 0 || d.data.offset0 != 0) {
-    return false;
-  }
-  const dnnl_dims_t& s = d.data.format_desc.blocking.strides;
-  const int64_t rows = d.dims()[0], cols = d.dims()[1];
-  if (s[1] == 1 && s[0] >= std::max<int64_t>(cols, 1)) return *t = 'N', *ld = s[0], true;
-  if (s[0] == 1 && s[1] >= std::max<int64_t>(rows, 1)) return *t = 'T', *ld = s[1], true;
-  return false;
-}
-
-Sgemm plan_sgemm(const memory::desc& src, const memory::desc& wei, const memory::desc& bias,
-                 const memory::desc& dst, float scale, bool accumulate, bool has_add) {
-  Sgemm g;
-  if (bias || has_add) return g;
-  for (const memory::desc* d : {&src, &wei, &dst}) {
-    if (d->data_type() != dt::f32) return g;  // sgemm is f32 only
-  }
-  char tc = 'N';
-  if (!sgemm_operand(src, &g.ta, &g.lda) || !sgemm_operand(wei, &g.tb, &g.ldb) ||
-      !sgemm_operand(dst, &tc, &g.ldc) || tc != 'N') {
-    return g;
-  }
-  g.m = src.dims()[0], g.k = src.dims()[1], g.n = wei.dims()[1];
-  g.alpha = scale;
-  g.beta = accumulate ? 1.f : 0.f;
-  g.ok = true;
-  return g;
-}
-
-// One matmul primitive: dst (=|+=) scale * (src x weights + bias) (+ add_after_scale).
-struct Matmul {
-  dnnl::matmul::primitive_desc pd;
-  dnnl::matmul prim;
-  std::size_t scratch_bytes = 0;
-  memory::desc add_md;  // the binary post-op's operand (empty: none)
-  int add_index = 0;    // its position in the post-op chain
-  Sgemm sgemm;          // when ok, run() calls dnnl_sgemm instead of the primitive
-};
-
-Matmul make_matmul(CpuBackend& cpu, const char* kind, const std::string& name, const char* what,
-                   const memory::desc& src, const memory::desc& wei, const memory::desc& bias,
-                   const memory::desc& dst, float scale, bool accumulate,
-                   const memory::desc& add_after_scale = memory::desc()) {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (scale != 1.0f) attr.set_output_scales(0, {scale});
-  dnnl::post_ops po;
-  if (accumulate) po.append_sum(1.0f);
-  if (add_after_scale) po.append_binary(dnnl::algorithm::binary_add, add_after_scale);
-  attr.set_post_ops(po);
-  Matmul m;
-  try {
-    m.pd =
-        dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, bias, dst), attr, cpu.engine());
-  } catch (const dnnl::error& e) {
-    auto dims = [](const memory::desc& d) {
-      std::string s = "(";
-      for (std::size_t i = 0; i < d.dims().size(); ++i) {
-        s += (i ? ", " : "") + std::to_string(d.dims()[i]);
-      }
-      return s + ")";
-    };
-    throw_layer_error(kind, name,
-                      detail::concat("oneDNN has no matmul for ", what, ": src ", dims(src),
-                                     " weights ", dims(wei), " dst ", dims(dst), ": ", e.what()));
-  }
-  m.prim = dnnl::matmul(m.pd);
-  m.scratch_bytes = m.pd.scratchpad_desc().get_size();
-  m.add_md = add_after_scale;
-  m.add_index = accumulate ? 1 : 0;
-  m.sgemm = plan_sgemm(src, wei, bias, dst, scale, accumulate, bool(add_after_scale));
-  return m;
-}
-
-// Runs a matmul on raw pointers (the descriptors fix shapes and strides).
-// `add`: the binary post-op's operand, when the primitive has one.
-void run(CpuBackend& cpu, const Matmul& m, const void* src, const void* wei, const void* bias,
-         void* dst, const Tensor& scratch, const char* who, const void* add = nullptr) {
-  if (m.sgemm.ok) {
-    const Sgemm& g = m.sgemm;
-    TBD_DNNL_CHECK(dnnl_sgemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, static_cast<const float*>(src),
-                              g.lda, static_cast<const float*>(wei), g.ldb, g.beta,
-                              static_cast<float*>(dst), g.ldc));
-    return;
-  }
-  auto& e = cpu.engine();
-  std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, memory(m.pd.src_desc(), e, const_cast<void*>(src))},
-      {DNNL_ARG_WEIGHTS, memory(m.pd.weights_desc(), e, const_cast<void*>(wei))},
-      {DNNL_ARG_DST, memory(m.pd.dst_desc(), e, dst)}};
-  if (bias) args[DNNL_ARG_BIAS] = memory(m.pd.bias_desc(), e, const_cast<void*>(bias));
-  if (add) {
-    args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(m.add_index) | DNNL_ARG_SRC_1] =
-        memory(m.add_md, e, const_cast<void*>(add));
-  }
-  if (m.scratch_bytes) args[DNNL_ARG_SCRATCHPAD] = memory(m.pd.scratchpad_desc(), e, scratch.raw());
-  execute(cpu, m.prim, args, who);
-}
-
-std::size_t max_scratch_bytes(std::initializer_list<const Matmul*> ms) {
-  std::size_t bytes = 0;
-  for (const Matmul* m : ms) {
-    if (m->prim) bytes = std::max(bytes, m->scratch_bytes);
-  }
-  return bytes;
-}
-
-// Ones(1, M) of dtype `t`: the left operand of the bias-gradient GEMV (constant, kept as
-// workspace).
-Tensor ones_vector(Backend& be, int64_t m, DType t) {
-  Tensor v = be.empty(Shape{m}, MemCategory::kWorkspace, Layout::kRowMajor, t);
-  if (t == DType::kF32) {
-    be.fill(v, 1.f);
-  } else {
-    const std::vector<uint16_t> one(static_cast<std::size_t>(m), bf16_from_f32(1.f));
-    be.copy_from_host(v, one.data());
-  }
-  return v;
-}
-
-// dst = bf16(src) over n elements, rounded to nearest even (the weights' compute copy).
-void cast_to_bf16(const float* src, uint16_t* dst, int64_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_from_f32(src[i]);
-}
 
 // The contract checked the dtype; oneDNN's matmul here is given plain row-major operands.
 void check_row_major(const char* kind, const std::string& name, const char* arg,
@@ -233,8 +75,8 @@ class LinearOneDnn final : public Layer {
 
   // y: (..., D_out)  x: (..., D_in)
   void fprop(MutTensorRefs y, TensorRefs x) override {
-    run(cpu_, fwd_, x[0]->raw(), weights(), cfg_.bias ? params_[1].value.raw() : nullptr,
-        y[0]->raw(), scratch_, "Linear forward");
+    run_matmul(cpu_, fwd_, x[0]->raw(), weights(), cfg_.bias ? params_[1].value.raw() : nullptr,
+               y[0]->raw(), scratch_, "Linear forward");
   }
 
   // dx: (..., D_in)  dy: (..., D_out)  x: (..., D_in)
@@ -245,17 +87,17 @@ class LinearOneDnn final : public Layer {
 
   void dgrad(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (dx[0] != nullptr) {
-      run(cpu_, dgrad_, dy[0]->raw(), weights(), nullptr, dx[0]->raw(), scratch_,
-          "Linear backward data");
+      run_matmul(cpu_, dgrad_, dy[0]->raw(), weights(), nullptr, dx[0]->raw(), scratch_,
+                 "Linear backward data");
     }
   }
 
   void wgrad(TensorRefs dy, TensorRefs x, TensorRefs) override {
-    run(cpu_, wgrad_, dy[0]->raw(), x[0]->raw(), nullptr, params_[0].grad.raw(), scratch_,
-        "Linear weight gradient");
+    run_matmul(cpu_, wgrad_, dy[0]->raw(), x[0]->raw(), nullptr, params_[0].grad.raw(), scratch_,
+               "Linear weight gradient");
     if (cfg_.bias) {
-      run(cpu_, bgrad_, ones_.raw(), dy[0]->raw(), nullptr, params_[1].grad.raw(), scratch_,
-          "Linear bias gradient");
+      run_matmul(cpu_, bgrad_, ones_.raw(), dy[0]->raw(), nullptr, params_[1].grad.raw(), scratch_,
+                 "Linear bias gradient");
     }
   }
 
@@ -263,7 +105,7 @@ class LinearOneDnn final : public Layer {
   // The weights as the products read them: the f32 master, or its bf16 cast (made here).
   const void* weights() {
     if (!bf16_) return params_[0].value.raw();
-    cast_to_bf16(params_[0].value.f32(), w16_.data<uint16_t>(), params_[0].value.numel());
+    round_to_bf16(w16_.data<uint16_t>(), params_[0].value.f32(), params_[0].value.numel());
     return w16_.raw();
   }
 
@@ -362,8 +204,8 @@ class GemmOneDnn final : public Layer {
   // y: (B..., M, N)  x[0] = a: (B..., M, K) or (B..., K, M)  x[1] = b: (B..., K, N) or
   // (B..., N, K) or rank 2
   void fprop(MutTensorRefs y, TensorRefs x) override {
-    run(cpu_, fwd_, x[0]->raw(), x[1]->raw(), nullptr, y[0]->raw(), scratch_, "Gemm forward",
-        cfg_.bias ? params_[0].value.raw() : nullptr);
+    run_matmul(cpu_, fwd_, x[0]->raw(), x[1]->raw(), nullptr, y[0]->raw(), scratch_, "Gemm forward",
+               cfg_.bias ? params_[0].value.raw() : nullptr);
   }
 
   void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
@@ -373,18 +215,18 @@ class GemmOneDnn final : public Layer {
     const bool ta = cfg_.trans_a, tb = cfg_.trans_b;
     if (dx[0] != nullptr) {
       if (!ta) {
-        run(cpu_, dgrad_a_, g, b, nullptr, dx[0]->raw(), scratch_, "Gemm gradient of a");
+        run_matmul(cpu_, dgrad_a_, g, b, nullptr, dx[0]->raw(), scratch_, "Gemm gradient of a");
       } else {
-        run(cpu_, dgrad_a_, b, g, nullptr, dx[0]->raw(), scratch_, "Gemm gradient of a");
+        run_matmul(cpu_, dgrad_a_, b, g, nullptr, dx[0]->raw(), scratch_, "Gemm gradient of a");
       }
     }
     if (dx[1] != nullptr) {
       void* db = dx[1]->raw();
       if (!per_batch_db_) {
         if (!tb) {
-          run(cpu_, dgrad_b_, a, g, nullptr, db, scratch_, "Gemm gradient of b");
+          run_matmul(cpu_, dgrad_b_, a, g, nullptr, db, scratch_, "Gemm gradient of b");
         } else {
-          run(cpu_, dgrad_b_, g, a, nullptr, db, scratch_, "Gemm gradient of b");
+          run_matmul(cpu_, dgrad_b_, g, a, nullptr, db, scratch_, "Gemm gradient of b");
         }
       } else {
         const int64_t a_stride = d_.m * d_.k, y_stride = d_.m * d_.n;
@@ -393,16 +235,16 @@ class GemmOneDnn final : public Layer {
           const char* gi = static_cast<const char*>(g) + i * y_stride * elem_;
           const Matmul& m = i == 0 ? dgrad_b_ : dgrad_b_acc_;
           if (!tb) {
-            run(cpu_, m, ai, gi, nullptr, db, scratch_, "Gemm gradient of b");
+            run_matmul(cpu_, m, ai, gi, nullptr, db, scratch_, "Gemm gradient of b");
           } else {
-            run(cpu_, m, gi, ai, nullptr, db, scratch_, "Gemm gradient of b");
+            run_matmul(cpu_, m, gi, ai, nullptr, db, scratch_, "Gemm gradient of b");
           }
         }
       }
     }
     if (cfg_.bias && param_grads()) {
-      run(cpu_, bgrad_, ones_.raw(), g, nullptr, params_[0].grad.raw(), scratch_,
-          "Gemm bias gradient");
+      run_matmul(cpu_, bgrad_, ones_.raw(), g, nullptr, params_[0].grad.raw(), scratch_,
+                 "Gemm bias gradient");
     }
   }
 

@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <ostream>
 #include <set>
 
 #include "backends/backends.h"
@@ -18,9 +20,11 @@
 #include "layers/batchnorm2d.h"
 #include "layers/conv2d.h"
 #include "layers/dropout.h"
+#include "layers/input_grad.h"
 #include "layers/linear.h"
 #include "layers/pool2d.h"
 #include "layers/precision.h"
+#include "layers/rnn.h"
 #include "layers/tensor_ops.h"
 #include "models/graph.h"
 #include "models/registry.h"
@@ -72,6 +76,14 @@ Vec rounded_to_bf16(Vec v) {
 Vec abs_of(Vec v) {
   for (double& x : v) x = std::abs(x);
   return v;
+}
+
+// Whether a layer's implementation string names one of oneDNN's real bf16 kernels: AVX512-BF16
+// (avx512_core_bf16) or AMX (avx512_core_amx, avx512_core_amx_bf16), not the emulation on
+// plain avx512_core.
+bool real_bf16_kernel(const std::string& impl) {
+  return impl.find("avx512_core_bf16") != std::string::npos ||
+         impl.find("avx512_core_amx") != std::string::npos;
 }
 
 // The CPU backend in bf16, or nullptr where the CPU has no AVX512-BF16 (the reason in `why`).
@@ -205,9 +217,7 @@ TEST_P(Conv2dBf16, FpropDgradWgradWithinTheBf16BoundOfFloat64) {
   // Real bf16 kernels in all three passes, never the emulation (avx512_core without _bf16) or
   // the reference.
   const std::string impl = layer->implementation();
-  EXPECT_TRUE(impl.find("avx512_core_bf16") != std::string::npos ||
-              impl.find("amx") != std::string::npos)
-      << impl;
+  EXPECT_TRUE(real_bf16_kernel(impl)) << impl;
   EXPECT_EQ(impl.find("ref:"), std::string::npos) << impl;
   EXPECT_EQ(impl.find(":avx512_core "), std::string::npos) << "emulated bf16: " << impl;
 
@@ -245,8 +255,7 @@ TEST(LinearBf16, FpropDgradWgradWithinTheBf16BoundOfFloat64) {
   cfg.bias = true;
   auto layer = make_layer(*be, "fc", cfg, {TensorDesc{Shape{M, K}, DType::kBF16}});
   ASSERT_EQ(layer->output_descs()[0].dtype, DType::kBF16);
-  EXPECT_NE(layer->implementation().find("avx512_core_bf16"), std::string::npos)
-      << layer->implementation();
+  EXPECT_TRUE(real_bf16_kernel(layer->implementation())) << layer->implementation();
   const LayerRun r = run_layer(*be, *layer, 11);
   const Vec &x = r.x[0], &w = r.p[0], &b = r.p[1], &dy = r.dy[0];
   Vec y(M * N), ym(M * N), dx(M * K, 0.0), dxm(M * K, 0.0), dw(N * K, 0.0), dwm(N * K, 0.0),
@@ -300,6 +309,63 @@ TEST(GemmBf16, BatchedProductAndGradientsWithinTheBf16BoundOfFloat64) {
   expect_within_bf16_bound("y", r.y[0], y, ym, kUBf16 / 2);
   expect_within_bf16_bound("da", r.dx[0], da, dam, kUBf16 / 2);
   expect_within_bf16_bound("db", r.dx[1], db, dbm, kUBf16 / 2);
+}
+
+// ---- the data-gradient kinds (WGAN-GP's gradient penalty) ----
+
+// LinearDgrad: dx = dy W; its backward d(dy) = v W^T (bf16) and dW += dy^T v (f32).
+TEST(LinearDgradBf16, ForwardAndBothGradientsWithinTheBf16BoundOfFloat64) {
+  TBD_BF16_BACKEND(be);
+  const int64_t M = 12, O = 40, I = 72;
+  LinearDgradConfig cfg;
+  cfg.in_features = I;
+  auto layer = make_layer(*be, "fc.dgrad", cfg, {TensorDesc{Shape{M, O}, DType::kBF16}});
+  ASSERT_EQ(layer->output_descs()[0].dtype, DType::kBF16);
+  EXPECT_TRUE(real_bf16_kernel(layer->implementation())) << layer->implementation();
+  const LayerRun r = run_layer(*be, *layer, 17);
+  const Vec &dy = r.x[0], &w = r.p[0], &v = r.dy[0];
+  Vec y(M * I, 0.0), ym(M * I, 0.0), ddy(M * O, 0.0), ddym(M * O, 0.0), dw(O * I, 0.0),
+      dwm(O * I, 0.0);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t i = 0; i < I; ++i) {
+        y[m * I + i] += dy[m * O + o] * w[o * I + i];
+        ym[m * I + i] += std::abs(dy[m * O + o] * w[o * I + i]);
+        ddy[m * O + o] += v[m * I + i] * w[o * I + i];
+        ddym[m * O + o] += std::abs(v[m * I + i] * w[o * I + i]);
+        dw[o * I + i] += dy[m * O + o] * v[m * I + i];
+        dwm[o * I + i] += std::abs(dy[m * O + o] * v[m * I + i]);
+      }
+  expect_within_bf16_bound("dx", r.y[0], y, ym, kUBf16 / 2);
+  expect_within_bf16_bound("d(dy)", r.dx[0], ddy, ddym, kUBf16 / 2);
+  expect_within_bf16_bound("dW", r.dp[0], dw, dwm, kUF32);
+}
+
+// Conv2dDgrad: dx = the convolution's backward data of dy; its backward d(dy) = conv(v, W)
+// and dW += wgrad(v, dy). Blocked (channels of 16) and plain (the critic's 3-channel input).
+TEST(Conv2dDgradBf16, ForwardAndBothGradientsWithinTheBf16BoundOfFloat64) {
+  TBD_BF16_BACKEND(be);
+  for (const ConvShape& c :
+       {ConvShape{"blocked", Shape{2, 32, 8, 8}, 32, 3, 3, 1, 1, 1, Layout::kRowMajor},
+        ConvShape{"plain", Shape{2, 3, 8, 8}, 16, 3, 3, 1, 1, 1, Layout::kRowMajor}}) {
+    SCOPED_TRACE(c.name);
+    const DirectConv ref(c);
+    Conv2dDgradConfig cfg;
+    cfg.conv = c.config();
+    cfg.in_channels = c.x[1], cfg.in_h = c.x[2], cfg.in_w = c.x[3];
+    auto layer = make_layer(*be, "conv.dgrad", cfg,
+                            {TensorDesc{Shape{ref.N, ref.K, ref.P, ref.Q}, DType::kBF16}});
+    ASSERT_EQ(layer->output_descs()[0].dtype, DType::kBF16);
+    const std::string impl = layer->implementation();
+    EXPECT_EQ(impl.find("ref:"), std::string::npos) << impl;
+    const LayerRun r = run_layer(*be, *layer, 19);
+    const Vec &dy = r.x[0], &w = r.p[0], &v = r.dy[0];
+    expect_within_bf16_bound("dx", r.y[0], ref.dx(dy, w), ref.dx(abs_of(dy), abs_of(w)),
+                             kUBf16 / 2);
+    expect_within_bf16_bound("d(dy)", r.dx[0], ref.y(v, w), ref.y(abs_of(v), abs_of(w)),
+                             kUBf16 / 2);
+    expect_within_bf16_bound("dW", r.dp[0], ref.dw(dy, v), ref.dw(abs_of(dy), abs_of(v)), kUF32);
+  }
 }
 
 // ---- the kinds that run as their input: bf16 against the same layer in f32 ----
@@ -409,6 +475,35 @@ TEST(AttentionBf16, SelfAndCrossWithMasksFollowF32) {
       16);
 }
 
+// The recurrent kinds compute their products in bf16 around f32 gates and cell states: against
+// their f32 selves with a bound for the chain of roundings a few steps build up (each step's h
+// is rounded to bf16 before the next step's product reads it).
+TEST(RecurrentBf16, LstmUnidirectionalTwoLayersFollowsF32) {
+  LstmConfig c;
+  c.hidden = 16;
+  c.num_layers = 2;
+  expect_bf16_follows_f32(c, {TensorDesc{Shape{5, 3, 24}, DType::kBF16}}, 16);
+}
+TEST(RecurrentBf16, LstmBidirectionalFollowsF32) {
+  LstmConfig c;
+  c.hidden = 16;
+  c.bidirectional = true;
+  expect_bf16_follows_f32(c, {TensorDesc{Shape{4, 2, 8}, DType::kBF16}}, 16);
+}
+TEST(RecurrentBf16, GruBidirectionalTwoLayersFollowsF32) {
+  GruConfig c;
+  c.hidden = 16;
+  c.num_layers = 2;
+  c.bidirectional = true;
+  expect_bf16_follows_f32(c, {TensorDesc{Shape{5, 3, 24}, DType::kBF16}}, 16);
+}
+TEST(RecurrentBf16, LstmCellFollowsF32) {
+  LstmCellConfig c;
+  c.hidden = 16;
+  const TensorDesc h{Shape{3, 16}, DType::kBF16};
+  expect_bf16_follows_f32(c, {TensorDesc{Shape{3, 20}, DType::kBF16}, h, h}, 16);
+}
+
 TEST(AsInputBf16, AddAndConcat) {
   const TensorDesc x{Shape{2, 32, 3, 3}, DType::kBF16, Layout::kNChw16c};
   expect_bf16_follows_f32(AddConfig{}, {x, x});
@@ -479,20 +574,27 @@ TEST(Precision, GraphCastsWhereTheKindsPoliciesMeetOnce) {
 }
 
 TEST(Precision, KindsWithoutBf16ImplementationAreErrorsNamingThem) {
-  TBD_BF16_BACKEND(be);
-  // The RNNs have no bf16 path on the CPU yet: an error, not an fp32 run.
-  expect_error([&] { build_seq2seq(*be, seq2seq_tiny()); },
-               {"LSTM", "no bf16 implementation", "cpu"});
+  // Every kind that computes in bf16 has a bf16 path on the CPU now; an implementation without
+  // one (a backend's, or a new kind's) is an error naming it, not an fp32 run.
+  const std::vector<TensorDesc> in{TensorDesc{Shape{4, 2, 8}}};
+  expect_error([&] { wanted_dtypes("LSTM", "enc", false, DeviceKind::kCpu, MathMode::kBf16, in); },
+               {"LSTM", "enc", "no bf16 implementation", "cpu"});
+  EXPECT_EQ(wanted_dtypes("LSTM", "enc", true, DeviceKind::kCpu, MathMode::kBf16, in)[0],
+            DType::kBF16);
+  EXPECT_EQ(wanted_dtypes("LSTM", "enc", false, DeviceKind::kCpu, MathMode::kFp32, in)[0],
+            DType::kF32);
 }
 
 // Every model as its rows build it (batch 1, its default parameters, build-only: primitives
-// created, no storage): each convolution, linear and attention product runs one of oneDNN's
-// real bf16 kernels in all of its passes, never the reference and never the emulation, or the
-// model is an error naming the kind that has no bf16 path (today Seq2Seq's LSTM, Deep Speech
-// 2's GRU and WGAN-GP's data-gradient kinds).
-TEST(Precision, EveryModelRunsRealBf16KernelsOrIsAnErrorNamingTheKind) {
+// created, no storage): each convolution, linear, attention, data-gradient and LSTM product runs
+// one of oneDNN's real bf16 kernels in all of its passes, never the reference and never the
+// emulation. (oneDNN 2.6's bf16 GRU is its gemm-based "ref" RNN, whose products are bf16 GEMMs:
+// notes A.1; the GRU is held to its f32 self in RecurrentBf16.)
+TEST(Precision, EveryModelBuildsAndRunsRealBf16Kernels) {
   TBD_BF16_BACKEND(be);
-  int built = 0, refused = 0;
+  static const std::set<std::string> kProducts{
+      "Conv2d",      "Linear",      "Gemm", "MultiHeadAttention",
+      "Conv2dDgrad", "LinearDgrad", "LSTM", "LSTMCell"};
   for (const ModelEntry& e : model_registry()) {
     ModelArgs args;
     args.batch = 1;
@@ -501,35 +603,32 @@ TEST(Precision, EveryModelRunsRealBf16KernelsOrIsAnErrorNamingTheKind) {
     try {
       model = e.build(*be, args);
     } catch (const std::exception& ex) {
-      EXPECT_NE(std::string(ex.what()).find("no bf16 implementation"), std::string::npos)
-          << e.name << ": " << ex.what();
-      ++refused;
+      ADD_FAILURE() << e.name << " does not build in bf16: " << ex.what();
       continue;
     }
-    ++built;
-    for (const Graph::Node& n : model->graph().nodes()) {
-      const std::string kind = n.layer->kind();
-      if (kind != "Conv2d" && kind != "Linear" && kind != "Gemm" && kind != "MultiHeadAttention") {
-        continue;
-      }
-      const std::string impl = n.layer->implementation();
-      SCOPED_TRACE(e.name + " " + n.layer->name() + ": " + impl);
-      EXPECT_EQ(impl.find("ref:"), std::string::npos);
-      EXPECT_EQ(impl.find(":avx512_core "), std::string::npos) << "emulated bf16";
-      EXPECT_EQ(impl.find(":avx512_core/"), std::string::npos) << "emulated bf16";
-      // fwd, backward-data and backward-weights: three real bf16 kernels.
-      std::size_t real = 0;
-      for (const char* isa : {"avx512_core_bf16", "avx512_core_amx"}) {
-        for (std::size_t at = impl.find(isa); at != std::string::npos;
-             at = impl.find(isa, at + 1)) {
-          ++real;
+    int products = 0;
+    for (std::size_t g = 0; g < model->num_graphs(); ++g) {
+      for (const Graph::Node& n : model->graph(g).nodes()) {
+        if (!kProducts.count(n.layer->kind())) continue;
+        ++products;
+        const std::string impl = n.layer->implementation();
+        SCOPED_TRACE(e.name + " " + n.layer->name() + ": " + impl);
+        EXPECT_EQ(impl.find("ref:"), std::string::npos);
+        EXPECT_EQ(impl.find(":avx512_core "), std::string::npos) << "emulated bf16";
+        EXPECT_EQ(impl.find(":avx512_core/"), std::string::npos) << "emulated bf16";
+        // fwd, backward-data and backward-weights: three real bf16 kernels.
+        std::size_t real = 0;
+        for (const char* isa : {"avx512_core_bf16", "avx512_core_amx"}) {
+          for (std::size_t at = impl.find(isa); at != std::string::npos;
+               at = impl.find(isa, at + 1)) {
+            ++real;
+          }
         }
+        EXPECT_GE(real, 3u);
       }
-      EXPECT_GE(real, 3u);
     }
+    EXPECT_GT(products, 0) << e.name;
   }
-  EXPECT_EQ(built + refused, static_cast<int>(model_registry().size()));
-  EXPECT_GE(built, 5) << "ResNet-50, Inception-v3, the Transformer, Faster R-CNN and A3C";
 }
 
 // ---- models: bf16 training against fp32 ----
@@ -573,8 +672,66 @@ INSTANTIATE_TEST_SUITE_P(
         TinyModel{"InceptionV3",
                   [](Backend& be) { return build_inception_v3(be, inception_v3_tiny()); }},
         TinyModel{"Transformer",
-                  [](Backend& be) { return build_transformer(be, transformer_tiny()); }}),
+                  [](Backend& be) { return build_transformer(be, transformer_tiny()); }},
+        TinyModel{"Seq2Seq", [](Backend& be) { return build_seq2seq(be, seq2seq_tiny()); }},
+        TinyModel{"DeepSpeech2",
+                  [](Backend& be) { return build_deepspeech2(be, deepspeech2_tiny()); }}),
     TinyModelName());
+
+// The three models whose loss is not one fixed batch's: WGAN-GP's critic loss against a moving
+// generator, Faster R-CNN's four terms over sampled anchors and proposals, A3C's rollouts. Each
+// in bf16 against itself in fp32 from the same seed: finite throughout, the first loss within
+// bf16 rounding's reach of fp32's (20%, as above), the training signal each model's fp32 test
+// holds (the critic's loss falls by more than 1 within 16 steps; Faster R-CNN's mean loss over
+// the last 20 of 100 steps under half that of the first 20), and bit-identical reruns.
+struct Bf16Run {
+  const char* name;
+  std::function<std::unique_ptr<Model>(Backend&)> build;
+  int steps;
+  std::function<void(const std::vector<float>&)> trains;  // null: no training criterion
+};
+inline void PrintTo(const Bf16Run& r, std::ostream* os) { *os << r.name; }
+
+class Bf16Models : public ::testing::TestWithParam<Bf16Run> {};
+
+TEST_P(Bf16Models, TrainLikeFp32AndRerunIdentically) {
+  TBD_BF16_BACKEND(be16);
+  auto be32 = make_cpu_backend();
+  const Bf16Run& r = GetParam();
+  const std::vector<float> l32 = losses(*r.build(*be32), r.steps);
+  const std::vector<float> l16 = losses(*r.build(*be16), r.steps);
+  const std::vector<float> again = losses(*r.build(*be16), r.steps);
+  EXPECT_EQ(l16, again);
+  for (float x : l16) ASSERT_TRUE(std::isfinite(x));
+  EXPECT_NEAR(l16[0], l32[0], 0.2 * std::abs(l32[0]));
+  if (r.trains) {
+    r.trains(l32);
+    r.trains(l16);
+  }
+  std::cout << "  " << r.name << ": fp32 " << l32.front() << " -> " << l32.back() << ", bf16 "
+            << l16.front() << " -> " << l16.back() << " (" << r.steps << " steps)\n";
+}
+
+double mean_of(const std::vector<float>& l, std::size_t from, std::size_t to) {
+  double s = 0;
+  for (std::size_t i = from; i < to; ++i) s += l[i];
+  return s / static_cast<double>(to - from);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, Bf16Models,
+    ::testing::Values(
+        Bf16Run{"WGAN", [](Backend& be) { return build_wgan(be, wgan_tiny()); }, 16,
+                [](const std::vector<float>& l) {
+                  EXPECT_LT(l.back(), l.front() - 1.0) << l.front() << " -> " << l.back();
+                }},
+        Bf16Run{"FasterRCNN", [](Backend& be) { return build_faster_rcnn(be, faster_rcnn_tiny()); },
+                100,
+                [](const std::vector<float>& l) {
+                  EXPECT_LT(mean_of(l, 80, 100), 0.5 * mean_of(l, 0, 20));
+                }},
+        Bf16Run{"A3C", [](Backend& be) { return build_a3c(be, a3c_tiny(1)); }, 8, nullptr}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace tbd::test
