@@ -315,8 +315,9 @@ void expect_match(const std::vector<float>& got, const std::vector<float>& want,
   EXPECT_LE(worst, 1e-4 * maxabs + 1e-7) << what << ": max |diff| " << worst;
 }
 
-TEST(DataParallel, EqualsAccumulatedMicroBatches) {
-  World w;
+// Data-parallel training equals the P shards run as micro-batches in one process, summed as the
+// all-reduce sums them.
+void expect_data_parallel_equals_micro_batches(World& w) {
   const int p = w.comm->size();
   const int steps = 3;
   const bool bitwise = bitwise_at(p);
@@ -332,6 +333,23 @@ TEST(DataParallel, EqualsAccumulatedMicroBatches) {
     expect_match(dp.grads, ref.grads, bitwise, std::string(t.name) + " gradients");
     expect_match(dp.weights, ref.weights, bitwise, std::string(t.name) + " weights");
   }
+}
+
+TEST(DataParallel, EqualsAccumulatedMicroBatches) {
+  World w;
+  expect_data_parallel_equals_micro_batches(w);
+}
+
+// The same under --tbd_math=bf16: bf16 activations, f32 master weights and gradients, so the
+// all-reduce (f32) and the reference agree as in fp32.
+TEST(DataParallel, EqualsAccumulatedMicroBatchesInBf16) {
+  World w;
+  try {
+    w.be->set_math_mode(MathMode::kBf16);
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "no bf16 on this CPU: " << e.what();
+  }
+  expect_data_parallel_equals_micro_batches(w);
 }
 
 // The P shards' inputs, concatenated along the axis that holds the batch, into a model built
