@@ -58,10 +58,10 @@ Flops activation_flops(const ActivationConfig& cfg, const Shape& x) {
   return Flops{};
 }
 
-Bytes activation_bytes(const ActivationConfig& cfg, const Shape& x) {
+Bytes activation_bytes(const ActivationConfig& cfg, const Shape& x, DType t) {
   (void)cfg;  // every kind reads one saved tensor (x or y) in backward: the same bytes
   const double e = static_cast<double>(x.numel());
-  return Bytes{bytes_of(2 * e), bytes_of(3 * e), 0};
+  return Bytes{bytes_of(2 * e, t), bytes_of(3 * e, t), 0};
 }
 
 template <>
@@ -72,7 +72,7 @@ Contract contract(const std::string& name, const ActivationConfig& cfg,
   Contract c{{TensorDesc{ys, in[0].dtype, in[0].layout}},
              {},
              activation_flops(cfg, in[0].shape),
-             activation_bytes(cfg, in[0].shape)};
+             activation_bytes(cfg, in[0].shape, in[0].dtype)};
   const bool from_y = activation_saves_output(cfg);
   c.saved_inputs = {!from_y};
   c.saved_outputs = {from_y};

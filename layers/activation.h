@@ -31,7 +31,7 @@ struct ActivationConfig {
 Shape activation_output_shape(const std::string& name, const ActivationConfig& cfg,
                               const TensorDesc& x);
 Flops activation_flops(const ActivationConfig& cfg, const Shape& x);
-Bytes activation_bytes(const ActivationConfig& cfg, const Shape& x);
+Bytes activation_bytes(const ActivationConfig& cfg, const Shape& x, DType t = DType::kF32);
 
 // Whether backward reads y (relu, tanh, sigmoid, clipped relu, leaky relu with alpha >= 0: their
 // gradients are functions of y) rather than x (GELU, leaky relu with alpha < 0); it saves that

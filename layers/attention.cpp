@@ -66,7 +66,7 @@ Flops attention_flops(const MultiHeadAttentionConfig& c, const AttentionDims& d,
 }
 
 Bytes attention_bytes(const MultiHeadAttentionConfig& c, const AttentionDims& d,
-                      bool dropout_active) {
+                      bool dropout_active, DType t) {
   const double D = static_cast<double>(d.D);
   const double q = static_cast<double>(d.N) * d.Tq * D;   // one (N, Tq, D) tensor
   const double kv = static_cast<double>(d.N) * d.Tk * D;  // one (N, Tk, D) tensor
@@ -77,12 +77,14 @@ Bytes attention_bytes(const MultiHeadAttentionConfig& c, const AttentionDims& d,
   const double mask = dropout_active ? kMaskBytesPerScore * e : 0.0;
   Bytes b;
   // q_in, kv_in, parameters; y, Q, K, V, P, O.
-  b.fprop = bytes_of(q + kv_in + params + q + q + 2 * kv + e + q) + mask;
+  // Under bf16 (t) every tensor is 2 bytes but the biases (and the gradients of the parameters).
+  const double biases = params - weights;
+  b.fprop = bytes_of(q + kv_in + weights + q + q + 2 * kv + e + q, t) + bytes_of(biases) + mask;
   if (c.padding_mask) b.fprop += bytes_of(static_cast<double>(d.N), DType::kI32);
   // dy, weights, Q, K, V, P; dq_in, dkv_in, dQ, dK, dV.
-  b.dgrad = bytes_of(q + weights + q + 2 * kv + e + q + kv_in + q + 2 * kv) + mask;
+  b.dgrad = bytes_of(q + weights + q + 2 * kv + e + q + kv_in + q + 2 * kv, t) + mask;
   // dy, O, dQ, dK, dV, q_in, kv_in; read and write the parameter gradients.
-  b.wgrad = bytes_of(q + q + q + 2 * kv + q + kv_in + 2 * params);
+  b.wgrad = bytes_of(q + q + q + 2 * kv + q + kv_in, t) + bytes_of(2 * params);
   return b;
 }
 
@@ -101,7 +103,7 @@ Contract contract(const std::string& name, const MultiHeadAttentionConfig& cfg,
     }
   }
   c.flops = attention_flops(cfg, d, cfg.dropout > 0);
-  c.bytes = attention_bytes(cfg, d, cfg.dropout > 0);
+  c.bytes = attention_bytes(cfg, d, cfg.dropout > 0, in[0].dtype);
   // Backward reads the inputs (and the probabilities and projections the layer keeps), not y.
   c.saved_inputs.assign(in.size(), true);
   c.saved_outputs = {false};

@@ -77,8 +77,9 @@ inline Shape attention_output_shape(const AttentionDims& d) { return Shape{d.N, 
 Flops attention_flops(const MultiHeadAttentionConfig& cfg, const AttentionDims& d,
                       bool dropout_active);
 // Bytes as documented above; `dropout_active` adds the mask.
+// Under bf16 (t) every tensor but the biases and the parameter gradients is 2 bytes.
 Bytes attention_bytes(const MultiHeadAttentionConfig& cfg, const AttentionDims& d,
-                      bool dropout_active);
+                      bool dropout_active, DType t = DType::kF32);
 
 // The attention-dropout mask, counter based: element i of the forward numbered `step` is kept
 // iff splitmix64(base + i) >= p * 2^64 with base = splitmix64(seed ^ splitmix64(step)), i.e.

@@ -32,12 +32,15 @@ Flops batchnorm2d_flops(const Shape& x, bool relu, bool frozen) {
   return Flops{8 * e + r, 10 * e + r, 4 * e};
 }
 
-Bytes batchnorm2d_bytes(const Shape& x, bool relu, bool frozen) {
+Bytes batchnorm2d_bytes(const Shape& x, bool relu, bool frozen, DType t) {
   const double e = static_cast<double>(x.numel()), c = static_cast<double>(x[1]);
-  if (frozen) return Bytes{bytes_of(2 * e + 4 * c), bytes_of(2 * e + 2 * c + (relu ? e : 0)), 0};
+  if (frozen) {
+    return Bytes{bytes_of(2 * e, t) + bytes_of(4 * c),
+                 bytes_of(2 * e + (relu ? e : 0), t) + bytes_of(2 * c), 0};
+  }
   const double mask = relu ? e : 0;  // one byte per element
-  return Bytes{bytes_of(2 * e + 8 * c) + mask, bytes_of(3 * e + 3 * c) + mask,
-               bytes_of(2 * e + 6 * c)};
+  return Bytes{bytes_of(2 * e, t) + bytes_of(8 * c) + mask,
+               bytes_of(3 * e, t) + bytes_of(3 * c) + mask, bytes_of(2 * e, t) + bytes_of(6 * c)};
 }
 
 BatchNormLayer::BatchNormLayer(Backend& be, std::string name, std::vector<TensorDesc> inputs,
@@ -56,7 +59,7 @@ Contract batchnorm_contract(const TensorDesc& x, const Shape& nchw, bool relu, b
              {{"weight", Shape{C}, Init::kOnes, C, C, false},
               {"bias", Shape{C}, Init::kZeros, C, C, false}},
              batchnorm2d_flops(nchw, relu, frozen),
-             batchnorm2d_bytes(nchw, relu, frozen)};
+             batchnorm2d_bytes(nchw, relu, frozen, x.dtype)};
   c.saved_inputs = {true};   // x (and the batch statistics the layer keeps)
   c.saved_outputs = {relu};  // with the ReLU fused, y masks the gradient
   return c;

@@ -47,7 +47,8 @@ struct BatchNorm2dConfig {
 Shape batchnorm2d_output_shape(const std::string& name, const BatchNorm2dConfig& cfg,
                                const TensorDesc& x);
 Flops batchnorm2d_flops(const Shape& x, bool relu = false, bool frozen = false);
-Bytes batchnorm2d_bytes(const Shape& x, bool relu = false, bool frozen = false);
+Bytes batchnorm2d_bytes(const Shape& x, bool relu = false, bool frozen = false,
+                        DType t = DType::kF32);
 
 // A batch normalization as every implementation runs it, whatever its kind (BatchNorm2d,
 // SequenceBatchNorm): x normalised per channel C over N x H x W, seen as the row-major

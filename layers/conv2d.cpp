@@ -34,13 +34,13 @@ Flops conv2d_flops(const Conv2dConfig& c, const Shape& x, const Shape& y) {
   return Flops{2 * mac + bias, 2 * mac, 2 * mac + bias};
 }
 
-Bytes conv2d_bytes(const Conv2dConfig& c, const Shape& x, const Shape& y) {
+Bytes conv2d_bytes(const Conv2dConfig& c, const Shape& x, const Shape& y, DType t) {
   const double xe = static_cast<double>(x.numel()), ye = static_cast<double>(y.numel());
   const double we = static_cast<double>(c.out_channels) * static_cast<double>(x[1] / c.groups) *
                     static_cast<double>(c.kernel_h * c.kernel_w);
   const double be = c.bias ? static_cast<double>(c.out_channels) : 0.0;
-  return Bytes{bytes_of(xe + we + be + ye), bytes_of(ye + we + xe),
-               bytes_of(xe + ye + 2 * (we + be))};
+  return Bytes{bytes_of(xe + we + ye, t) + bytes_of(be), bytes_of(ye + we + xe, t),
+               bytes_of(xe + ye, t) + bytes_of(2 * (we + be))};
 }
 
 template <>
@@ -54,8 +54,10 @@ Contract contract(const std::string& name, const Conv2dConfig& cfg,
   const int64_t fan_in = (C / G) * cfg.kernel_h * cfg.kernel_w;
   const int64_t fan_out = (K / G) * cfg.kernel_h * cfg.kernel_w;
   // y in x's dtype: bf16 under --tbd_math=bf16 (computed with f32 accumulation).
-  Contract c{
-      {TensorDesc{ys, in[0].dtype}}, {}, conv2d_flops(cfg, xs, ys), conv2d_bytes(cfg, xs, ys)};
+  Contract c{{TensorDesc{ys, in[0].dtype}},
+             {},
+             conv2d_flops(cfg, xs, ys),
+             conv2d_bytes(cfg, xs, ys, in[0].dtype)};
   c.saved_inputs = {true};  // x for the weight gradient; y is not read
   c.saved_outputs = {false};
   c.params.push_back({"weight", Shape{K, C / G, cfg.kernel_h, cfg.kernel_w}, Init::kHeNormal,

@@ -43,7 +43,8 @@ struct Conv2dConfig {
 // Checks x against cfg (throws naming the layer) and returns y's shape.
 Shape conv2d_output_shape(const std::string& name, const Conv2dConfig& cfg, const Shape& x);
 Flops conv2d_flops(const Conv2dConfig& cfg, const Shape& x, const Shape& y);
-Bytes conv2d_bytes(const Conv2dConfig& cfg, const Shape& x, const Shape& y);
+// Under bf16 (t) x, y and the weights the products read are 2 bytes (layer.h: Bytes).
+Bytes conv2d_bytes(const Conv2dConfig& cfg, const Shape& x, const Shape& y, DType t = DType::kF32);
 
 // Contract: one input x (f32); y (N, K, P, Q) f32 row-major (an implementation may
 // choose a blocked layout); weight (K, C/groups, R, S) He-normal with fan_in = C/groups*R*S,

@@ -23,10 +23,10 @@ Flops dropout_flops(const Shape& x) {
   return Flops{2 * e, e, 0};
 }
 
-Bytes dropout_bytes(const Shape& x) {
+Bytes dropout_bytes(const Shape& x, DType t) {
   constexpr double kMaskBytesPerElement = 1;  // the mask is one byte per element (see above)
   const double e = static_cast<double>(x.numel());
-  const double pass = bytes_of(2 * e) + kMaskBytesPerElement * e;
+  const double pass = bytes_of(2 * e, t) + kMaskBytesPerElement * e;
   return Bytes{pass, pass, 0};
 }
 
@@ -35,7 +35,7 @@ Contract contract(const std::string& name, const DropoutConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   check_input_count(DropoutConfig::kKind, name, in, 1);
   dropout_output_shape(name, cfg, in[0]);
-  Contract c{{in[0]}, {}, dropout_flops(in[0].shape), dropout_bytes(in[0].shape)};
+  Contract c{{in[0]}, {}, dropout_flops(in[0].shape), dropout_bytes(in[0].shape, in[0].dtype)};
   saves_nothing(c, in.size());  // backward reads the mask the layer keeps
   return c;
 }

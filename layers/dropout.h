@@ -30,7 +30,7 @@ struct DropoutConfig {
 
 Shape dropout_output_shape(const std::string& name, const DropoutConfig& cfg, const TensorDesc& x);
 Flops dropout_flops(const Shape& x);
-Bytes dropout_bytes(const Shape& x);
+Bytes dropout_bytes(const Shape& x, DType t = DType::kF32);
 
 // Contract: one input x; y like x; no parameters.
 template <>

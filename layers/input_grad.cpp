@@ -41,11 +41,12 @@ Contract contract(const std::string& name, const LinearDgradConfig& cfg,
   const double m = static_cast<double>(dy.numel() / O), o = static_cast<double>(O),
                i = static_cast<double>(I);
   const double mac = m * o * i;
+  const DType t = in[0].dtype;  // under bf16 dy, dx, v and the weights' copy are 2 bytes
   return Contract{{TensorDesc{Shape(std::move(xs)), in[0].dtype}},
                   {{"weight", Shape{O, I}, Init::kXavierUniform, I, O, true}},
                   Flops{2 * mac, 2 * mac, 2 * mac},
-                  Bytes{bytes_of(m * o + o * i + m * i), bytes_of(m * i + o * i + m * o),
-                        bytes_of(m * o + m * i + 2 * o * i)}};
+                  Bytes{bytes_of(m * o + o * i + m * i, t), bytes_of(m * i + o * i + m * o, t),
+                        bytes_of(m * o + m * i, t) + bytes_of(2 * o * i)}};
 }
 
 std::string describe_problem(const LinearDgradConfig& cfg, const std::vector<TensorDesc>& in,
@@ -73,7 +74,7 @@ Contract contract(const std::string& name, const Conv2dDgradConfig& cfg,
                   conv.kernel_h, "x", conv.kernel_w, " convolution of x ", xs.to_string(),
                   " (that is ", ys.to_string(), ")");
   const Flops f = conv2d_flops(conv, xs, ys);
-  const Bytes b = conv2d_bytes(conv, xs, ys);
+  const Bytes b = conv2d_bytes(conv, xs, ys, in[0].dtype);
   const int64_t C = xs[1], K = conv.out_channels, G = conv.groups;
   return Contract{
       {TensorDesc{xs, in[0].dtype}},
@@ -143,7 +144,7 @@ Contract contract(const std::string& name, const Pool2dDgradConfig& cfg,
                   " is not the output of the pooling of x ", xs.to_string(), " (that is ",
                   ys.to_string(), ")");
   const Flops f = pool2d_flops(cfg.pool, xs, ys);
-  const Bytes b = pool2d_bytes(cfg.pool, xs, ys);
+  const Bytes b = pool2d_bytes(cfg.pool, xs, ys, in[0].dtype);
   return Contract{{TensorDesc{xs}}, {}, Flops{f.dgrad, f.fprop, 0}, Bytes{b.dgrad, b.fprop, 0}};
 }
 

@@ -56,10 +56,13 @@ struct PhaseWork {
 // Analytic floating-point operations (multiply and add counted separately, so an FMA is 2).
 using Flops = PhaseWork<struct FlopTag>;
 
-// Analytic bytes moved, per phase: the minimal DRAM traffic of an ideal FP32 implementation,
+// Analytic bytes moved, per phase: the minimal DRAM traffic of an ideal implementation,
 // a LOWER BOUND used for arithmetic intensity (FLOP/byte) and the roofline. The model, for
 // every kind (each kind's header spells out its formula beside the FLOPs):
-//   * element sizes from the dtype (4 bytes for f32 and for i32 ids; a dropout mask 1 byte);
+//   * element sizes from the dtype (4 bytes for f32 and for i32 ids; a dropout mask 1 byte;
+//     under bf16 2 bytes for the bf16 activations and for the weights a product reads, as an
+//     implementation with a bf16 weight copy kept from step to step reads them, while
+//     biases, norm parameters, statistics and every parameter gradient stay 4);
 //   * a phase reads each tensor it needs exactly once and writes each tensor it produces
 //     exactly once: no re-reads for tiling, no write-allocate, no library scratch
 //     (workspaces, blocked weight copies) and no temporaries that an ideal fused kernel keeps

@@ -23,12 +23,12 @@ Flops linear_flops(const LinearConfig& cfg, const Shape& x) {
   return Flops{2 * mac + bias, 2 * mac, 2 * mac + bias};
 }
 
-Bytes linear_bytes(const LinearConfig& cfg, const Shape& x) {
+Bytes linear_bytes(const LinearConfig& cfg, const Shape& x, DType t) {
   const double m = static_cast<double>(x.numel() / x[-1]);
   const double din = static_cast<double>(x[-1]), dout = static_cast<double>(cfg.out_features);
   const double xe = m * din, ye = m * dout, we = dout * din, be = cfg.bias ? dout : 0.0;
-  return Bytes{bytes_of(xe + we + be + ye), bytes_of(ye + we + xe),
-               bytes_of(xe + ye + 2 * (we + be))};
+  return Bytes{bytes_of(xe + we + ye, t) + bytes_of(be), bytes_of(ye + we + xe, t),
+               bytes_of(xe + ye, t) + bytes_of(2 * (we + be))};
 }
 
 Shape gemm_output_shape(const std::string& name, const GemmConfig& cfg, const Shape& a,
@@ -73,14 +73,14 @@ Flops gemm_flops(const GemmConfig& cfg, const GemmDims& d) {
   return Flops{2 * mac + bias, 4 * mac, bias};
 }
 
-Bytes gemm_bytes(const GemmConfig& cfg, const GemmDims& d) {
+Bytes gemm_bytes(const GemmConfig& cfg, const GemmDims& d, DType t) {
   const double batch = static_cast<double>(d.batch);
   const double a = batch * static_cast<double>(d.m * d.k);
   const double b = (d.b_shared ? 1.0 : batch) * static_cast<double>(d.k * d.n);
   const double y = batch * static_cast<double>(d.m * d.n);
   const double bias = cfg.bias ? static_cast<double>(d.n) : 0.0;
-  return Bytes{bytes_of(a + b + bias + y), bytes_of(y + 2 * a + 2 * b),
-               cfg.bias ? bytes_of(y + 2 * bias) : 0.0};
+  return Bytes{bytes_of(a + b + y, t) + bytes_of(bias), bytes_of(y + 2 * a + 2 * b, t),
+               cfg.bias ? bytes_of(y, t) + bytes_of(2 * bias) : 0.0};
 }
 
 template <>
@@ -93,7 +93,7 @@ Contract contract(const std::string& name, const LinearConfig& cfg,
   Contract c{{TensorDesc{ys, in[0].dtype}},  // y in x's dtype (bf16: f32 accumulation)
              {{"weight", Shape{N, K}, cfg.init, K, N, true}},
              linear_flops(cfg, in[0].shape),
-             linear_bytes(cfg, in[0].shape)};
+             linear_bytes(cfg, in[0].shape, in[0].dtype)};
   if (cfg.bias) c.params.push_back({"bias", Shape{N}, Init::kZeros, K, N, false});
   c.saved_inputs = {true};  // x for the weight gradient; y is not read
   c.saved_outputs = {false};
@@ -116,7 +116,8 @@ Contract contract(const std::string& name, const GemmConfig& cfg,
   check_floating(GemmConfig::kKind, name, "b", in[1]);
   TBD_LAYER_CHECK(in[0].dtype == in[1].dtype, GemmConfig::kKind, name, "a ", in[0].to_string(),
                   " and b ", in[1].to_string(), " differ in dtype");
-  Contract c{{TensorDesc{ys, in[0].dtype}}, {}, gemm_flops(cfg, d), gemm_bytes(cfg, d)};
+  Contract c{
+      {TensorDesc{ys, in[0].dtype}}, {}, gemm_flops(cfg, d), gemm_bytes(cfg, d, in[0].dtype)};
   if (cfg.bias) c.params.push_back({"bias", Shape{d.n}, Init::kZeros, d.k, d.n, false});
   c.saved_inputs = {true, true};  // each operand for the other's gradient; y is not read
   c.saved_outputs = {false};

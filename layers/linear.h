@@ -41,7 +41,7 @@ struct GemmConfig {
 // Checks x against cfg (throws naming the layer) and returns y's shape.
 Shape linear_output_shape(const std::string& name, const LinearConfig& cfg, const Shape& x);
 Flops linear_flops(const LinearConfig& cfg, const Shape& x);
-Bytes linear_bytes(const LinearConfig& cfg, const Shape& x);
+Bytes linear_bytes(const LinearConfig& cfg, const Shape& x, DType t = DType::kF32);
 
 // The problem a Gemm layer solves, after the batch dims are collapsed into one.
 struct GemmDims {
@@ -53,7 +53,7 @@ struct GemmDims {
 Shape gemm_output_shape(const std::string& name, const GemmConfig& cfg, const Shape& a,
                         const Shape& b, GemmDims* dims = nullptr);
 Flops gemm_flops(const GemmConfig& cfg, const GemmDims& d);
-Bytes gemm_bytes(const GemmConfig& cfg, const GemmDims& d);
+Bytes gemm_bytes(const GemmConfig& cfg, const GemmDims& d, DType t = DType::kF32);
 
 // Contract: one input x (..., K) f32; y (..., N) f32; weight (N, K) with cfg.init, fan_in K,
 // fan_out N [and bias (N) zeros, no decay].

@@ -38,10 +38,10 @@ Flops pool2d_flops(const Pool2dConfig& c, const Shape& x, const Shape& y) {
   return Flops{out * (win + 1), out * (win + 1), 0};
 }
 
-Bytes pool2d_bytes(const Pool2dConfig& c, const Shape& x, const Shape& y) {
+Bytes pool2d_bytes(const Pool2dConfig& c, const Shape& x, const Shape& y, DType t) {
   const double xe = static_cast<double>(x.numel()), ye = static_cast<double>(y.numel());
   const double bwd = c.pool == PoolKind::kMax ? ye + 2 * xe : ye + xe;
-  return Bytes{bytes_of(xe + ye), bytes_of(bwd), 0};
+  return Bytes{bytes_of(xe + ye, t), bytes_of(bwd, t), 0};
 }
 
 Shape global_avg_pool2d_output_shape(const std::string& name, const TensorDesc& x) {
@@ -54,9 +54,9 @@ Flops global_avg_pool2d_flops(const Shape& x) {
   return Flops{e, e, 0};
 }
 
-Bytes global_avg_pool2d_bytes(const Shape& x) {
+Bytes global_avg_pool2d_bytes(const Shape& x, DType t) {
   const double xe = static_cast<double>(x.numel()), ye = static_cast<double>(x[0] * x[1]);
-  return Bytes{bytes_of(xe + ye), bytes_of(ye + xe), 0};
+  return Bytes{bytes_of(xe + ye, t), bytes_of(ye + xe, t), 0};
 }
 
 template <>
@@ -70,7 +70,7 @@ Contract contract(const std::string& name, const Pool2dConfig& cfg,
   return Contract{{TensorDesc{ys, in[0].dtype, in[0].layout}},
                   {},
                   pool2d_flops(cfg, xs, ys),
-                  pool2d_bytes(cfg, xs, ys)};
+                  pool2d_bytes(cfg, xs, ys, in[0].dtype)};
 }
 
 std::string describe_problem(const Pool2dConfig& cfg, const std::vector<TensorDesc>& in,
@@ -88,7 +88,7 @@ Contract contract(const std::string& name, const GlobalAvgPool2dConfig& cfg,
   Contract c{{TensorDesc{ys, in[0].dtype}},
              {},
              global_avg_pool2d_flops(in[0].shape),
-             global_avg_pool2d_bytes(in[0].shape)};
+             global_avg_pool2d_bytes(in[0].shape, in[0].dtype)};
   saves_nothing(c, in.size());  // dx = dy / HW everywhere
   return c;
 }

@@ -46,11 +46,11 @@ const char* to_string(PoolKind k);  // "max", "avg"
 // window lies wholly in padding; the padded input holds one window); returns (N, C, P, Q).
 Shape pool2d_output_shape(const std::string& name, const Pool2dConfig& cfg, const TensorDesc& x);
 Flops pool2d_flops(const Pool2dConfig& cfg, const Shape& x, const Shape& y);
-Bytes pool2d_bytes(const Pool2dConfig& cfg, const Shape& x, const Shape& y);
+Bytes pool2d_bytes(const Pool2dConfig& cfg, const Shape& x, const Shape& y, DType t = DType::kF32);
 // Checks x (rank 4 f32, positive dims); returns (N, C).
 Shape global_avg_pool2d_output_shape(const std::string& name, const TensorDesc& x);
 Flops global_avg_pool2d_flops(const Shape& x);
-Bytes global_avg_pool2d_bytes(const Shape& x);
+Bytes global_avg_pool2d_bytes(const Shape& x, DType t = DType::kF32);
 
 // Contract: one input x (N, C, H, W) f32; y (N, C, P, Q) in x's layout; no parameters.
 template <>

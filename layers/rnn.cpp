@@ -45,25 +45,29 @@ Flops sequence_flops(const Shape& x, int64_t hidden, int64_t num_layers, bool bi
 }
 
 // One direction of one layer with input width `in`, over T*N positions (rnn.h).
+// Under bf16 (t) x, the outputs and the weights the products read are 2 bytes; the saved gates
+// and states, the gates' gradients, the biases and the weight gradients stay f32.
 Bytes cell_bytes(double tn, int64_t in, int64_t hidden, int64_t gates, int64_t saved,
-                 int64_t bias_vectors) {
+                 int64_t bias_vectors, DType t) {
   const double h = static_cast<double>(hidden), x = tn * static_cast<double>(in);
   const double pw = static_cast<double>(gates * hidden * (in + hidden));
   const double pb = static_cast<double>(bias_vectors * hidden);
   const double s = tn * static_cast<double>(saved) * h,
                dgates = tn * static_cast<double>(gates) * h;
-  return Bytes{bytes_of(x + pw + pb + tn * h + s), bytes_of(tn * h + s + pw + x + dgates),
-               bytes_of(x + tn * h + dgates + 2 * (pw + pb))};
+  return Bytes{bytes_of(x + pw + tn * h, t) + bytes_of(pb + s),
+               bytes_of(tn * h + pw + x, t) + bytes_of(s + dgates),
+               bytes_of(x + tn * h, t) + bytes_of(dgates + 2 * (pw + pb))};
 }
 
 Bytes sequence_bytes(const Shape& x, int64_t hidden, int64_t num_layers, bool bidirectional,
-                     int64_t gates, int64_t saved, int64_t bias_vectors) {
+                     int64_t gates, int64_t saved, int64_t bias_vectors, DType t) {
   const int64_t dirs = bidirectional ? 2 : 1;
   const double tn = static_cast<double>(x[0]) * x[1];
   Bytes b;
   for (int64_t l = 0; l < num_layers; ++l) {
     int64_t in = l == 0 ? x[2] : hidden * dirs;
-    for (int64_t d = 0; d < dirs; ++d) b += cell_bytes(tn, in, hidden, gates, saved, bias_vectors);
+    for (int64_t d = 0; d < dirs; ++d)
+      b += cell_bytes(tn, in, hidden, gates, saved, bias_vectors, t);
   }
   return b;
 }
@@ -120,26 +124,27 @@ Flops lstm_cell_flops(const LstmCellConfig& cfg, const Shape& x) {
   return cell_flops(static_cast<double>(x[0]), x[1], cfg.hidden, kLstmGates, kLstmElementwise);
 }
 
-Bytes lstm_bytes(const LstmConfig& cfg, const Shape& x) {
+Bytes lstm_bytes(const LstmConfig& cfg, const Shape& x, DType t) {
   return sequence_bytes(x, cfg.hidden, cfg.num_layers, cfg.bidirectional, kLstmGates, kLstmSaved,
-                        kLstmBiasVectors);
+                        kLstmBiasVectors, t);
 }
 
-Bytes gru_bytes(const GruConfig& cfg, const Shape& x) {
+Bytes gru_bytes(const GruConfig& cfg, const Shape& x, DType t) {
   return sequence_bytes(x, cfg.hidden, cfg.num_layers, cfg.bidirectional, kGruGates, kGruSaved,
-                        kGruBiasVectors);
+                        kGruBiasVectors, t);
 }
 
-Bytes lstm_cell_bytes(const LstmCellConfig& cfg, const Shape& x) {
+// Under bf16 (t) x, h, c, h', c' and the weights the products read are 2 bytes.
+Bytes lstm_cell_bytes(const LstmCellConfig& cfg, const Shape& x, DType t) {
   const double n = static_cast<double>(x[0]), i = static_cast<double>(x[1]);
   const double h = static_cast<double>(cfg.hidden);
   const double nh = n * h, ni = n * i;
   const double pw = static_cast<double>(kLstmGates * cfg.hidden * (x[1] + cfg.hidden));
   const double pb = static_cast<double>(kLstmBiasVectors * cfg.hidden);
   const double gates = static_cast<double>(kLstmGates) * nh;
-  return Bytes{bytes_of(ni + 2 * nh + pw + pb + 2 * nh + gates),
-               bytes_of(2 * nh + gates + nh + pw + ni + 2 * nh + gates),
-               bytes_of(ni + nh + gates + 2 * (pw + pb))};
+  return Bytes{bytes_of(ni + 2 * nh + pw + 2 * nh, t) + bytes_of(pb + gates),
+               bytes_of(2 * nh + nh + pw + ni + 2 * nh, t) + bytes_of(2 * gates),
+               bytes_of(ni + nh, t) + bytes_of(gates + 2 * (pw + pb))};
 }
 
 int64_t lstm_param_count(const LstmConfig& cfg, int64_t input_size) {
@@ -198,7 +203,7 @@ Contract contract(const std::string& name, const LstmConfig& cfg,
   const Shape& xs = in[0].shape;
   Shape ys = lstm_output_shape(name, cfg, xs);  // checks x before the formulas read it
   return sequence_contract(name, cfg, in, true, std::move(ys), lstm_flops(cfg, xs),
-                           lstm_bytes(cfg, xs));
+                           lstm_bytes(cfg, xs, in[0].dtype));
 }
 
 std::string describe_problem(const LstmConfig& cfg, const std::vector<TensorDesc>& in,
@@ -214,7 +219,7 @@ Contract contract(const std::string& name, const GruConfig& cfg,
   const Shape& xs = in[0].shape;
   Shape ys = gru_output_shape(name, cfg, xs);  // checks x before the formulas read it
   return sequence_contract(name, cfg, in, false, std::move(ys), gru_flops(cfg, xs),
-                           gru_bytes(cfg, xs));
+                           gru_bytes(cfg, xs, in[0].dtype));
 }
 
 std::string describe_problem(const GruConfig& cfg, const std::vector<TensorDesc>& in,
@@ -238,7 +243,7 @@ Contract contract(const std::string& name, const LstmCellConfig& cfg,
   Contract c{{TensorDesc{hs, in[0].dtype}, TensorDesc{hs, in[0].dtype}},
              {},
              lstm_cell_flops(cfg, in[0].shape),
-             lstm_cell_bytes(cfg, in[0].shape)};
+             lstm_cell_bytes(cfg, in[0].shape, in[0].dtype)};
   add_direction_params(c.params, true, "", in[0].shape[1], cfg.hidden);
   return c;
 }

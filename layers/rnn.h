@@ -74,9 +74,10 @@ Shape lstm_cell_output_shape(const std::string& name, const LstmCellConfig& cfg,
 Flops lstm_flops(const LstmConfig& cfg, const Shape& x);
 Flops gru_flops(const GruConfig& cfg, const Shape& x);
 Flops lstm_cell_flops(const LstmCellConfig& cfg, const Shape& x);
-Bytes lstm_bytes(const LstmConfig& cfg, const Shape& x);
-Bytes gru_bytes(const GruConfig& cfg, const Shape& x);
-Bytes lstm_cell_bytes(const LstmCellConfig& cfg, const Shape& x);
+// Under bf16 (t) the activations and the weights the products read are 2 bytes (rnn.cpp).
+Bytes lstm_bytes(const LstmConfig& cfg, const Shape& x, DType t = DType::kF32);
+Bytes gru_bytes(const GruConfig& cfg, const Shape& x, DType t = DType::kF32);
+Bytes lstm_cell_bytes(const LstmCellConfig& cfg, const Shape& x, DType t = DType::kF32);
 
 // Parameter counts for input width I (the formulas above).
 int64_t lstm_param_count(const LstmConfig& cfg, int64_t input_size);

@@ -52,9 +52,9 @@ TensorDesc add_output_desc(const std::string& name, const std::vector<TensorDesc
 
 Flops add_flops(const Shape& x) { return Flops{static_cast<double>(x.numel()), 0, 0}; }
 
-Bytes add_bytes(const Shape& x) {
+Bytes add_bytes(const Shape& x, DType t) {
   const double e = static_cast<double>(x.numel());
-  return Bytes{bytes_of(3 * e), bytes_of(3 * e), 0};
+  return Bytes{bytes_of(3 * e, t), bytes_of(3 * e, t), 0};
 }
 
 Bytes copy_bytes(const std::vector<TensorDesc>& x, const std::vector<TensorDesc>& y) {
@@ -231,7 +231,7 @@ Contract contract(const std::string& name, const AddConfig& cfg,
                   const std::vector<TensorDesc>& in) {
   (void)cfg;
   const TensorDesc y = add_output_desc(name, in);
-  Contract c{{y}, {}, add_flops(in[0].shape), add_bytes(in[0].shape)};
+  Contract c{{y}, {}, add_flops(in[0].shape), add_bytes(in[0].shape, in[0].dtype)};
   saves_nothing(c, in.size());  // dx = dy for each input
   return c;
 }

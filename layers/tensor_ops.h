@@ -82,7 +82,7 @@ struct ReverseConfig {
 // x0, x1 equal in shape, layout and dtype (f32); returns y's desc.
 TensorDesc add_output_desc(const std::string& name, const std::vector<TensorDesc>& x);
 Flops add_flops(const Shape& x);
-Bytes add_bytes(const Shape& x);
+Bytes add_bytes(const Shape& x, DType t = DType::kF32);
 // The copy kinds' bytes from their input and output descriptors (see above).
 Bytes copy_bytes(const std::vector<TensorDesc>& x, const std::vector<TensorDesc>& y);
 // True when x (nChw16c, rank 4, C % 16 == 0 each) can be cut or joined along `axis` (channels)

@@ -238,7 +238,8 @@ class MultiHeadAttentionOneDnn final : public Layer {
   void set_training(bool training) override {
     Layer::set_training(training);
     const bool dropout = training && cfg_.dropout > 0;
-    set_work(attention_flops(cfg_, d_, dropout), attention_bytes(cfg_, d_, dropout));
+    set_work(attention_flops(cfg_, d_, dropout),
+             attention_bytes(cfg_, d_, dropout, inputs_[0].dtype));
   }
 
   // y: (N, Tq, D); x: q_in (N, Tq, D) [, kv_in (N, Tk, D)] [, kv_lengths (N) i32]

@@ -113,10 +113,11 @@ class Conv2dDgradCpu final : public Layer {
     const int64_t G = c.groups, K = c.out_channels, C = xs[1];
     const DType t = in[0].dtype;
     bf16_ = t == DType::kBF16;
-    // Where the channels do not block, bf16 runs channels-last (on plain nchw oneDNN 2.6's bf16
-    // convolutions are its gemm-based ones; on nhwc its jit bf16 kernels), reordered at the edges
-    // the same way.
-    nhwc_ = bf16_ && G == 1 && !(C % 16 == 0 && K % 16 == 0);
+    // bf16 runs channels-last, reordered at the edges the same way: on nhwc oneDNN 2.6 has its
+    // AMX kernels (on nChw16c only avx512_core_bf16's, several times slower on an AMX CPU: see
+    // conv2d_cpu.cpp) and, where the channels do not block, jit bf16 kernels at all (on plain
+    // nchw only its gemm-based ones).
+    nhwc_ = bf16_ && G == 1;
     blocked_ = (G == 1 && C % 16 == 0 && K % 16 == 0) || nhwc_;
     const OneDnnConv conv(c, xs, ys);
     w_md_ = conv.w_user;

@@ -573,6 +573,29 @@ TEST(Precision, GraphCastsWhereTheKindsPoliciesMeetOnce) {
   EXPECT_GT(casts, 0);
 }
 
+// The bytes model under bf16: the activations and the weights a product reads are 2 bytes,
+// the weight gradient (read and written) and the biases 4. A convolution without bias: fprop
+// and dgrad halve exactly; wgrad halves its activations only.
+TEST(Precision, BytesCountBf16ActivationsAndWeightCopiesAtTwoBytes) {
+  TBD_BF16_BACKEND(be16);
+  auto be32 = make_cpu_backend();
+  const Shape xs{2, 32, 8, 8};
+  const Conv2dConfig cfg = Conv2dConfig::square(16, 3, 1, 1);
+  auto c16 = make_layer(*be16, "c", cfg, {TensorDesc{xs, DType::kBF16, Layout::kNChw16c}});
+  auto c32 = make_layer(*be32, "c", cfg, {TensorDesc{xs, DType::kF32, Layout::kNChw16c}});
+  EXPECT_DOUBLE_EQ(c16->bytes().fprop, c32->bytes().fprop / 2);
+  EXPECT_DOUBLE_EQ(c16->bytes().dgrad, c32->bytes().dgrad / 2);
+  const double xe = 2 * 32 * 8 * 8, ye = 2 * 16 * 8 * 8, we = 16 * 32 * 3 * 3;
+  EXPECT_DOUBLE_EQ(c32->bytes().wgrad, 4 * (xe + ye) + 8 * we);
+  EXPECT_DOUBLE_EQ(c16->bytes().wgrad, 2 * (xe + ye) + 8 * we);
+  // Batch norm: the activations halve, the statistics and parameters stay 4 bytes each.
+  auto b16 = make_layer(*be16, "b", BatchNorm2dConfig{}, {TensorDesc{xs, DType::kBF16}});
+  auto b32 = make_layer(*be32, "b", BatchNorm2dConfig{}, {TensorDesc{xs}});
+  const double e = 2 * 32 * 8 * 8, ch = 32;
+  EXPECT_DOUBLE_EQ(b32->bytes().fprop - b16->bytes().fprop, 2 * 2 * e);
+  EXPECT_DOUBLE_EQ(b16->bytes().fprop, 2 * 2 * e + 4 * 8 * ch);
+}
+
 TEST(Precision, KindsWithoutBf16ImplementationAreErrorsNamingThem) {
   // Every kind that computes in bf16 has a bf16 path on the CPU now; an implementation without
   // one (a backend's, or a new kind's) is an error naming it, not an fp32 run.
