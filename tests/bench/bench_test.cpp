@@ -442,8 +442,11 @@ TEST(CpuBackend, MeasuresItsBf16PeakWhereTheIsaHasIt) {
   EXPECT_GT(bf16.per_s, 0.0);
   EXPECT_NE(bf16.method.find("vdpbf16ps"), std::string::npos) << bf16.method;
   EXPECT_EQ(be->peak_flops(MathMode::kBf16).per_s, bf16.per_s) << "measured once, then kept";
-  // AMX (tdpbf16ps, 1024 FLOP per cycle per core against AVX-512 FMA's 64: 16x) where the CPU
-  // has it; else vdpbf16ps (2x FMA's FLOP per instruction).
+  // AMX (tdpbf16ps, 1024 FLOP per cycle per core against AVX-512 FMA's 64: 16x, measured 14.6
+  // alone) where the CPU has it; else vdpbf16ps (2x FMA's FLOP per instruction). Two hardware
+  // threads of one core share its AMX unit, so a test running bf16 kernels on the other one
+  // can halve the AMX rate (6.3 was seen under ctest -j2): the lower bound says only that the
+  // tiles beat the vector units by far; the upper one still catches a FLOP count 2x too high.
   const bool amx = measure_cpu_peak_bf16(1).isa == "amx_bf16";
   if (amx) {
     EXPECT_NE(bf16.method.find("tdpbf16ps"), std::string::npos) << bf16.method;
@@ -453,7 +456,7 @@ TEST(CpuBackend, MeasuresItsBf16PeakWhereTheIsaHasIt) {
     const double f = measure_cpu_peak_fp32(1).flops, b = measure_cpu_peak_bf16(1).flops;
     ratio = std::max(ratio, b / f);
   }
-  EXPECT_GT(ratio, amx ? 8.0 : 1.2) << bf16.method;
+  EXPECT_GT(ratio, amx ? 4.0 : 1.2) << bf16.method;
   EXPECT_LT(ratio, amx ? 24.0 : 3.5) << bf16.method;
 }
 
