@@ -73,13 +73,7 @@ class LinearDgradCpu final : public Layer {
   }
 
  private:
-  // The weights as the products read them: the f32 master, or its bf16 cast (made here).
-  const void* weights() {
-    const Tensor& w = params_[0].value;
-    if (!bf16_) return w.raw();
-    round_to_bf16(w16_.data<uint16_t>(), w.f32(), w.numel());
-    return w16_.raw();
-  }
+  const void* weights() { return product_weights(params_[0].value, w16_); }
 
   CpuBackend& cpu_;
   bool bf16_ = false;

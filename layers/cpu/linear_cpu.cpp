@@ -102,12 +102,7 @@ class LinearOneDnn final : public Layer {
   }
 
  private:
-  // The weights as the products read them: the f32 master, or its bf16 cast (made here).
-  const void* weights() {
-    if (!bf16_) return params_[0].value.raw();
-    round_to_bf16(w16_.data<uint16_t>(), params_[0].value.f32(), params_[0].value.numel());
-    return w16_.raw();
-  }
+  const void* weights() { return product_weights(params_[0].value, w16_); }
 
   LinearConfig cfg_;
   CpuBackend& cpu_;

@@ -477,23 +477,18 @@ class GruOneDnn final : public Layer {
 
   void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
     const std::size_t L = layers_.size();
-    if (bf16_) {
-      widen_from_bf16(dh_[L % 2].f32(), dy[0]->data<uint16_t>(), dy[0]->numel());
-      for (std::size_t l = L; l-- > 0;) {
-        void* src = l == 0 ? x[0]->raw() : hidden_[l - 1].raw();
-        void* dst = l + 1 == L ? y[0]->raw() : hidden_[l].raw();
-        layers_[l]->backward(src, dst, dh_[(l + 1) % 2].raw(), dh_[l % 2].raw(), scratch_,
-                             param_grads());
-      }
-      if (dx[0] != nullptr) round_to_bf16(dx[0]->data<uint16_t>(), dh_[0].f32(), dx[0]->numel());
-      return;
-    }
+    if (bf16_) widen_from_bf16(dh_[L % 2].f32(), dy[0]->data<uint16_t>(), dy[0]->numel());
     for (std::size_t l = L; l-- > 0;) {
       void* src = l == 0 ? x[0]->raw() : hidden_[l - 1].raw();
       void* dst = l + 1 == L ? y[0]->raw() : hidden_[l].raw();
-      void* diff_dst = l + 1 == L ? dy[0]->raw() : dh_[(l + 1) % 2].raw();
-      void* diff_src = l > 0 ? dh_[l % 2].raw() : dx[0] != nullptr ? dx[0]->raw() : dh_[0].raw();
+      // bf16: the f32 gradients live in dh_ (dy widened into the top layer's, dx rounded from
+      // layer 0's); f32: dy and dx are read and written directly.
+      void* diff_dst = l + 1 == L && !bf16_ ? dy[0]->raw() : dh_[(l + 1) % 2].raw();
+      void* diff_src = l > 0 || bf16_ || dx[0] == nullptr ? dh_[l % 2].raw() : dx[0]->raw();
       layers_[l]->backward(src, dst, diff_dst, diff_src, scratch_, param_grads());
+    }
+    if (bf16_ && dx[0] != nullptr) {
+      round_to_bf16(dx[0]->data<uint16_t>(), dh_[0].f32(), dx[0]->numel());
     }
   }
 
