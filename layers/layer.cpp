@@ -2,6 +2,7 @@
 #include "layers/layer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "core/random.h"
@@ -95,6 +96,37 @@ void Layer::bind_saved_state(std::size_t j, const Tensor& t) {
             "': saved state ", j, " bound to ", t.defined() ? t.desc().to_string() : "none");
   *saved_[j].tensor = t;
   saved_bound_ = true;
+}
+
+uint64_t new_forward_pass() {
+  static std::atomic<uint64_t> passes{0};
+  return ++passes;
+}
+
+const void* Layer::param_copy(std::size_t k, const std::string& form, std::size_t bytes,
+                              const Tensor& scratch, const std::function<void(void* dst)>& make) {
+  Param& p = params_.at(k);
+  if (!pass_ || !p.copies) {
+    TBD_CHECK(scratch.defined() && scratch.bytes() >= bytes, kind(), " '", name_,
+              "': no scratch for the copy of '", p.name, "' (", form, ", ", bytes, " bytes)");
+    make(scratch.raw());
+    return scratch.raw();
+  }
+  auto& copies = p.copies->copies;
+  auto c = std::find_if(copies.begin(), copies.end(),
+                        [&](const ParamCopies::Copy& x) { return x.form == form; });
+  if (c == copies.end()) {
+    const auto words = static_cast<int64_t>((bytes + 3) / 4);
+    copies.push_back({form, be_.empty(Shape{words}, MemCategory::kWeights)});
+    c = copies.end() - 1;
+  }
+  TBD_CHECK(c->t.bytes() >= bytes, kind(), " '", name_, "': the copy of '", p.name, "' (", form,
+            ") has ", c->t.bytes(), " bytes, ", bytes, " wanted");
+  if (c->pass != *pass_) {
+    make(c->t.raw());
+    c->pass = *pass_;
+  }
+  return c->t.raw();
 }
 
 void bind_own_saved_state(Backend& be, Layer& layer) {

@@ -161,6 +161,18 @@ inline void saves_nothing(Contract& c, std::size_t num_inputs) {
   c.saved_outputs.assign(c.outputs.size(), false);
 }
 
+// A parameter's compute copies: its bf16 cast in each form a product reads ("bf16": the same
+// layout), kept from one forward pass to the next (see Layer::param_copy). Shared by the
+// parameters tied to it, so a decoder's steps cast their tied weights once a pass.
+struct ParamCopies {
+  struct Copy {
+    std::string form;
+    Tensor t;           // category weights, made at its first use
+    uint64_t pass = 0;  // the forward pass it was made in (new_forward_pass)
+  };
+  std::vector<Copy> copies;
+};
+
 struct Param {
   std::string name;  // "conv1.weight"
   Tensor value;      // category weights, row-major unless the layer packs it (kPacked)
@@ -176,6 +188,8 @@ struct Param {
   // Set by Graph::share_value: the value is another parameter's (A3C's workers read the
   // global weights), the gradient is this parameter's own.
   Param* value_from = nullptr;
+  // Set by a Graph at finalize (a tied parameter shares its target's): the compute copies.
+  std::shared_ptr<ParamCopies> copies;
 };
 
 // Parameters live in arenas: the values and the gradients of a set of parameters are views
@@ -199,6 +213,10 @@ struct ParamArena {
 // given (a graph's ParamOrder::kBackward: data-parallel buckets are then contiguous spans).
 ParamArena bind_params(Backend& be, const std::vector<Param*>& params, bool with_grads = true,
                        bool keep_order = false);
+
+// A number no forward pass of any graph in this process has had (a graph takes one as each
+// pass begins: parameter copies made in another pass, or another graph's, are made again).
+uint64_t new_forward_pass();
 
 // Fills p.value by its Init rule from a stream seeded by (seed, p.name): the same parameter
 // gets the same values in a model, a layer benchmark and a test, on every backend.
@@ -288,6 +306,11 @@ class Layer {
   // Binds saved tensor j (in the order declared) to `t` (of saved_state()[j].desc's size).
   void bind_saved_state(std::size_t j, const Tensor& t);
 
+  // Compute copies of the parameters (param_copy): a graph numbers its forward passes
+  // (new_forward_pass) and hands each layer the current number at finalize; a layer without
+  // one (standalone) casts at every call.
+  void number_passes_with(std::shared_ptr<const uint64_t> pass) { pass_ = std::move(pass); }
+
   // The calls. Each checks its arity against the layer's inputs and outputs (an error names
   // the layer), then runs the implementation's fprop / bprop / dgrad / wgrad below.
   // y: outputs (allocated by the caller with output_descs()), x: inputs.
@@ -345,6 +368,17 @@ class Layer {
     flops_ = flops;
     bytes_ = bytes;
   }
+  // Parameter k's compute copy in `form` (a bf16 cast in the layout a product reads: "bf16"
+  // for the parameter's own layout, else a name of the packed format), of `bytes`, which
+  // make(dst) writes from the f32 master. In a graph the copy is made once per forward pass,
+  // by the first layer that asks for it, kept in memory (category weights) and shared by
+  // every layer reading the same parameter in the same form (tied parameters included); the
+  // backward reads the forward's. Standalone (no pass count) it is made at every call into
+  // `scratch` (a transient of at least `bytes`). Returns where it is.
+  const void* param_copy(std::size_t k, const std::string& form, std::size_t bytes,
+                         const Tensor& scratch, const std::function<void(void* dst)>& make);
+  // Where param_copy keeps its copies: "once a pass" in a graph, "each call" standalone.
+  const char* param_copies_made() const { return pass_ ? "once a pass" : "each call"; }
   // This call's index under set_call_numbering, counting the call.
   uint64_t next_call_index() { return numbering_.index(call_count_++); }
   // For layers that keep their own count (a CUDA device counter): index = numbering.index(count).
@@ -368,6 +402,7 @@ class Layer {
   Flops flops_;
   Bytes bytes_;
   uint64_t call_count_ = 0;
+  std::shared_ptr<const uint64_t> pass_;  // the graph's current forward pass (param_copy)
   CallNumbering numbering_;
   std::vector<DeclaredTensor> transients_;
   bool transients_bound_ = false;

@@ -245,6 +245,21 @@ void Graph::finalize_impl(bool inference) {
       }
     }
   }
+  // Compute copies (Layer::param_copy): one set per parameter, shared by those tied to it; a
+  // shared value (value_from) gets copies of its own, made in this graph's passes.
+  for (auto& n : nodes_) {
+    for (Param& p : n.layer->params()) {
+      if (!p.tied && !p.copies) p.copies = std::make_shared<ParamCopies>();
+    }
+  }
+  for (auto& n : nodes_) {
+    for (Param& p : n.layer->params()) {
+      if (!p.tied) continue;
+      if (!p.tied_to->copies) p.tied_to->copies = std::make_shared<ParamCopies>();
+      p.copies = p.tied_to->copies;
+    }
+    n.layer->number_passes_with(pass_);
+  }
   // Transient scratch: planned, one workspace for every layer (the graph runs one node at a
   // time), as large as the largest layer's need; unplanned, a buffer each.
   std::size_t workspace = 0;
@@ -478,6 +493,7 @@ void Graph::set_training(bool training) {
 }
 
 void Graph::forward_node(std::size_t i) {
+  if (i == 0) *pass_ = new_forward_pass();
   NodePlan& p = plans_[i];
   nodes_[i].layer->forward(p.yw, p.x);
 }

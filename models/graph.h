@@ -315,6 +315,9 @@ class Graph {
   std::vector<PlanRequest> grad_requests_, value_requests_;
   MemoryPlan grad_plan_, value_plan_;
   Tensor workspace_;  // the layers' transient scratch, planned (Layer::bind_transients)
+  // The current forward pass (new_forward_pass at node 0): the layers' parameter copies are
+  // made once per pass (Layer::param_copy).
+  std::shared_ptr<uint64_t> pass_ = std::make_shared<uint64_t>(0);
   TensorId loss_ = -1;
   bool bound_ = false;
   bool finalized_ = false;

@@ -53,7 +53,8 @@ class LinearDgradCpu final : public Layer {
   std::string implementation() const override {
     if (!bf16_) return {};
     return detail::concat("fwd ", fwd_.pd.impl_info_str(), " bwd ", dgrad_.pd.impl_info_str(), "/",
-                          wgrad_.pd.impl_info_str(), " (bf16 weights cast per call)");
+                          wgrad_.pd.impl_info_str(), " (bf16 weight copy made ",
+                          param_copies_made(), ")");
   }
 
   void fprop(MutTensorRefs y, TensorRefs x) override {
@@ -73,7 +74,12 @@ class LinearDgradCpu final : public Layer {
   }
 
  private:
-  const void* weights() { return product_weights(params_[0].value, w16_); }
+  // The f32 master, or under bf16 its cast (made once per forward pass in a graph).
+  const void* weights() {
+    const Tensor& w = params_[0].value;
+    if (!bf16_) return w.raw();
+    return param_copy(0, "bf16", static_cast<std::size_t>(w.numel()) * 2, w16_, bf16_cast_of(w));
+  }
 
   CpuBackend& cpu_;
   bool bf16_ = false;

@@ -147,12 +147,6 @@ void round_to_bf16(uint16_t* dst, const float* src, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = bf16_from_f32(src[i]);
 }
 
-const void* product_weights(const Tensor& master, const Tensor& copy) {
-  if (!copy.defined()) return master.raw();
-  round_to_bf16(copy.data<uint16_t>(), master.f32(), master.numel());
-  return copy.raw();
-}
-
 void widen_from_bf16(float* dst, const uint16_t* src, int64_t n) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_from_bf16(src[i]);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
 
@@ -72,9 +73,12 @@ Tensor ones_vector(Backend& be, int64_t m, DType t);
 
 // dst = bf16(src) over n elements, rounded to nearest even, on all threads (weight copies).
 void round_to_bf16(uint16_t* dst, const float* src, int64_t n);
-// The weights as a product reads them: the f32 `master` itself, or, where the layer declared a
-// bf16 `copy` (under bf16), the master rounded into it here.
-const void* product_weights(const Tensor& master, const Tensor& copy);
+// Layer::param_copy's maker of the "bf16" form: dst = bf16(master), in the master's layout.
+inline std::function<void(void*)> bf16_cast_of(const Tensor& master) {
+  return [&master](void* dst) {
+    round_to_bf16(static_cast<uint16_t*>(dst), master.f32(), master.numel());
+  };
+}
 // dst = f32(src) over n elements (exact), on all threads.
 void widen_from_bf16(float* dst, const uint16_t* src, int64_t n);
 

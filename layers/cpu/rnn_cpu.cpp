@@ -585,8 +585,9 @@ struct WeightCast {
 
 // Under bf16 x, h, c and both outputs are bf16 (as autocast's lstm_cell returns them); the
 // gates and the elementwise pass are f32 (the states widened into staging rows and rounded
-// back), and the products run on oneDNN's bf16 matmuls reading a bf16 cast of the weights made
-// at each call (each decoder step's cell casts its tied weights again: a transient).
+// back), and the products run on oneDNN's bf16 matmuls reading a bf16 cast of the weights,
+// made once per forward pass and shared by a decoder's steps, whose weights are tied
+// (Layer::param_copy).
 class LstmCellCpu final : public Layer {
  public:
   static constexpr bool kTakesBf16 = true;
@@ -607,7 +608,8 @@ class LstmCellCpu final : public Layer {
   std::string implementation() const override {
     if (!bf16_) return "sgemm + fused gates";
     return detail::concat("fwd ", f_ih_.pd.impl_info_str(), " bwd ", b_x_.pd.impl_info_str(), "/",
-                          wg_ih_.pd.impl_info_str(), " + fused gates (bf16 weights cast per call)");
+                          wg_ih_.pd.impl_info_str(), " + fused gates (bf16 weight copies made ",
+                          param_copies_made(), ")");
   }
 
   // y = {h', c'}, x = {x, h, c}
@@ -674,21 +676,25 @@ class LstmCellCpu final : public Layer {
                          mat(N, I, false, b), none, mat(G, I, false), 1.f, true);
     wg_hh_ = make_matmul(cpu_, kind(), name, "recurrent weight gradient", mat(G, N, true, b),
                          mat(N, H, false, b), none, mat(G, H, false), 1.f, true);
-    transient(w16_, TensorDesc{Shape{G * (I + H)}, DType::kBF16});
+    transient(w16_[0], TensorDesc{Shape{G, I}, DType::kBF16});
+    transient(w16_[1], TensorDesc{Shape{G, H}, DType::kBF16});
     transient(dg16_, TensorDesc{Shape{N, G}, DType::kBF16});
     transient(rows_, TensorDesc{Shape{5, N, H}});  // f32 staging of the states and gradients
     if (const std::size_t s = max_scratch_bytes({&f_ih_, &f_hh_, &b_x_, &b_h_, &wg_ih_, &wg_hh_}))
       transient(scratch_, s);
   }
 
-  // W_ih's and W_hh's bf16 casts, one after the other in w16_.
+  // W_ih's and W_hh's bf16 casts: in a graph made once per forward pass and shared by the
+  // decoder's steps (their weights are tied), standalone at each call.
   void cast_weights() {
-    uint16_t* w = w16_.data<uint16_t>();
-    round_to_bf16(w, params_[0].value.f32(), params_[0].value.numel());
-    round_to_bf16(w + params_[0].value.numel(), params_[1].value.f32(), params_[1].value.numel());
+    for (std::size_t k = 0; k < 2; ++k) {
+      const Tensor& w = params_[k].value;
+      w16p_[k] =
+          param_copy(k, "bf16", static_cast<std::size_t>(w.numel()) * 2, w16_[k], bf16_cast_of(w));
+    }
   }
-  const uint16_t* w_ih16() const { return w16_.data<uint16_t>(); }
-  const uint16_t* w_hh16() const { return w16_.data<uint16_t>() + 4 * H_ * I_; }
+  const void* w_ih16() const { return w16p_[0]; }
+  const void* w_hh16() const { return w16p_[1]; }
 
   void fprop_bf16(MutTensorRefs y, TensorRefs x) {
     const int64_t N = N_, H = H_, G = 4 * H, NH = N * H;
@@ -756,7 +762,8 @@ class LstmCellCpu final : public Layer {
   Tensor gates_, dgates_;
   // bf16 only
   Matmul f_ih_, f_hh_, b_x_, b_h_, wg_ih_, wg_hh_;
-  Tensor w16_, dg16_, rows_, scratch_;
+  Tensor w16_[2], dg16_, rows_, scratch_;
+  const void* w16p_[2] = {nullptr, nullptr};  // where cast_weights() left the two casts
 };
 
 // An LSTM over a sequence on the same pieces as LstmCellCpu: per layer and direction, one GEMM

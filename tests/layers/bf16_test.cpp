@@ -654,6 +654,57 @@ TEST(Precision, EveryModelBuildsAndRunsRealBf16Kernels) {
   }
 }
 
+// A graph makes each weight's bf16 copy once per forward pass (Layer::param_copy): Seq2Seq's
+// Linear layers and its decoder's cells, whose steps share tied weights and so one copy. After a
+// step the optimizer has moved the masters and the copies are last pass's; the next forward
+// makes them again, equal to the masters rounded.
+TEST(Precision, WeightCopiesAreMadeOncePerPassAndSharedByTiedParameters) {
+  TBD_BF16_BACKEND(be);
+  auto model = build_seq2seq(*be, seq2seq_tiny());
+  Graph& g = model->graph();
+  struct Read {
+    const Param* p;
+    std::string layer;
+  };
+  std::vector<Read> reads;
+  std::set<const ParamCopies*> cell_copies;
+  int cells = 0;
+  for (const Graph::Node& n : g.nodes()) {
+    const std::string kind = n.layer->kind();
+    if (kind == "Linear") reads.push_back({&n.layer->params()[0], n.layer->name()});
+    if (kind == "LSTMCell") {
+      ++cells;
+      for (std::size_t k = 0; k < 2; ++k) {
+        reads.push_back({&n.layer->params()[k], n.layer->name()});
+        cell_copies.insert(n.layer->params()[k].copies.get());
+      }
+      EXPECT_NE(n.layer->implementation().find("copies made once a pass"), std::string::npos)
+          << n.layer->implementation();
+    }
+  }
+  ASSERT_GT(cells, 2);
+  EXPECT_LT(cell_copies.size(), 2u * static_cast<std::size_t>(cells)) << "tied cells share";
+  // The copies as they are against the masters rounded: how many elements differ.
+  auto stale = [&](const Read& r) {
+    const ParamCopies& c = *r.p->copies;
+    EXPECT_EQ(c.copies.size(), 1u) << r.layer;
+    EXPECT_EQ(c.copies.at(0).form, "bf16") << r.layer;
+    const float* w = r.p->value.f32();
+    const auto* w16 = static_cast<const uint16_t*>(c.copies.at(0).t.raw());
+    int64_t differ = 0;
+    for (int64_t i = 0; i < r.p->value.numel(); ++i) differ += w16[i] != bf16_from_f32(w[i]);
+    return differ;
+  };
+  model->train_step();
+  be->synchronize();
+  int64_t moved = 0;
+  for (const Read& r : reads) moved += stale(r);
+  EXPECT_GT(moved, 0) << "the optimizer moved the masters after the pass made the copies";
+  g.forward();
+  be->synchronize();
+  for (const Read& r : reads) EXPECT_EQ(stale(r), 0) << r.layer << " " << r.p->name;
+}
+
 // ---- models: bf16 training against fp32 ----
 
 class Bf16Training : public ::testing::TestWithParam<TinyModel> {};
