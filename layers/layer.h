@@ -292,6 +292,9 @@ class Layer {
   // as bind_transients() places them (each at a 64-byte boundary).
   std::size_t transient_bytes() const;
   void bind_transients(const Tensor& workspace);
+  // The declared transients (a layer built inside another declares its inner layer's as its
+  // own, so that whoever binds the outer binds both).
+  const std::vector<DeclaredTensor>& transient_state() const { return transients_; }
   bool transients_bound() const { return transients_bound_; }
 
   // Saved state: what the implementation keeps from a forward to its backward beyond the

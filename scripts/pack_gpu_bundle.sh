@@ -9,7 +9,7 @@
 # oneDNN, no apt and no network. So the bundle carries:
 #   bin/    tbd_bench (if built), the CUDA test binaries (tests/*cuda*_test) and the layer suites
 #           (the tests/layers/*_test.cpp that run their cases on every target, CUDA included,
-#           against float64); ALL_TESTS=1 packs every test binary, which may not fit. The
+#           against float64, and bf16_test with its CUDA cases); ALL_TESTS=1 packs every test binary, which may not fit. The
 #           copies here and of libtbd_*.so are stripped (strip --strip-unneeded) where binutils is
 #   lib/    libtbd_*.so and every library they load that is neither glibc nor a CUDA library:
 #           libbenchmark.so.1debian, libdnnl.so.2, libgomp.so.1, libOpenCL.so.1, libstdc++.so.6,
@@ -45,7 +45,7 @@ test_glob='*cuda*_test'
 for t in "$BUILD_DIR"/tests/$test_glob; do [[ -x "$t" ]] && binaries+=("$t"); done
 if [[ "${ALL_TESTS:-0}" != 1 ]]; then
   # The suites that run on the targets (tests/support/check.h); bytes_test and the like do not.
-  for src in $(grep -l 'on_all_targets\|TargetTest' "$ROOT"/tests/layers/*_test.cpp); do
+  for src in $(grep -l 'on_all_targets\|TargetTest\|TBD_CUDA_BF16_BACKEND' "$ROOT"/tests/layers/*_test.cpp); do
     t="$BUILD_DIR/tests/$(basename "$src" .cpp)"
     [[ -x "$t" ]] && binaries+=("$t")
   done

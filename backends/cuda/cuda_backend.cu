@@ -10,6 +10,7 @@
 
 #include "backends/backends.h"
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_bf16.h"
 
 namespace tbd {
 namespace cuda {
@@ -90,11 +91,27 @@ const Probe& probe() {
 }  // namespace
 
 cublasComputeType_t cublas_compute_type(MathMode m) {
-  return m == MathMode::kFp32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F_FAST_TF32;
+  switch (m) {
+    case MathMode::kFp32:
+      return CUBLAS_COMPUTE_32F_PEDANTIC;
+    case MathMode::kTf32:
+      return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case MathMode::kBf16:  // f32 products of f32 tensors; bf16 tensors take the tensor cores
+      return CUBLAS_COMPUTE_32F;
+  }
+  return CUBLAS_COMPUTE_32F_PEDANTIC;
 }
 
 cudnnMathType_t cudnn_math_type(MathMode m) {
-  return m == MathMode::kFp32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
+  switch (m) {
+    case MathMode::kFp32:
+      return CUDNN_FMA_MATH;
+    case MathMode::kTf32:
+      return CUDNN_DEFAULT_MATH;
+    case MathMode::kBf16:
+      return CUDNN_TENSOR_OP_MATH;
+  }
+  return CUDNN_FMA_MATH;
 }
 
 static int checked_int(int64_t v, const char* what) {
@@ -102,25 +119,25 @@ static int checked_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-CudnnTensorDesc make_tensor_desc(int64_t n, int64_t c, int64_t h, int64_t w) {
+CudnnTensorDesc make_tensor_desc(int64_t n, int64_t c, int64_t h, int64_t w, cudnnDataType_t dt) {
   TBD_CHECK(n * c * h * w <= INT32_MAX, "cuDNN tensor (", n, ", ", c, ", ", h, ", ", w,
             ") has more than 2^31 elements");
   cudnnTensorDescriptor_t d = nullptr;
   TBD_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
   CudnnTensorDesc owned(d);
-  TBD_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                             checked_int(n, "N"), checked_int(c, "C"),
-                                             checked_int(h, "H"), checked_int(w, "W")));
+  TBD_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, dt, checked_int(n, "N"),
+                                             checked_int(c, "C"), checked_int(h, "H"),
+                                             checked_int(w, "W")));
   return owned;
 }
 
-CudnnFilterDesc make_filter_desc(int64_t k, int64_t c, int64_t r, int64_t s) {
+CudnnFilterDesc make_filter_desc(int64_t k, int64_t c, int64_t r, int64_t s, cudnnDataType_t dt) {
   cudnnFilterDescriptor_t d = nullptr;
   TBD_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d));
   CudnnFilterDesc owned(d);
-  TBD_CUDNN_CHECK(cudnnSetFilter4dDescriptor(d, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                             checked_int(k, "K"), checked_int(c, "C"),
-                                             checked_int(r, "R"), checked_int(s, "S")));
+  TBD_CUDNN_CHECK(cudnnSetFilter4dDescriptor(d, dt, CUDNN_TENSOR_NCHW, checked_int(k, "K"),
+                                             checked_int(c, "C"), checked_int(r, "R"),
+                                             checked_int(s, "S")));
   return owned;
 }
 
@@ -275,10 +292,13 @@ void CudaBackend::flush_l2() {
 }
 
 void CudaBackend::set_math_mode(MathMode m) {
-  TBD_CHECK(m != MathMode::kBf16, "math mode bf16 is not available on the CUDA backend yet");
+  TBD_CHECK(m != MathMode::kBf16 || cc_major_ >= 8,
+            "math mode bf16 needs bf16 tensor cores (compute capability 8.0 or newer); ", name_,
+            " is sm_", cc_major_, cc_minor_);
   math_ = m;
-  TBD_CUBLAS_CHECK(cublasSetMathMode(
-      cublas_, m == MathMode::kFp32 ? CUBLAS_PEDANTIC_MATH : CUBLAS_TF32_TENSOR_OP_MATH));
+  TBD_CUBLAS_CHECK(cublasSetMathMode(cublas_, m == MathMode::kFp32   ? CUBLAS_PEDANTIC_MATH
+                                              : m == MathMode::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                     : CUBLAS_DEFAULT_MATH));
 }
 
 std::map<std::string, std::string> CudaBackend::describe() const {
@@ -415,11 +435,21 @@ void CudaBackend::copy_to_host(void* dst, const Tensor& src) {
 }
 
 void CudaBackend::reorder(const Tensor& dst, const Tensor& src) {
-  TBD_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype(), "reorder: dst ",
-            dst.desc().to_string(), " and src ", src.desc().to_string(),
-            " differ in shape or dtype");
+  TBD_CHECK(dst.shape() == src.shape(), "reorder: dst ", dst.desc().to_string(), " and src ",
+            src.desc().to_string(), " differ in shape");
   check_plain(dst, "reorder");
   check_plain(src, "reorder");
+  if (dst.dtype() != src.dtype()) {  // the graph's casts between f32 and bf16
+    if (dst.dtype() == DType::kBF16 && src.dtype() == DType::kF32) {
+      cast_to_bf16(*this, dst.raw(), src.f32(), src.numel());
+    } else if (dst.dtype() == DType::kF32 && src.dtype() == DType::kBF16) {
+      cast_to_f32(*this, dst.f32(), src.raw(), src.numel());
+    } else {
+      TBD_CHECK(false, "reorder: no conversion from ", to_string(src.dtype()), " to ",
+                to_string(dst.dtype()));
+    }
+    return;
+  }
   if (dst.raw() != src.raw()) {
     TBD_CUDA_CHECK(
         cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDeviceToDevice, stream_));

@@ -59,6 +59,9 @@ using MathMode = ::tbd::MathMode;
 //          CUDNN_FMA_MATH (FMA kernels only: CUDNN_DEFAULT_MATH would permit TF32 on sm_80+).
 //   kTf32: cuBLAS CUBLAS_COMPUTE_32F_FAST_TF32 (handle: CUBLAS_TF32_TENSOR_OP_MATH), cuDNN
 //          CUDNN_DEFAULT_MATH (tensor cores with TF32 permitted for FP32 data, as PyTorch sets it).
+//   kBf16: cuBLAS CUBLAS_COMPUTE_32F (handle: CUBLAS_DEFAULT_MATH): bf16 operands on the tensor
+//          cores with f32 accumulation, f32 operands in strict FP32; cuDNN CUDNN_TENSOR_OP_MATH
+//          with bf16 tensors and f32 compute. Needs compute capability 8.0 or newer.
 cublasComputeType_t cublas_compute_type(MathMode m);
 cudnnMathType_t cudnn_math_type(MathMode m);
 
@@ -104,9 +107,12 @@ using LtLayout = Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
 using LtPreference = Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
 using CudaEvent = Owned<cudaEvent_t, cudaEventDestroy>;
 
-// Fully packed NCHW float tensor descriptor (n, c, h, w) and filter descriptor (k, c, r, s).
-CudnnTensorDesc make_tensor_desc(int64_t n, int64_t c, int64_t h, int64_t w);
-CudnnFilterDesc make_filter_desc(int64_t k, int64_t c, int64_t r, int64_t s);
+// Fully packed NCHW tensor descriptor (n, c, h, w) and filter descriptor (k, c, r, s), float
+// unless `dt` says otherwise (CUDNN_DATA_BFLOAT16 under bf16).
+CudnnTensorDesc make_tensor_desc(int64_t n, int64_t c, int64_t h, int64_t w,
+                                 cudnnDataType_t dt = CUDNN_DATA_FLOAT);
+CudnnFilterDesc make_filter_desc(int64_t k, int64_t c, int64_t r, int64_t s,
+                                 cudnnDataType_t dt = CUDNN_DATA_FLOAT);
 
 // 1-D launch geometry for grid-stride loops: enough blocks to fill the device, never more
 // than the work needs.

@@ -7,12 +7,19 @@
 // The chosen algorithms and their workspace sizes are in describe(). The workspace is the
 // backend's shared cuDNN scratch (counted as workspace), reserved here for the largest of the
 // three choices. wgrad and the bias gradient accumulate with beta = 1 (gradient policy).
+// Under bf16 x, y, dx and the descriptors are bf16 with f32 compute (CUDNN_TENSOR_OP_MATH). The
+// legacy API has one data type for x, w and y, so the forward and backward-data read a bf16 copy
+// of the weights (made once per forward pass in a graph: Layer::param_copy) and the weight
+// gradient comes out bf16 into a transient, then is added into the f32 gradient, as autocast's
+// cast-back does; the bias is added and its gradient summed by kernels of the backend
+// (backends/cuda/cuda_bf16.h), in f32.
 // No kernels of our own: a .cpp, compiled by the host compiler.
 #include <algorithm>
 #include <map>
 #include <mutex>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_bf16.h"
 #include "layers/conv2d.h"
 #include "layers/cuda/cuda_layer_util.h"
 
@@ -84,6 +91,8 @@ bool pick(const Perf* perf, int n, MathMode mode, AlgoChoice* out) {
 
 class Conv2dCudnn final : public Layer {
  public:
+  static constexpr bool kTakesBf16 = true;
+
   Conv2dCudnn(Backend& be, const std::string& name, const Conv2dConfig& cfg,
               const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
@@ -91,10 +100,17 @@ class Conv2dCudnn final : public Layer {
     const Shape& xs = in[0].shape;
     const Shape ys = outputs_[0].shape;
     const int64_t C = xs[1], K = cfg.out_channels, G = cfg.groups;
+    bf16_ = in[0].dtype == DType::kBF16;
+    const cudnnDataType_t dt = bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 
-    x_desc_ = make_tensor_desc(xs[0], xs[1], xs[2], xs[3]);
-    y_desc_ = make_tensor_desc(ys[0], ys[1], ys[2], ys[3]);
-    w_desc_ = make_filter_desc(K, C / G, cfg.kernel_h, cfg.kernel_w);
+    x_desc_ = make_tensor_desc(xs[0], xs[1], xs[2], xs[3], dt);
+    y_desc_ = make_tensor_desc(ys[0], ys[1], ys[2], ys[3], dt);
+    w_desc_ = make_filter_desc(K, C / G, cfg.kernel_h, cfg.kernel_w, dt);
+    if (bf16_) {
+      const TensorDesc w16{params_[0].value.shape(), DType::kBF16};
+      transient(w16_, w16);  // the weights' copy when run alone
+      transient(dw16_, w16);
+    }
     if (cfg.bias) b_desc_ = make_tensor_desc(1, K, 1, 1);
     conv_fwd_ = make_conv_desc();
     conv_bwd_data_ = make_conv_desc();
@@ -117,8 +133,9 @@ class Conv2dCudnn final : public Layer {
   }
 
   std::string implementation() const override {
-    return detail::concat("cudnn ", to_string(math_), ": fprop=", fwd_algo_name(plan_.fprop.algo),
-                          "/", math_name(plan_.fprop.math), " ws ", plan_.fprop.workspace,
+    return detail::concat("cudnn ", to_string(math_), bf16_ ? " (bf16 tensors, f32 compute)" : "",
+                          ": fprop=", fwd_algo_name(plan_.fprop.algo), "/",
+                          math_name(plan_.fprop.math), " ws ", plan_.fprop.workspace,
                           " B; dgrad=", bwd_data_algo_name(plan_.dgrad.algo), "/",
                           math_name(plan_.dgrad.math), " ws ", plan_.dgrad.workspace,
                           " B; wgrad=", bwd_filter_algo_name(plan_.wgrad.algo), "/",
@@ -129,10 +146,13 @@ class Conv2dCudnn final : public Layer {
   void fprop(MutTensorRefs y, TensorRefs x) override {
     cudnnHandle_t h = cu_.cudnn();
     TBD_CUDNN_CHECK(cudnnConvolutionForward(
-        h, &kOne, x_desc_, x[0]->raw(), w_desc_, params_[0].value.raw(), conv_fwd_,
+        h, &kOne, x_desc_, x[0]->raw(), w_desc_, weights(), conv_fwd_,
         static_cast<cudnnConvolutionFwdAlgo_t>(plan_.fprop.algo), cu_.workspace(),
         plan_.fprop.workspace, &kZero, y_desc_, y[0]->raw()));
-    if (cfg_.bias) {
+    if (cfg_.bias && bf16_) {
+      const Shape& ys = outputs_[0].shape;
+      add_channel_bias_bf16(cu_, y[0]->raw(), params_[1].value.f32(), ys[0], ys[1], ys[2] * ys[3]);
+    } else if (cfg_.bias) {
       TBD_CUDNN_CHECK(
           cudnnAddTensor(h, &kOne, b_desc_, params_[1].value.raw(), &kOne, y_desc_, y[0]->raw()));
     }
@@ -147,7 +167,7 @@ class Conv2dCudnn final : public Layer {
   void dgrad(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (dx[0] == nullptr) return;
     TBD_CUDNN_CHECK(cudnnConvolutionBackwardData(  // assigns (beta = 0)
-        cu_.cudnn(), &kOne, w_desc_, params_[0].value.raw(), y_desc_, dy[0]->raw(), conv_bwd_data_,
+        cu_.cudnn(), &kOne, w_desc_, weights(), y_desc_, dy[0]->raw(), conv_bwd_data_,
         static_cast<cudnnConvolutionBwdDataAlgo_t>(plan_.dgrad.algo), cu_.workspace(),
         plan_.dgrad.workspace, &kZero, x_desc_, dx[0]->raw()));
   }
@@ -155,6 +175,18 @@ class Conv2dCudnn final : public Layer {
   // wgrad and the bias gradient accumulate (beta = 1)
   void wgrad(TensorRefs dy, TensorRefs x, TensorRefs) override {
     cudnnHandle_t h = cu_.cudnn();
+    if (bf16_) {  // dw (bf16) into the transient, then += into the f32 gradient
+      TBD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+          h, &kOne, x_desc_, x[0]->raw(), y_desc_, dy[0]->raw(), conv_bwd_filter_,
+          static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan_.wgrad.algo), cu_.workspace(),
+          plan_.wgrad.workspace, &kZero, w_desc_, dw16_.raw()));
+      add_bf16_into_f32(cu_, params_[0].grad.f32(), dw16_.raw(), params_[0].grad.numel());
+      if (cfg_.bias) {
+        const Shape& ys = outputs_[0].shape;
+        channel_sums_bf16(cu_, params_[1].grad.f32(), dy[0]->raw(), ys[0], ys[1], ys[2] * ys[3]);
+      }
+      return;
+    }
     TBD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
         h, &kOne, x_desc_, x[0]->raw(), y_desc_, dy[0]->raw(), conv_bwd_filter_,
         static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan_.wgrad.algo), cu_.workspace(),
@@ -235,9 +267,10 @@ class Conv2dCudnn final : public Layer {
       if (it != plan_cache().end()) return it->second;
     }
     const Shape& ws = params_[0].value.shape();
-    Tensor tx = be_.empty(xs, MemCategory::kDynamic);
-    Tensor tw = be_.empty(ws, MemCategory::kDynamic);
-    Tensor ty = be_.empty(ys, MemCategory::kDynamic);
+    const DType t = bf16_ ? DType::kBF16 : DType::kF32;
+    Tensor tx = be_.empty(xs, MemCategory::kDynamic, Layout::kRowMajor, t);
+    Tensor tw = be_.empty(ws, MemCategory::kDynamic, Layout::kRowMajor, t);
+    Tensor ty = be_.empty(ys, MemCategory::kDynamic, Layout::kRowMajor, t);
     be_.fill(tx, 0.f);
     be_.fill(tw, 0.f);
     be_.fill(ty, 0.f);
@@ -280,8 +313,18 @@ class Conv2dCudnn final : public Layer {
     return plan;
   }
 
+  // The weights as the products read them: the f32 master, or its bf16 copy.
+  const void* weights() {
+    const Tensor& w = params_[0].value;
+    if (!bf16_) return w.raw();
+    return param_copy(0, "bf16", static_cast<std::size_t>(w.numel()) * 2, w16_,
+                      [&](void* dst) { cast_to_bf16(cu_, dst, w.f32(), w.numel()); });
+  }
+
   Conv2dConfig cfg_;
   CudaBackend& cu_;
+  bool bf16_ = false;
+  Tensor w16_, dw16_;  // bf16: the weights' copy when run alone, the weight gradient (transients)
   MathMode math_ = MathMode::kFp32;
   ConvPlan plan_;
   CudnnTensorDesc x_desc_, y_desc_, b_desc_;

@@ -59,11 +59,19 @@ class ViaForwardKind : public Layer {
     inner_->backward(dx, dys, xs, ys);
   }
 
+  // Declares the inner layer's transients as this layer's (Layer::transient_state).
+  void adopt_inner_transients() {
+    for (const DeclaredTensor& d : inner_->transient_state()) transient(*d.tensor, d.desc);
+  }
+
   std::unique_ptr<Layer> inner_;
 };
 
+// Under bf16 the inner Linear and Conv2d take bf16 (their bf16 paths, weights cast per call).
 class LinearDgradCuda final : public ViaForwardKind {
  public:
+  static constexpr bool kTakesBf16 = true;
+
   LinearDgradCuda(Backend& be, const std::string& name, const LinearDgradConfig& cfg,
                   const std::vector<TensorDesc>& in)
       : ViaForwardKind(be, name, in, contract_of(name, cfg, in)) {
@@ -71,6 +79,7 @@ class LinearDgradCuda final : public ViaForwardKind {
     fc.out_features = in[0].shape[-1];
     fc.bias = false;
     inner_ = construct_layer(be, name + ".fprop", fc, {outputs_[0]});
+    adopt_inner_transients();
   }
   void fprop(MutTensorRefs y, TensorRefs x) override {
     inner_dgrad(y[0], x[0], y[0], x[0]);  // Linear's dgrad reads neither x nor y
@@ -84,12 +93,15 @@ TBD_REGISTER_LAYER(LinearDgradConfig, DeviceKind::kCuda, LinearDgradCuda);
 
 class Conv2dDgradCuda final : public ViaForwardKind {
  public:
+  static constexpr bool kTakesBf16 = true;
+
   Conv2dDgradCuda(Backend& be, const std::string& name, const Conv2dDgradConfig& cfg,
                   const std::vector<TensorDesc>& in)
       : ViaForwardKind(be, name, in, contract_of(name, cfg, in)) {
     Conv2dConfig conv = cfg.conv;
     conv.bias = false;
     inner_ = construct_layer(be, name + ".fprop", conv, {outputs_[0]});
+    adopt_inner_transients();
   }
   std::string implementation() const override { return inner_->implementation(); }
   void fprop(MutTensorRefs y, TensorRefs x) override {
