@@ -20,6 +20,8 @@ const char* to_string(ActKind k) {
       return "gelu";
     case ActKind::kClippedRelu:
       return "clipped_relu";
+    case ActKind::kGeluTanh:
+      return "gelu_tanh";
   }
   return "?";
 }
@@ -54,6 +56,8 @@ Flops activation_flops(const ActivationConfig& cfg, const Shape& x) {
       return Flops{4 * e, 3 * e, 0};
     case ActKind::kGelu:
       return Flops{8 * e, 10 * e, 0};
+    case ActKind::kGeluTanh:
+      return Flops{12 * e, 20 * e, 0};
   }
   return Flops{};
 }
@@ -94,6 +98,7 @@ bool activation_saves_output(const ActivationConfig& cfg) {
     case ActKind::kLeakyRelu:
       return cfg.alpha >= 0;  // y keeps x's sign only then
     case ActKind::kGelu:
+    case ActKind::kGeluTanh:
       return false;
   }
   return false;

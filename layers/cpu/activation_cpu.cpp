@@ -42,6 +42,9 @@ class ActivationOneDnn final : public Layer {
       case ActKind::kGelu:
         alg_ = algorithm::eltwise_gelu_erf;
         break;
+      case ActKind::kGeluTanh:
+        alg_ = algorithm::eltwise_gelu_tanh;
+        break;
       case ActKind::kClippedRelu:
         alg_ = algorithm::eltwise_clip_v2_use_dst_for_bwd;
         beta = static_cast<float>(cfg.ceiling);

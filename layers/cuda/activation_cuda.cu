@@ -90,6 +90,27 @@ __global__ void gelu_bwd_kernel(const float* __restrict__ x, const float* __rest
   }
 }
 
+// GELU (tanh approximation, GPT-2's): y = x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3);
+// dy/dx = (1 + t)/2 + x/2 (1 - t^2) du/dx, du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+__global__ void gelu_tanh_fwd_kernel(const float* __restrict__ x, float* __restrict__ y,
+                                     int64_t n) {
+  TBD_GRID_STRIDE(i, n) {
+    const float v = x[i];
+    const float u = 0.79788456080286536f * (v + 0.044715f * v * v * v);
+    y[i] = 0.5f * v * (1.f + tanhf(u));
+  }
+}
+
+__global__ void gelu_tanh_bwd_kernel(const float* __restrict__ x, const float* __restrict__ dy,
+                                     float* __restrict__ dx, int64_t n) {
+  TBD_GRID_STRIDE(i, n) {
+    const float v = x[i];
+    const float t = tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v));
+    const float du = 0.79788456080286536f * (1.f + 0.134145f * v * v);
+    dx[i] = dy[i] * (0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * du);
+  }
+}
+
 class ActivationCuda final : public Layer {
  public:
   ActivationCuda(Backend& be, const std::string& name, const ActivationConfig& cfg,
@@ -124,6 +145,8 @@ class ActivationCuda final : public Layer {
     } else if (cfg_.act == ActKind::kClippedRelu) {
       clipped_relu_fwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(
           xp, yp, n_, static_cast<float>(cfg_.ceiling));
+    } else if (cfg_.act == ActKind::kGeluTanh) {
+      gelu_tanh_fwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(xp, yp, n_);
     } else {
       gelu_fwd_kernel<<<grid_for(n_), kBlock, 0, cu_.stream()>>>(xp, yp, n_);
     }
@@ -148,6 +171,8 @@ class ActivationCuda final : public Layer {
     } else if (cfg_.act == ActKind::kClippedRelu) {
       clipped_relu_bwd_kernel<<<grid, kBlock, 0, s>>>(y[0]->f32(), dy[0]->f32(), dx[0]->f32(), n_,
                                                       static_cast<float>(cfg_.ceiling));
+    } else if (cfg_.act == ActKind::kGeluTanh) {
+      gelu_tanh_bwd_kernel<<<grid, kBlock, 0, s>>>(x[0]->f32(), dy[0]->f32(), dx[0]->f32(), n_);
     } else {
       gelu_bwd_kernel<<<grid, kBlock, 0, s>>>(x[0]->f32(), dy[0]->f32(), dx[0]->f32(), n_);
     }

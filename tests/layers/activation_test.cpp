@@ -1,6 +1,6 @@
-// tests/layers/activation_test.cpp: relu, leaky relu, clipped relu, tanh, sigmoid and gelu (erf)
-// forward and backward against float64 references, in plain (any rank) and nChw16c layouts, on
-// every target.
+// tests/layers/activation_test.cpp: relu, leaky relu, clipped relu, tanh, sigmoid, gelu (erf) and
+// gelu with the tanh approximation, forward and backward against float64 references, in plain
+// (any rank) and nChw16c layouts, on every target.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,6 +28,8 @@ double act_f(ActKind k, double a, double x) {
       return 1.0 / (1.0 + std::exp(-x));
     case ActKind::kGelu:
       return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case ActKind::kGeluTanh:
+      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
   }
   return 0;
 }
@@ -48,6 +50,11 @@ double act_df(ActKind k, double a, double x) {
     case ActKind::kGelu:
       return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) +
              x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+    case ActKind::kGeluTanh: {
+      const double c = std::sqrt(2.0 / M_PI);
+      const double t = std::tanh(c * (x + 0.044715 * x * x * x));
+      return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3 * 0.044715 * x * x);
+    }
   }
   return 0;
 }
@@ -129,7 +136,9 @@ INSTANTIATE_TEST_SUITE_P(
         ActCase{"sigmoid_rank5", ActKind::kSigmoid, Shape{2, 3, 1, 4, 5}},
         ActCase{"sigmoid_blocked", ActKind::kSigmoid, Shape{1, 16, 3, 3}, Layout::kNChw16c},
         ActCase{"gelu_2d", ActKind::kGelu, Shape{3, 31}},
-        ActCase{"gelu_blocked", ActKind::kGelu, Shape{2, 32, 3, 1}, Layout::kNChw16c})),
+        ActCase{"gelu_blocked", ActKind::kGelu, Shape{2, 32, 3, 1}, Layout::kNChw16c},
+        ActCase{"gelu_tanh_2d", ActKind::kGeluTanh, Shape{4, 37}},
+        ActCase{"gelu_tanh_blocked", ActKind::kGeluTanh, Shape{2, 16, 3, 3}, Layout::kNChw16c})),
     CaseOnTarget());
 
 TEST(ActivationNames, ToString) {
@@ -139,6 +148,7 @@ TEST(ActivationNames, ToString) {
   EXPECT_STREQ(to_string(ActKind::kSigmoid), "sigmoid");
   EXPECT_STREQ(to_string(ActKind::kGelu), "gelu");
   EXPECT_STREQ(to_string(ActKind::kClippedRelu), "clipped_relu");
+  EXPECT_STREQ(to_string(ActKind::kGeluTanh), "gelu_tanh");
 }
 
 // Values on and beside both kinks: y and the gradient's mask exactly (0 < x < ceiling), on
@@ -235,12 +245,14 @@ TEST(ActivationFlops, MatchesFormula) {
   EXPECT_DOUBLE_EQ(f(ActKind::kGelu).wgrad, 0);
   EXPECT_DOUBLE_EQ(f(ActKind::kClippedRelu).fprop, 2 * e);
   EXPECT_DOUBLE_EQ(f(ActKind::kClippedRelu).dgrad, 2 * e);
+  EXPECT_DOUBLE_EQ(f(ActKind::kGeluTanh).fprop, 12 * e);
+  EXPECT_DOUBLE_EQ(f(ActKind::kGeluTanh).dgrad, 20 * e);
 }
 
 TEST(ActivationSteps, AllocateNothing) {
   auto be = make_cpu_backend();
   for (ActKind k : {ActKind::kRelu, ActKind::kLeakyRelu, ActKind::kTanh, ActKind::kSigmoid,
-                    ActKind::kGelu, ActKind::kClippedRelu}) {
+                    ActKind::kGelu, ActKind::kClippedRelu, ActKind::kGeluTanh}) {
     ActivationConfig c;
     c.act = k;
     auto layer =

@@ -486,6 +486,8 @@ TEST(AsInputBf16, GeluPlain) {
   ActivationConfig c;
   c.act = ActKind::kGelu;
   expect_bf16_follows_f32(c, {TensorDesc{Shape{6, 50}, DType::kBF16}});
+  c.act = ActKind::kGeluTanh;
+  expect_bf16_follows_f32(c, {TensorDesc{Shape{6, 50}, DType::kBF16}});
 }
 TEST(AsInputBf16, BatchNormBlockedAndPlainWithFusedRelu) {
   expect_bf16_follows_f32(BatchNorm2dConfig{},
