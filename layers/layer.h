@@ -380,6 +380,13 @@ class Layer {
   // `scratch` (a transient of at least `bytes`). Returns where it is.
   const void* param_copy(std::size_t k, const std::string& form, std::size_t bytes,
                          const Tensor& scratch, const std::function<void(void* dst)>& make);
+  // param_copy in the "bf16" form: parameter k rounded to bf16 in its own layout (2 bytes a
+  // value), written by make(dst).
+  const void* bf16_param_copy(std::size_t k, const Tensor& scratch,
+                              const std::function<void(void* dst)>& make) {
+    return param_copy(k, "bf16", static_cast<std::size_t>(params_.at(k).value.numel()) * 2, scratch,
+                      make);
+  }
   // Where param_copy keeps its copies: "once a pass" in a graph, "each call" standalone.
   const char* param_copies_made() const { return pass_ ? "once a pass" : "each call"; }
   // This call's index under set_call_numbering, counting the call.

@@ -107,7 +107,7 @@ class LinearOneDnn final : public Layer {
   const void* weights() {
     const Tensor& w = params_[0].value;
     if (!bf16_) return w.raw();
-    return param_copy(0, "bf16", static_cast<std::size_t>(w.numel()) * 2, w16_, bf16_cast_of(w));
+    return bf16_param_copy(0, w16_, bf16_cast_of(w));
   }
 
   LinearConfig cfg_;

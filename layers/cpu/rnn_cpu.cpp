@@ -688,9 +688,7 @@ class LstmCellCpu final : public Layer {
   // decoder's steps (their weights are tied), standalone at each call.
   void cast_weights() {
     for (std::size_t k = 0; k < 2; ++k) {
-      const Tensor& w = params_[k].value;
-      w16p_[k] =
-          param_copy(k, "bf16", static_cast<std::size_t>(w.numel()) * 2, w16_[k], bf16_cast_of(w));
+      w16p_[k] = bf16_param_copy(k, w16_[k], bf16_cast_of(params_[k].value));
     }
   }
   const void* w_ih16() const { return w16p_[0]; }

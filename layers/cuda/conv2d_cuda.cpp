@@ -317,8 +317,7 @@ class Conv2dCudnn final : public Layer {
   const void* weights() {
     const Tensor& w = params_[0].value;
     if (!bf16_) return w.raw();
-    return param_copy(0, "bf16", static_cast<std::size_t>(w.numel()) * 2, w16_,
-                      [&](void* dst) { cast_to_bf16(cu_, dst, w.f32(), w.numel()); });
+    return bf16_param_copy(0, w16_, [&](void* dst) { cast_to_bf16(cu_, dst, w.f32(), w.numel()); });
   }
 
   Conv2dConfig cfg_;

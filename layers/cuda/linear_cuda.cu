@@ -89,15 +89,15 @@ Tensor ones_vector_bf16(CudaBackend& cu, int64_t n) {
   return t;
 }
 
+constexpr GemmTypes kBf16Out{CUDA_R_16BF, CUDA_R_16BF};   // bf16 operands and result
+constexpr GemmTypes kBf16ToF32{CUDA_R_16BF, CUDA_R_32F};  // bf16 operands, f32 result
+
 // db (n, f32) += ones (rows, bf16)^T dy (rows, n; bf16): one GEMM with f32 output, beta = 1.
 void col_sum_accumulate_bf16(CudaBackend& cu, const void* dy, int rows, int n, const void* ones,
                              float* db) {
-  gemm_rm(cu, CUBLAS_COMPUTE_32F, GemmTypes{CUDA_R_16BF, CUDA_R_32F}, false, false, 1, n, rows, 1.f,
-          ones, 0, dy, 0, 1.f, db, 0, 1);
+  gemm_rm(cu, CUBLAS_COMPUTE_32F, kBf16ToF32, false, false, 1, n, rows, 1.f, ones, 0, dy, 0, 1.f,
+          db, 0, 1);
 }
-
-constexpr GemmTypes kBf16Out{CUDA_R_16BF, CUDA_R_16BF};   // bf16 operands and result
-constexpr GemmTypes kBf16ToF32{CUDA_R_16BF, CUDA_R_32F};  // bf16 operands, f32 result
 
 // ---- Linear ----
 
@@ -206,8 +206,7 @@ class LinearCublas final : public Layer {
   // The weights' bf16 copy (Layer::param_copy).
   const void* weights16() {
     const Tensor& w = params_[0].value;
-    return param_copy(0, "bf16", static_cast<std::size_t>(w.numel()) * 2, w16_,
-                      [&](void* dst) { cast_to_bf16(cu_, dst, w.f32(), w.numel()); });
+    return bf16_param_copy(0, w16_, [&](void* dst) { cast_to_bf16(cu_, dst, w.f32(), w.numel()); });
   }
 
   // cuBLASLt: column-major D (D_out, M) = op(W) x^T + bias, W seen as (D_in, D_out) with
