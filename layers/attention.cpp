@@ -95,7 +95,7 @@ Contract contract(const std::string& name, const MultiHeadAttentionConfig& cfg,
   Contract c;
   c.outputs = {TensorDesc{attention_output_shape(d), in[0].dtype}};
   for (const char* w : {"wq", "wk", "wv", "wo"}) {
-    c.params.push_back({w, Shape{d.D, d.D}, Init::kXavierUniform, d.D, d.D, true});
+    c.params.push_back({w, Shape{d.D, d.D}, cfg.weight_init, d.D, d.D, true});
   }
   if (cfg.bias) {
     for (const char* b : {"bq", "bk", "bv", "bo"}) {

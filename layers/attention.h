@@ -3,8 +3,8 @@
 // Inputs: q_in: (N, Tq, D); kv_in: (N, Tk, D) for cross attention (self: q_in only, Tk = Tq);
 //   kv_lengths: (N) i32, last input when `padding_mask` (keys at positions >= length are
 //   masked; every length must lie in [1, Tk], checked at each forward). Output: (N, Tq, D).
-//   Params, in this order: wq, wk, wv, wo (D, D), Xavier-uniform, then bq, bk, bv, bo (D),
-//   zeros, no weight decay, when `bias`. Heads h = num_heads, head dim dh = D/h, scale
+//   Params, in this order: wq, wk, wv, wo (D, D), Xavier-uniform (cfg.weight_init), then bq, bk,
+//   bv, bo (D), zeros, no weight decay, when `bias`. Heads h = num_heads, head dim dh = D/h, scale
 //   1/sqrt(dh).
 //   Q = q_in Wq^T + bq, K, V likewise from kv_in; S = Q K^T * scale (+mask -inf);
 //   P = softmax(S) (attention dropout `dropout`, seeded like Dropout); O = P V;
@@ -58,7 +58,8 @@ struct MultiHeadAttentionConfig {
   bool cross = false;         // kv_in is a second input
   bool padding_mask = false;  // kv_lengths is the last input
   bool bias = true;
-  double dropout = 0.0;  // on the attention probabilities
+  Init weight_init = Init::kXavierUniform;  // wq, wk, wv, wo (GPT-2: kNormal002)
+  double dropout = 0.0;                     // on the attention probabilities
   uint64_t seed = 0;
 };
 

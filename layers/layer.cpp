@@ -204,26 +204,27 @@ void Layer::backward_in_two(MutTensorRefs dx, TensorRefs dy, TensorRefs x, Tenso
 
 void init_param(Backend& be, Param& p, uint64_t seed) {
   Rng rng(seed_for(seed, p.name));
+  const double k = p.init_scale;
   switch (p.init) {
     case Init::kZeros:
       be.fill(p.value, 0.f);
       break;
     case Init::kOnes:
-      be.fill(p.value, 1.f);
+      be.fill(p.value, static_cast<float>(k));
       break;
     case Init::kHeNormal:
-      fill_normal(be, p.value, rng, 0.0, std::sqrt(2.0 / static_cast<double>(p.fan_in)));
+      fill_normal(be, p.value, rng, 0.0, k * std::sqrt(2.0 / static_cast<double>(p.fan_in)));
       break;
     case Init::kXavierUniform: {
-      const double a = std::sqrt(6.0 / static_cast<double>(p.fan_in + p.fan_out));
+      const double a = k * std::sqrt(6.0 / static_cast<double>(p.fan_in + p.fan_out));
       fill_uniform(be, p.value, rng, -a, a);
       break;
     }
     case Init::kNormal002:
-      fill_normal(be, p.value, rng, 0.0, 0.02);
+      fill_normal(be, p.value, rng, 0.0, k * 0.02);
       break;
     case Init::kUniformFanIn: {
-      const double a = 1.0 / std::sqrt(static_cast<double>(p.fan_in));
+      const double a = k / std::sqrt(static_cast<double>(p.fan_in));
       fill_uniform(be, p.value, rng, -a, a);
       break;
     }

@@ -88,7 +88,7 @@ enum class Init {
   kOnes,
   kHeNormal,       // N(0, 2/fan_in): conv and linear layers followed by ReLU
   kXavierUniform,  // U(-a, a), a = sqrt(6/(fan_in+fan_out)): attention, LSTM, embeddings
-  kNormal002,      // N(0, 0.02): embeddings in the Transformer convention
+  kNormal002,      // N(0, 0.02): embeddings in the Transformer convention, GPT-2's weights
   kUniformFanIn,   // U(-1/sqrt(fan_in), 1/sqrt(fan_in)): RNN defaults
 };
 
@@ -180,6 +180,10 @@ struct Param {
   Init init = Init::kZeros;
   int64_t fan_in = 1;
   int64_t fan_out = 1;
+  // The init's draws (or its constant) times this: a model's own scaling of a kind's init
+  // (GPT-2's residual projections: N(0, 0.02) times 1/sqrt(2 * layers)). Set before the graph
+  // is finalized.
+  double init_scale = 1.0;
   bool decay = true;  // weight decay applies (false for biases and norm scales)
   // Set by Graph::tie: value and grad alias another layer's parameter (tied embeddings). A
   // tied parameter is skipped by Graph::params() (the optimizer and the count see it once).
