@@ -105,6 +105,10 @@ class Model {
   void set_samples_per_step(int64_t n) { samples_per_step_ = n; }
   const std::map<std::string, double>& extra_items_per_step() const { return extra_items_; }
   void set_extra_items(const std::string& what, double per_step) { extra_items_[what] = per_step; }
+  // Model FLOPs per step by the convention the model states (GPT-2: llm.c's 6N + 6LCT per
+  // token): the numerator of `mfu`, beside the executed `flop`. 0: the model states none.
+  double model_flops_per_step() const { return model_flops_; }
+  void set_model_flops_per_step(double f) { model_flops_ = f; }
 
   // One training step as a plan of parts, the one description of the step that the step
   // engine runs (train_step()), the per-layer breakdown times (models/breakdown.h) and
@@ -200,6 +204,7 @@ class Model {
   int data_shard_ = 0;
   int64_t samples_per_step_ = 1;
   std::map<std::string, double> extra_items_;
+  double model_flops_ = 0;
 };
 
 // The image classifiers' ending (ResNet-50, Inception-v3): samples per step = batch; unless

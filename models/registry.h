@@ -34,6 +34,12 @@ struct ModelEntry {
   int64_t quick_batch;           // the default (quick) run's batch
   std::function<std::unique_ptr<Model>(Backend&, const ModelArgs&)> build;
   std::vector<std::string> param_keys;  // the ModelArgs::params it reads ({"len"})
+  // Parameters every row names, with these values where the run gives none (GPT-2's
+  // {"len", 1024}: its rows read .../len:1024 by default); others are named only when given.
+  std::map<std::string, int64_t> named_defaults = {};
+  // Parameters with a closed set of values (GPT-2's size: 124, 350, 774): anything else is
+  // bad input, refused when the flags are read.
+  std::map<std::string, std::vector<int64_t>> allowed_values = {};
 };
 
 bool register_model(ModelEntry e);

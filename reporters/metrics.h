@@ -39,6 +39,12 @@ const char* to_string(MetricDirection d);  // "lower", "higher", "work", "info"
   X(kBf16Utilization, "bf16_utilization", kHigher, "fraction", false,                           \
     "--tbd_math=bf16: FLOP/s over the device's bf16 peak (context peak_bf16_flops), all of "    \
     "a step's FLOPs counted at the bf16 roof (fp32_utilization is then absent)")                \
+  X(kModelFlop, "model_flop", kWork, "FLOP", true,                                              \
+    "language models: model FLOPs per iteration by the model's stated convention (GPT-2: "      \
+    "llm.c's and PaLM's 6N + 6LCT per token, attention's causal half), not the executed flop")  \
+  X(kMfu, "mfu", kHigher, "fraction", false,                                                    \
+    "model FLOPs utilization: model_flop per second over the peak of the math in use (FP32, "   \
+    "TF32 or bf16; the roofline's compute roof); absent where that peak is unknown")            \
   X(kDeviceFp32Flop, "device_fp32_flop", kInfo, "FLOP", false,                                  \
     "GPU: FP32 FLOPs per iteration executed on the device (CUPTI), next to the analytic flop")  \
   X(kTensorUtilization, "tensor_utilization", kHigher, "fraction", false,                       \

@@ -42,6 +42,14 @@ void set_tbd_counters(benchmark::State& st, const RunMeasurement& m, const RunCo
       set(counter::kFp32Utilization, m.flop_per_iter / s_per_iter / peak_fp32);
     }
   }
+  // MFU: the model's FLOPs (its stated convention, not the executed count) per second over the
+  // peak of the math in use; absent where that peak is unknown.
+  if (m.model_flop_per_iter > 0) {
+    set(counter::kModelFlop, m.model_flop_per_iter);
+    if (roofline.peak_flops > 0) {
+      set(counter::kMfu, m.model_flop_per_iter / s_per_iter / roofline.peak_flops);
+    }
+  }
   if (m.bytes_per_iter > 0) {
     const double bytes_per_s = m.bytes_per_iter / s_per_iter;
     set(counter::kBytes, m.bytes_per_iter);

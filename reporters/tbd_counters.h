@@ -48,7 +48,8 @@ struct RunMeasurement {
   double bytes_per_iter = 0;  // analytic lower bound of the traffic; 0: not applicable
   double items_per_iter = 0;  // samples; 0: not applicable
   std::map<std::string, double> extra_items_per_iter;  // "tokens" -> n: <what>_per_second
-  MemoryStats memory;                    // read after the loop; peaks reset just before it
+  double model_flop_per_iter = 0;  // the model's own FLOP convention (model_flop, mfu); 0: none
+  MemoryStats memory;              // read after the loop; peaks reset just before it
   std::optional<DeviceCounters> device;  // GPU profiling passes of one iteration
 };
 
