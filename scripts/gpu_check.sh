@@ -29,6 +29,9 @@
 #        actor-learner (the CUDA backend runs no concurrent workers), 8 updates per iteration
 #      - in a fifth run at batch 1 (FRCNN_FILTER, FRCNN_BATCHES): the Faster R-CNN training
 #        step (one 600x1000 image, about 200 GMACs forward)
+#      - in a sixth run at batches 4 and 8 (GPT2_FILTER, GPT2_BATCHES): GPT-2 124M at T 1024
+#        (llm.c's configuration), its tokens/s and MFU printed (gpt2_mfu.txt); CUDA bf16
+#        refuses its attention for now, so fp32 and tf32 only
 #      - in fp32, the data-parallel step over NCCL at one rank (DIST_FILTER, DIST_BATCHES,
 #        --tbd_dist=nccl: the box has one GPU, so one rank; bench_fp32_nccl.json), beside the
 #        NCCL test (tests/cuda/nccl_cuda_test: that step equals the default step bit for bit),
@@ -72,6 +75,9 @@ A3C_ARGS=${A3C_ARGS:-"--tbd_model_args=actors:1"}
 # Faster R-CNN at one image (TBD's batch; PyTorch's side: 1), in a run of its own.
 FRCNN_FILTER=${FRCNN_FILTER:-'^FasterRCNN/train/'}
 FRCNN_BATCHES=${FRCNN_BATCHES:-1}
+# GPT-2 124M at T 1024 (llm.c's configuration), in a run of its own; no PyTorch side yet.
+GPT2_FILTER=${GPT2_FILTER:-'^GPT2/train/'}
+GPT2_BATCHES=${GPT2_BATCHES:-4,8}
 # The data-parallel ResNet-50 step over NCCL at one rank (fp32 only).
 DIST_FILTER=${DIST_FILTER:-'^ResNet50/train/batch:32/ranks:1'}
 DIST_BATCHES=${DIST_BATCHES:-32}
@@ -91,6 +97,7 @@ GAN_TIMEOUT_S=${GAN_TIMEOUT_S:-40}       # per math mode, the GAN_FILTER run
 A3C_TIMEOUT_S=${A3C_TIMEOUT_S:-20}       # per math mode, the A3C_FILTER run
 FRCNN_TIMEOUT_S=${FRCNN_TIMEOUT_S:-30}   # per math mode, the FRCNN_FILTER run
 BF16_TIMEOUT_S=${BF16_TIMEOUT_S:-45}     # the BF16_FILTER run
+GPT2_TIMEOUT_S=${GPT2_TIMEOUT_S:-30}     # per math mode, the GPT2_FILTER run
 DIST_TIMEOUT_S=${DIST_TIMEOUT_S:-30}     # the DIST_FILTER run (fp32)
 TORCH_TIMEOUT_S=${TORCH_TIMEOUT_S:-120}
 TOTAL_BUDGET_S=${TOTAL_BUDGET_S:-470}    # the whole check; every limit above is cut to what is left
@@ -284,6 +291,23 @@ if [[ -x "$BUNDLE/bin/tbd_bench" ]]; then
     run_bench "$m" _gan "$GAN_FILTER" "$GAN_BATCHES" "$GAN_TIMEOUT_S"
     run_bench "$m" _a3c "$A3C_FILTER" "$A3C_BATCHES" "$A3C_TIMEOUT_S" "$A3C_ARGS"
     run_bench "$m" _frcnn "$FRCNN_FILTER" "$FRCNN_BATCHES" "$FRCNN_TIMEOUT_S"
+    run_bench "$m" _gpt2 "$GPT2_FILTER" "$GPT2_BATCHES" "$GPT2_TIMEOUT_S"
+  done
+  for m in $BENCH_MATHS; do  # GPT-2: tokens/s and MFU (model FLOPs 6N + 6LCT per token)
+    [[ -s "$OUT/bench_${m}_gpt2.json" ]] || continue
+    python3 - "$OUT/bench_${m}_gpt2.json" "$m" <<'PY' | tee -a "$SUMMARY" "$OUT/gpt2_mfu.txt"
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("GPT-2 %s: time per step, tokens/s, mfu (of the %s peak)" % (sys.argv[2], sys.argv[2]))
+for b in d.get("benchmarks", []):
+    if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+        continue
+    t = "%.4g %s" % (b.get("real_time", 0), b.get("time_unit", "ns"))
+    tok, mfu = b.get("tokens_per_second"), b.get("mfu")
+    print("  %-40s %14s  %12s  %s" % (b["name"], b.get("error_message", t),
+                                      "-" if tok is None else "%.0f" % tok,
+                                      "-" if mfu is None else "%.1f%%" % (100 * mfu)))
+PY
   done
   run_bench bf16 "" "$BF16_FILTER" "$BF16_BATCHES" "$BF16_TIMEOUT_S"
   if [[ -s "$OUT/bench_bf16.json" ]]; then  # the bf16 rows against the bf16 tensor-core roof

@@ -18,6 +18,7 @@
 #include "models/a3c.h"
 #include "models/deepspeech2.h"
 #include "models/faster_rcnn.h"
+#include "models/gpt2.h"
 #include "models/inception_v3.h"
 #include "models/registry.h"
 #include "models/resnet50.h"
@@ -56,6 +57,7 @@ int main() {
       {"WGAN", tiny(wgan_tiny(), build_wgan)},
       {"A3C", tiny(a3c_tiny(1), build_a3c)},
       {"FasterRCNN", tiny(faster_rcnn_tiny(), build_faster_rcnn)},
+      {"GPT2", tiny(gpt2_tiny(), build_gpt2)},
   };
   try {
     auto be = make_cpu_backend();

@@ -10,6 +10,7 @@
 #include "models/a3c.h"
 #include "models/deepspeech2.h"
 #include "models/faster_rcnn.h"
+#include "models/gpt2.h"
 #include "models/inception_v3.h"
 #include "models/resnet50.h"
 #include "models/seq2seq.h"
@@ -34,6 +35,7 @@ inline std::vector<TinyModel> tiny_models() {
       {"WGAN", [](Backend& be) { return build_wgan(be, wgan_tiny()); }},
       {"A3C", [](Backend& be) { return build_a3c(be, a3c_tiny(1)); }},
       {"FasterRCNN", [](Backend& be) { return build_faster_rcnn(be, faster_rcnn_tiny()); }},
+      {"GPT2", [](Backend& be) { return build_gpt2(be, gpt2_tiny()); }},
   };
 }
 

@@ -31,6 +31,7 @@
 #include "layers/batchnorm2d.h"
 #include "models/deepspeech2.h"
 #include "models/faster_rcnn.h"
+#include "models/gpt2.h"
 #include "models/inception_v3.h"
 #include "models/resnet50.h"
 #include "models/seq2seq.h"
@@ -228,6 +229,16 @@ std::vector<TinyModel> tiny_models() {
                    return build_faster_rcnn(be, o);
                  },
                  true, false, 1});
+  // Tokens, positions and labels are batch-major: one batch of P*B is the shards' concatenated.
+  out.push_back({"GPT2",
+                 [](Backend& be, int64_t batch) {
+                   Gpt2Options o = gpt2_tiny();
+                   o.spec.layers = 1, o.spec.channels = 16, o.spec.heads = 2;
+                   o.spec.vocab = 40, o.spec.vocab_pad = 48, o.seq_len = 6;
+                   o.batch = batch;
+                   return build_gpt2(be, o);
+                 },
+                 true, true});
   return out;
 }
 

@@ -34,7 +34,8 @@ COMPARE_PY = "/usr/share/benchmark/compare.py"
 MODEL_PARAMS = os.environ.get("TBD_MODEL_PARAMS", "")
 TBD_PARAMS = {"ResNet50": 25_557_032, "InceptionV3": 27_161_264, "Transformer": 60_524_544,
               "Seq2Seq": 27_726_366, "DeepSpeech2": 255_357_853,
-              "WGAN": 8_540_483 + 7_491_841, "A3C": 1_005_109, "FasterRCNN": 47_454_565}
+              "WGAN": 8_540_483 + 7_491_841, "A3C": 1_005_109, "FasterRCNN": 47_454_565,
+              "GPT2": 124_475_904}
 
 
 def module_constants(path):

@@ -19,6 +19,7 @@ MODULES = {
     "WGAN": "wgan",
     "A3C": "a3c",
     "FasterRCNN": "faster_rcnn",
+    "GPT2": "gpt2",
 }
 
 

@@ -54,6 +54,7 @@ DEFAULT_ROWS = (
     "WGAN/train/batch:4",
     "A3C/train/batch:5/actors:1",
     "FasterRCNN/train/batch:1",
+    "GPT2/train/batch:4/len:64",  # llm.c's CPU trainer's B and T
 )
 
 METRICS = {
