@@ -857,7 +857,8 @@ INSTANTIATE_TEST_SUITE_P(
                   [](Backend& be) { return build_transformer(be, transformer_tiny()); }},
         TinyModel{"Seq2Seq", [](Backend& be) { return build_seq2seq(be, seq2seq_tiny()); }},
         TinyModel{"DeepSpeech2",
-                  [](Backend& be) { return build_deepspeech2(be, deepspeech2_tiny()); }}),
+                  [](Backend& be) { return build_deepspeech2(be, deepspeech2_tiny()); }},
+        TinyModel{"GPT2", [](Backend& be) { return build_gpt2(be, gpt2_tiny()); }}),
     TinyModelName());
 
 // The three models whose loss is not one fixed batch's: WGAN-GP's critic loss against a moving
