@@ -2,6 +2,8 @@
 #include "models/gpt2.h"
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "layers/activation.h"
@@ -16,26 +18,36 @@
 
 namespace tbd {
 
+namespace {
+
+// llm.c's GPT-2 sizes, by their parameter count in millions (d12, d24, d36).
+struct Gpt2Size {
+  int64_t millions, layers, channels, heads;
+};
+constexpr Gpt2Size kSizes[] = {{124, 12, 768, 12}, {350, 24, 1024, 16}, {774, 36, 1280, 20}};
+
+std::vector<int64_t> size_values() {
+  std::vector<int64_t> v;
+  for (const Gpt2Size& z : kSizes) v.push_back(z.millions);
+  return v;
+}
+
+}  // namespace
+
 Gpt2Spec gpt2_spec(int64_t size_millions) {
-  Gpt2Spec s;
-  switch (size_millions) {
-    case 124:
+  std::string known;
+  for (const Gpt2Size& z : kSizes) {
+    if (z.millions == size_millions) {
+      Gpt2Spec s;
+      s.layers = z.layers;
+      s.channels = z.channels;
+      s.heads = z.heads;
       return s;
-    case 350:
-      s.layers = 24;
-      s.channels = 1024;
-      s.heads = 16;
-      return s;
-    case 774:
-      s.layers = 36;
-      s.channels = 1280;
-      s.heads = 20;
-      return s;
-    default:
-      TBD_CHECK(false, "GPT2: size:", size_millions,
-                " is not one of llm.c's GPT-2 sizes 124m (d12), 350m (d24), 774m (d36)");
+    }
+    known += detail::concat(known.empty() ? "" : ", ", z.millions, "m (d", z.layers, ")");
   }
-  return s;
+  TBD_CHECK(false, "GPT2: size:", size_millions, " is not one of llm.c's GPT-2 sizes ", known);
+  return {};
 }
 
 int64_t gpt2_param_count(const Gpt2Spec& s) {
@@ -57,9 +69,9 @@ class Gpt2Builder {
   TensorId norm(const std::string& name, TensorId x) {
     return g_.add1(name, LayerNormConfig{}, {x});  // eps 1e-5
   }
-  // A residual projection's weight: N(0, 0.02/sqrt(2L)), as llm.c scales it.
+  // A residual projection's weight (N(0, 0.02) like every weight here): scaled by 1/sqrt(2L),
+  // as llm.c scales it.
   void scale_residual_init(Param& w) {
-    w.init = Init::kNormal002;
     w.init_scale = 1.0 / std::sqrt(2.0 * static_cast<double>(s_.layers));
   }
 
@@ -190,6 +202,6 @@ TBD_REGISTER_MODEL(ModelEntry{"GPT2",
                               },
                               {"len", "size"},
                               {{"len", 1024}},
-                              {{"size", {124, 350, 774}}}});
+                              {{"size", size_values()}}});
 
 }  // namespace tbd

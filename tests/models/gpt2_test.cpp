@@ -179,12 +179,15 @@ TEST(Gpt2, LossAndEveryGradientMatchAFloat64ReferenceOfTheWholeModel) {
   const double h = 1e-3;
   // A floor for gradients that are exactly zero in exact arithmetic (the key bias: softmax
   // ignores a constant added to every score of a query), which float32 leaves near 1e-12.
+  std::vector<Vec> grads;
   double floor = 0;
   for (Param* q : params) {
-    for (double x : to_host(*be, q->grad)) floor = std::max(floor, 1e-6 * std::abs(x));
+    grads.push_back(to_host(*be, q->grad));
+    for (double x : grads.back()) floor = std::max(floor, 1e-6 * std::abs(x));
   }
-  for (Param* q : params) {
-    const Vec grad = to_host(*be, q->grad);
+  for (std::size_t t = 0; t < params.size(); ++t) {
+    Param* q = params[t];
+    const Vec& grad = grads[t];
     Vec& w = ref.p[q->name];
     const Vec w0 = w;
     auto diff = [&](const Vec& dir) {
