@@ -59,6 +59,9 @@ const KindPrecision kTable[] = {
     {"Reverse", kAs, "a copy"},
     {"RoIPool", kAs, "pooling"},
     {"SGD", kF32, "optimizer: f32"},
+    {"ScaledDotProductAttention", kLow,
+     "fused attention (scaled_dot_product_attention): bf16 q, k, v and o; products, online "
+     "softmax and gradients accumulated in f32"},
     {"SequenceBatchNorm", kAs, "batch norm over sequences, f32 statistics"},
     {"SequenceLast", kAs, "a copy"},
     {"SmoothL1Loss", kF32, "a loss: f32 (smooth_l1_loss)"},

@@ -13,6 +13,7 @@
 #include "layers/linear.h"
 #include "layers/loss.h"
 #include "layers/optimizer.h"
+#include "layers/sdpa.h"
 #include "layers/tensor_ops.h"
 #include "models/registry.h"
 
@@ -75,15 +76,34 @@ class Gpt2Builder {
     w.init_scale = 1.0 / std::sqrt(2.0 * static_cast<double>(s_.layers));
   }
 
-  // x + attn(ln1(x)), causal.
-  TensorId attention_block(const std::string& name, TensorId x) {
+  // x + attn(ln1(x)), causal. Fused (llm.c's structure): c_attn (C -> 3C, q k v column blocks)
+  // into the fused kind reading it packed, then c_proj. Unfused: MultiHeadAttention, whose
+  // wq, wk, wv, wo and biases are the same parameters split four ways.
+  TensorId attention_block(const std::string& name, TensorId x, bool fused) {
     TensorId h = norm(name + ".ln_1", x);
-    MultiHeadAttentionConfig c;
-    c.num_heads = s_.heads;
-    c.causal = true;
-    c.weight_init = Init::kNormal002;
-    h = g_.add1(name + ".attn", c, {h});
-    scale_residual_init(g_.nodes().back().layer->params()[3]);  // wo
+    if (fused) {
+      LinearConfig qkv;
+      qkv.out_features = 3 * s_.channels;
+      qkv.init = Init::kNormal002;
+      h = g_.add1(name + ".attn.c_attn", qkv, {h});
+      ScaledDotProductAttentionConfig a;
+      a.num_heads = s_.heads;
+      a.causal = true;
+      a.packed = true;
+      h = g_.add1(name + ".attn.sdpa", a, {h});
+      LinearConfig proj;
+      proj.out_features = s_.channels;
+      proj.init = Init::kNormal002;
+      h = g_.add1(name + ".attn.c_proj", proj, {h});
+      scale_residual_init(g_.nodes().back().layer->params()[0]);
+    } else {
+      MultiHeadAttentionConfig c;
+      c.num_heads = s_.heads;
+      c.causal = true;
+      c.weight_init = Init::kNormal002;
+      h = g_.add1(name + ".attn", c, {h});
+      scale_residual_init(g_.nodes().back().layer->params()[3]);  // wo
+    }
     return g_.add1(name + ".attn.residual", AddConfig{}, {x, h});
   }
 
@@ -144,7 +164,7 @@ std::unique_ptr<Model> build_gpt2(Backend& be, const Gpt2Options& o) {
   Gpt2Builder b(g, s);
   for (int64_t l = 0; l < s.layers; ++l) {
     const std::string n = "h." + std::to_string(l);
-    h = b.attention_block(n, h);
+    h = b.attention_block(n, h, o.fused_attention);
     h = b.mlp_block(n, h);
   }
   h = b.norm("ln_f", h);
@@ -198,10 +218,13 @@ TBD_REGISTER_MODEL(ModelEntry{"GPT2",
                                 // len: the sequence length (--tbd_seq_len; /len:<T> in every
                                 // row's name, 1024 by default).
                                 o.seq_len = a.param("len", 1024);
+                                // unfused:1 the unfused MultiHeadAttention (T x T
+                                // probabilities in memory) instead of the fused kind.
+                                o.fused_attention = a.param("unfused", 0) == 0;
                                 return build_gpt2(be, o);
                               },
-                              {"len", "size"},
+                              {"len", "size", "unfused"},
                               {{"len", 1024}},
-                              {{"size", size_values()}}});
+                              {{"size", size_values()}, {"unfused", {1}}}});
 
 }  // namespace tbd

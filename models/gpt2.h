@@ -2,7 +2,8 @@
 //
 // A decoder-only language model: token embedding wte (Vp, C) plus a learned position embedding
 // wpe (max_len, C); L pre-norm blocks x += attn(ln1(x)); x += mlp(ln2(x)) with causal
-// multi-head self-attention (C/heads per head, biases) and a 4x MLP with GELU (tanh
+// multi-head self-attention (C/heads per head, biases; the fused kind of layers/sdpa.h between
+// llm.c's c_attn and c_proj projections) and a 4x MLP with GELU (tanh
 // approximation); a final LayerNorm (eps 1e-5 everywhere); logits = x wte^T (the output head
 // tied to the token embedding, no bias); softmax cross-entropy against the next tokens. No
 // dropout. AdamW (betas 0.9/0.999, eps 1e-8, decoupled weight decay 0.1 on the matrices and
@@ -26,8 +27,9 @@
 // Model FLOPs (the `mfu` numerator, llm.c's gpt2_estimate_mfu after PaLM's appendix B): per
 // token 6N + 6*L*C*T, N the parameter count above, T the sequence length: 6N for the forward
 // and backward of every weight, and 6LCT for attention's QK^T and PV taking the causal half of
-// PaLM's 12LCT. The executed `flop` counts every matmul as run (the unfused attention computes
-// all T^2 scores), so flop > model FLOPs.
+// PaLM's 12LCT. The executed `flop` counts the work as run: the fused attention's backward
+// recomputes the scores (and the unfused attention computes all T^2 of them), so flop > model
+// FLOPs.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +56,10 @@ struct Gpt2Options {
   double weight_decay = 0.1;
   uint64_t seed = 0;
   bool build_only = false;  // the graph without storage (ModelArgs::build_only)
+  // Attention as llm.c builds it, c_attn (C -> 3C) + the fused causal ScaledDotProductAttention
+  // + c_proj; false: the unfused MultiHeadAttention (wq, wk, wv, wo), which keeps the T x T
+  // probabilities for backward (--tbd_model_args=unfused:1, for comparison).
+  bool fused_attention = true;
 };
 
 // llm.c's sizes by their parameter count in millions: 124 (d12), 350 (d24), 774 (d36). Throws

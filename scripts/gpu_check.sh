@@ -30,8 +30,8 @@
 #      - in a fifth run at batch 1 (FRCNN_FILTER, FRCNN_BATCHES): the Faster R-CNN training
 #        step (one 600x1000 image, about 200 GMACs forward)
 #      - in a sixth run at batches 4 and 8 (GPT2_FILTER, GPT2_BATCHES): GPT-2 124M at T 1024
-#        (llm.c's configuration), its tokens/s and MFU printed (gpt2_mfu.txt); CUDA bf16
-#        refuses its attention for now, so fp32 and tf32 only
+#        (llm.c's configuration, the fused causal attention kind), and in bf16 at batches 4, 8
+#        and 16 (GPT2_BF16_BATCHES), its tokens/s and MFU printed (gpt2_mfu.txt) per math mode
 #      - in fp32, the data-parallel step over NCCL at one rank (DIST_FILTER, DIST_BATCHES,
 #        --tbd_dist=nccl: the box has one GPU, so one rank; bench_fp32_nccl.json), beside the
 #        NCCL test (tests/cuda/nccl_cuda_test: that step equals the default step bit for bit),
@@ -78,6 +78,7 @@ FRCNN_BATCHES=${FRCNN_BATCHES:-1}
 # GPT-2 124M at T 1024 (llm.c's configuration), in a run of its own; no PyTorch side yet.
 GPT2_FILTER=${GPT2_FILTER:-'^GPT2/train/'}
 GPT2_BATCHES=${GPT2_BATCHES:-4,8}
+GPT2_BF16_BATCHES=${GPT2_BF16_BATCHES:-4,8,16}
 # The data-parallel ResNet-50 step over NCCL at one rank (fp32 only).
 DIST_FILTER=${DIST_FILTER:-'^ResNet50/train/batch:32/ranks:1'}
 DIST_BATCHES=${DIST_BATCHES:-32}
@@ -293,7 +294,8 @@ if [[ -x "$BUNDLE/bin/tbd_bench" ]]; then
     run_bench "$m" _frcnn "$FRCNN_FILTER" "$FRCNN_BATCHES" "$FRCNN_TIMEOUT_S"
     run_bench "$m" _gpt2 "$GPT2_FILTER" "$GPT2_BATCHES" "$GPT2_TIMEOUT_S"
   done
-  for m in $BENCH_MATHS; do  # GPT-2: tokens/s and MFU (model FLOPs 6N + 6LCT per token)
+  run_bench bf16 _gpt2 "$GPT2_FILTER" "$GPT2_BF16_BATCHES" "$GPT2_TIMEOUT_S"
+  for m in $BENCH_MATHS bf16; do  # GPT-2: tokens/s and MFU (model FLOPs 6N + 6LCT per token)
     [[ -s "$OUT/bench_${m}_gpt2.json" ]] || continue
     python3 - "$OUT/bench_${m}_gpt2.json" "$m" <<'PY' | tee -a "$SUMMARY" "$OUT/gpt2_mfu.txt"
 import json, sys

@@ -25,6 +25,7 @@
 #include "layers/pool2d.h"
 #include "layers/precision.h"
 #include "layers/rnn.h"
+#include "layers/sdpa.h"
 #include "layers/tensor_ops.h"
 #include "models/graph.h"
 #include "models/registry.h"
@@ -532,6 +533,24 @@ TEST(AttentionBf16, SelfAndCrossWithMasksFollowF32) {
       16);
 }
 
+// The fused attention widens bf16 q, k, v to f32 and rounds o and the gradients once: against
+// its f32 self (causal with grouped-query heads across the CPU's 64-row tiles, and packed).
+TEST(AttentionBf16, FusedCausalGroupedAndPackedFollowF32) {
+  ScaledDotProductAttentionConfig gqa;
+  gqa.num_heads = 4;
+  gqa.num_kv_heads = 2;
+  expect_bf16_follows_f32(
+      gqa,
+      {TensorDesc{Shape{2, 70, 32}, DType::kBF16}, TensorDesc{Shape{2, 70, 16}, DType::kBF16},
+       TensorDesc{Shape{2, 70, 16}, DType::kBF16}},
+      8);
+  ScaledDotProductAttentionConfig packed;
+  packed.num_heads = 2;
+  packed.packed = true;
+  packed.causal = false;
+  expect_bf16_follows_f32(packed, {TensorDesc{Shape{3, 9, 48}, DType::kBF16}}, 8);
+}
+
 // The recurrent kinds compute their products in bf16 around f32 gates and cell states: against
 // their f32 selves with a bound for the chain of roundings a few steps build up (each step's h
 // is rounded to bf16 before the next step's product reads it).
@@ -823,7 +842,8 @@ TEST(CudaBf16, ConvolutionalModelsFollowFp32AndRerunIdentically) {
 // bf16 path (attention, the RNNs), never run in fp32.
 TEST(CudaBf16, EveryModelBuildsOrIsRefusedNamingTheKind) {
   TBD_CUDA_BF16_BACKEND(be);
-  static const std::set<std::string> kBuild{"ResNet50", "InceptionV3", "WGAN", "FasterRCNN", "A3C"};
+  static const std::set<std::string> kBuild{"ResNet50",   "InceptionV3", "WGAN",
+                                            "FasterRCNN", "A3C",         "GPT2"};
   static const std::vector<std::string> kMissing{"MultiHeadAttention", "LSTM", "GRU"};
   for (const ModelEntry& e : model_registry()) {
     ModelArgs args;

@@ -1,6 +1,7 @@
 // tests/models/gpt2_test.cpp: GPT-2 as llm.c trains it. The tiny configuration overfits one
 // batch and reruns identically; its loss and every parameter's gradient match a float64
-// reference of the whole model (written out below, differentiated by central differences);
+// reference of the whole model (written out below, differentiated by central differences),
+// with the fused attention kind and with the unfused one;
 // attention is causal through the whole model; the full sizes have llm.c's parameter counts and
 // initialisation; weight decay skips biases and LayerNorm; the model FLOPs follow llm.c's
 // formula; bad sizes and lengths are refused by name.
@@ -43,8 +44,8 @@ TensorId data_named(Model& m, const std::string& name) {
 }
 
 // GPT-2's forward and mean next-token loss in float64, written from models/gpt2.h with the
-// parameters by name (wq (C, C) maps x to x wq^T, as Linear's weight; heads are consecutive
-// column blocks of q, k and v).
+// parameters by name (c_attn.weight (3C, C) maps x to x W^T = [q k v], as Linear's weight, or
+// the unfused wq, wk, wv (C, C); heads are consecutive column blocks of q, k and v).
 struct Gpt2Reference {
   Gpt2Spec s;
   int64_t B, T;
@@ -77,11 +78,29 @@ struct Gpt2Reference {
     }
     return y;
   }
+  // Column block `b` (of width C) of z (M, 3C).
+  static Vec columns(const Vec& z, int64_t M, int64_t C, int64_t b) {
+    Vec y(static_cast<std::size_t>(M * C));
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t c = 0; c < C; ++c) y[i * C + c] = z[i * 3 * C + b * C + c];
+    }
+    return y;
+  }
+  // Fused (c_attn, c_proj) or unfused (wq, wk, wv, wo) parameters, by which the model has.
   Vec attention(const Vec& h, const std::string& n) const {
     const int64_t C = s.channels, H = s.heads, dh = C / H, M = B * T;
-    const Vec q = linear(h, M, C, p.at(n + ".wq"), &p.at(n + ".bq"), C);
-    const Vec k = linear(h, M, C, p.at(n + ".wk"), &p.at(n + ".bk"), C);
-    const Vec v = linear(h, M, C, p.at(n + ".wv"), &p.at(n + ".bv"), C);
+    const bool fused = p.count(n + ".c_attn.weight") != 0;
+    Vec q, k, v;
+    if (fused) {
+      const Vec z = linear(h, M, C, p.at(n + ".c_attn.weight"), &p.at(n + ".c_attn.bias"), 3 * C);
+      q = columns(z, M, C, 0);
+      k = columns(z, M, C, 1);
+      v = columns(z, M, C, 2);
+    } else {
+      q = linear(h, M, C, p.at(n + ".wq"), &p.at(n + ".bq"), C);
+      k = linear(h, M, C, p.at(n + ".wk"), &p.at(n + ".bk"), C);
+      v = linear(h, M, C, p.at(n + ".wv"), &p.at(n + ".bv"), C);
+    }
     Vec o(static_cast<std::size_t>(M * C), 0.0);
     const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
     for (int64_t b = 0; b < B; ++b) {
@@ -106,6 +125,7 @@ struct Gpt2Reference {
         }
       }
     }
+    if (fused) return linear(o, M, C, p.at(n + ".c_proj.weight"), &p.at(n + ".c_proj.bias"), C);
     return linear(o, M, C, p.at(n + ".wo"), &p.at(n + ".bo"), C);
   }
   double loss() const {
@@ -145,9 +165,12 @@ struct Gpt2Reference {
 // two random directions per parameter tensor (all its entries at once) and at four single
 // entries of each, by central differences of the reference (h 1e-3: float64's rounding stays
 // near 1e-12, the truncation near 1e-7 of the derivative).
-TEST(Gpt2, LossAndEveryGradientMatchAFloat64ReferenceOfTheWholeModel) {
+class Gpt2Attention : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Gpt2Attention, LossAndEveryGradientMatchAFloat64ReferenceOfTheWholeModel) {
   auto be = make_cpu_backend();
   Gpt2Options o = gpt2_tiny();
+  o.fused_attention = GetParam();
   o.spec.vocab_pad = 72;  // padded logits as the full model has (labels stay below 64)
   auto m = build_unplanned(*be, o);
   Graph& g = m->graph();
@@ -169,7 +192,9 @@ TEST(Gpt2, LossAndEveryGradientMatchAFloat64ReferenceOfTheWholeModel) {
     }
     ref.p[q->name] = v;
   }
-  ASSERT_EQ(ref.p.size(), 2u + 16u * 2u + 2u);  // wte, wpe; 16 per block; ln_f
+  // wte, wpe; per block 12 (fused: ln_1, c_attn, c_proj, ln_2, c_fc, c_proj: weight and bias
+  // each) or 16 (unfused: wq, wk, wv, wo and their biases); ln_f.
+  ASSERT_EQ(ref.p.size(), 2u + (o.fused_attention ? 12u : 16u) * 2u + 2u);
   g.zero_grad();
   g.forward();
   g.backward();
@@ -221,6 +246,11 @@ TEST(Gpt2, LossAndEveryGradientMatchAFloat64ReferenceOfTheWholeModel) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(FusedAndUnfused, Gpt2Attention, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "fused" : "unfused";
+                         });
 
 TEST(Gpt2, TinyConfigurationOverfitsAndReruns) {
   auto be = make_cpu_backend();
@@ -300,11 +330,14 @@ TEST(Gpt2, FullSizeIsInitialisedAsLlmc) {
   EXPECT_EQ(m->graph().num_params(), 124475904);
   EXPECT_EQ(be->allocator().stats().current_of(MemCategory::kWeights), 4u * 124475904);
   const double residual = 0.02 / std::sqrt(24.0);
-  const std::map<std::string, double> stds = {
-      {"wte.weight", 0.02},          {"wpe.weight", 0.02},
-      {"h.0.attn.wq", 0.02},         {"h.11.attn.wv", 0.02},
-      {"h.0.attn.wo", residual},     {"h.11.attn.wo", residual},
-      {"h.3.mlp.c_fc.weight", 0.02}, {"h.3.mlp.c_proj.weight", residual}};
+  const std::map<std::string, double> stds = {{"wte.weight", 0.02},
+                                              {"wpe.weight", 0.02},
+                                              {"h.0.attn.c_attn.weight", 0.02},
+                                              {"h.11.attn.c_attn.weight", 0.02},
+                                              {"h.0.attn.c_proj.weight", residual},
+                                              {"h.11.attn.c_proj.weight", residual},
+                                              {"h.3.mlp.c_fc.weight", 0.02},
+                                              {"h.3.mlp.c_proj.weight", residual}};
   int64_t decayed = 0;
   std::map<std::string, bool> seen;
   for (Param* p : m->graph().params()) {
