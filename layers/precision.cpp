@@ -52,12 +52,14 @@ const KindPrecision kTable[] = {
     {"PositionalEncoding", kF32, "adds f32 sinusoids (autocast: sin, cos, exp in f32)"},
     {"Proposal", kF32, "detection: box decoding and NMS in f32"},
     {"ProposalTarget", kF32, "detection targets: f32"},
+    {"RMSNorm", kF32, "a norm: f32 (autocast's fp32 list: rms_norm)"},
     {"RMSprop", kF32, "optimizer: f32"},
     {"RandomInterpolation", kF32, "interpolates f32 samples"},
     {"Reorder", kAs, "a layout conversion (and the graph's dtype casts)"},
     {"Reshape", kAs, "a view"},
     {"Reverse", kAs, "a copy"},
     {"RoIPool", kAs, "pooling"},
+    {"RoPE", kAs, "an elementwise rotation (no bf16 path yet: runs in f32 behind casts)"},
     {"SGD", kF32, "optimizer: f32"},
     {"ScaledDotProductAttention", kLow,
      "fused attention (scaled_dot_product_attention): bf16 q, k, v and o; products, online "
@@ -67,6 +69,7 @@ const KindPrecision kTable[] = {
     {"SmoothL1Loss", kF32, "a loss: f32 (smooth_l1_loss)"},
     {"SoftmaxCrossEntropy", kF32, "softmax and a loss: f32 (log_softmax, nll_loss)"},
     {"Split", kAs, "a copy"},
+    {"SwiGLU", kAs, "elementwise (silu, multiply; no bf16 path yet: runs in f32 behind casts)"},
     {"Transpose", kAs, "a copy"},
     {"Upsample2d", kF32, "upsampling: f32 (autocast's fp32 list: upsample_*)"},
 };

@@ -842,8 +842,8 @@ TEST(CudaBf16, ConvolutionalModelsFollowFp32AndRerunIdentically) {
 // bf16 path (attention, the RNNs), never run in fp32.
 TEST(CudaBf16, EveryModelBuildsOrIsRefusedNamingTheKind) {
   TBD_CUDA_BF16_BACKEND(be);
-  static const std::set<std::string> kBuild{"ResNet50",   "InceptionV3", "WGAN",
-                                            "FasterRCNN", "A3C",         "GPT2"};
+  static const std::set<std::string> kBuild{"ResNet50", "InceptionV3", "WGAN", "FasterRCNN",
+                                            "A3C",      "GPT2",        "Llama"};
   static const std::vector<std::string> kMissing{"MultiHeadAttention", "LSTM", "GRU"};
   for (const ModelEntry& e : model_registry()) {
     ModelArgs args;
@@ -878,7 +878,8 @@ INSTANTIATE_TEST_SUITE_P(
         TinyModel{"Seq2Seq", [](Backend& be) { return build_seq2seq(be, seq2seq_tiny()); }},
         TinyModel{"DeepSpeech2",
                   [](Backend& be) { return build_deepspeech2(be, deepspeech2_tiny()); }},
-        TinyModel{"GPT2", [](Backend& be) { return build_gpt2(be, gpt2_tiny()); }}),
+        TinyModel{"GPT2", [](Backend& be) { return build_gpt2(be, gpt2_tiny()); }},
+        TinyModel{"Llama", [](Backend& be) { return build_llama(be, llama_tiny()); }}),
     TinyModelName());
 
 // The three models whose loss is not one fixed batch's: WGAN-GP's critic loss against a moving

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/random.h"
 #include "models/gpt2.h"
+#include "tests/models/causal.h"
 #include "tests/models/overfit.h"
 #include "tests/support/check.h"
 
@@ -266,42 +267,7 @@ TEST(Gpt2, AttentionIsCausalThroughTheModel) {
   auto be = make_cpu_backend();
   const Gpt2Options o = gpt2_tiny();
   auto m = build_unplanned(*be, o);
-  Graph& g = m->graph();
-  TensorId logits = -1, tokens = data_named(*m, "tokens");
-  for (const Graph::Node& n : g.nodes()) {
-    if (n.layer->name() == "lm_head") logits = n.outputs[0];
-  }
-  ASSERT_GE(logits, 0);
-  ASSERT_GE(tokens, 0);
-  const int64_t B = o.batch, T = o.seq_len, V = o.spec.vocab_pad, t0 = 5;
-  g.forward();
-  const test::Vec before = to_host(*be, g.tensor(logits));
-  test::Vec ids = to_host(*be, g.tensor(tokens));
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t t = t0; t < T; ++t) {
-      double& id = ids[static_cast<std::size_t>(b * T + t)];
-      id = std::fmod(id + 17, static_cast<double>(o.spec.vocab));
-    }
-  }
-  from_host(*be, g.tensor(tokens), ids);
-  g.forward();
-  const test::Vec after = to_host(*be, g.tensor(logits));
-  for (int64_t b = 0; b < B; ++b) {
-    double later = 0;
-    for (int64_t t = 0; t < T; ++t) {
-      for (int64_t v = 0; v < V; ++v) {
-        const std::size_t i = static_cast<std::size_t>((b * T + t) * V + v);
-        if (t < t0) {
-          ASSERT_EQ(after[i], before[i])
-              << "sequence " << b << ", position " << t << ", logit " << v
-              << " moved when only positions >= " << t0 << " changed";
-        } else {
-          later = std::max(later, std::abs(after[i] - before[i]));
-        }
-      }
-    }
-    EXPECT_GT(later, 1e-3) << "sequence " << b << ": the changed positions' logits did not move";
-  }
+  test::expect_causal(*be, *m, "lm_head", o.spec.vocab, o.batch, o.seq_len, 5);
 }
 
 // llm.c prints 124,475,904 for d12; 350m and 774m are Hugging Face's gpt2-medium (354,823,168)

@@ -20,6 +20,7 @@
 #include "models/faster_rcnn.h"
 #include "models/gpt2.h"
 #include "models/inception_v3.h"
+#include "models/llama.h"
 #include "models/registry.h"
 #include "models/resnet50.h"
 #include "models/seq2seq.h"
@@ -58,6 +59,7 @@ int main() {
       {"A3C", tiny(a3c_tiny(1), build_a3c)},
       {"FasterRCNN", tiny(faster_rcnn_tiny(), build_faster_rcnn)},
       {"GPT2", tiny(gpt2_tiny(), build_gpt2)},
+      {"Llama", tiny(llama_tiny(), build_llama)},
   };
   try {
     auto be = make_cpu_backend();

@@ -12,6 +12,7 @@
 #include "models/faster_rcnn.h"
 #include "models/gpt2.h"
 #include "models/inception_v3.h"
+#include "models/llama.h"
 #include "models/resnet50.h"
 #include "models/seq2seq.h"
 #include "models/transformer.h"
@@ -36,6 +37,7 @@ inline std::vector<TinyModel> tiny_models() {
       {"A3C", [](Backend& be) { return build_a3c(be, a3c_tiny(1)); }},
       {"FasterRCNN", [](Backend& be) { return build_faster_rcnn(be, faster_rcnn_tiny()); }},
       {"GPT2", [](Backend& be) { return build_gpt2(be, gpt2_tiny()); }},
+      {"Llama", [](Backend& be) { return build_llama(be, llama_tiny()); }},
   };
 }
 

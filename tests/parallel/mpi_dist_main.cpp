@@ -33,6 +33,7 @@
 #include "models/faster_rcnn.h"
 #include "models/gpt2.h"
 #include "models/inception_v3.h"
+#include "models/llama.h"
 #include "models/resnet50.h"
 #include "models/seq2seq.h"
 #include "models/transformer.h"
@@ -237,6 +238,15 @@ std::vector<TinyModel> tiny_models() {
                    o.spec.vocab = 40, o.spec.vocab_pad = 48, o.seq_len = 6;
                    o.batch = batch;
                    return build_gpt2(be, o);
+                 },
+                 true, true});
+  out.push_back({"Llama",
+                 [](Backend& be, int64_t batch) {
+                   LlamaOptions o = llama_tiny();
+                   o.spec.layers = 1, o.spec.channels = 16, o.spec.heads = 4, o.spec.kv_heads = 2;
+                   o.spec.hidden = 24, o.spec.vocab = 40, o.seq_len = 6;
+                   o.batch = batch;
+                   return build_llama(be, o);
                  },
                  true, true});
   return out;

@@ -35,7 +35,7 @@ MODEL_PARAMS = os.environ.get("TBD_MODEL_PARAMS", "")
 TBD_PARAMS = {"ResNet50": 25_557_032, "InceptionV3": 27_161_264, "Transformer": 60_524_544,
               "Seq2Seq": 27_726_366, "DeepSpeech2": 255_357_853,
               "WGAN": 8_540_483 + 7_491_841, "A3C": 1_005_109, "FasterRCNN": 47_454_565,
-              "GPT2": 124_475_904}
+              "GPT2": 124_475_904, "Llama": 1_498_482_688}
 
 
 def module_constants(path):

@@ -20,6 +20,7 @@ MODULES = {
     "A3C": "a3c",
     "FasterRCNN": "faster_rcnn",
     "GPT2": "gpt2",
+    "Llama": "llama",
 }
 
 

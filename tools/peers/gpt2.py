@@ -12,9 +12,9 @@ layers, 32 channels, 4 heads, 16 positions, vocabulary 64 (no padding), T 8, lr 
 
 Deviations from tbd: attention is PyTorch's scaled_dot_product_attention(is_causal=True)
 (fused, flash-style on the CPU in PyTorch 2.x) where it exists, and written out (masked softmax)
-under PyTorch 1.13; tbd's is its own unfused kernel. q, k and v come from one (3C, C) matrix
-here, three (C, C) ones in tbd: the same parameters and FLOPs. PyTorch initialises the fused
-qkv matrix as one tensor, so the draws differ (the distributions do not).
+under PyTorch 1.13; tbd's is its own fused kind (ScaledDotProductAttention), or with unfused:1
+its unfused MultiHeadAttention, whose q, k and v come from three (C, C) matrices: the same
+parameters and FLOPs as the one (3C, C) matrix here.
 """
 import math
 
