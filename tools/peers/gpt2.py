@@ -33,6 +33,13 @@ FULL = dict(vocab=50257, vocab_pad=50304, max_len=1024, lr=3e-4)
 TINY = dict(layers=2, channels=32, heads=4, vocab=64, vocab_pad=64, max_len=16, len=8, lr=3e-3)
 
 
+def expected_params(params):
+    """tbd's parameter count for the row's size: (models/gpt2.h's formula)."""
+    c = dict(FULL, **SIZES[int(params.get("size", 124))])
+    ch = c["channels"]
+    return c["vocab_pad"] * ch + c["max_len"] * ch + c["layers"] * (12 * ch * ch + 13 * ch) + 2 * ch
+
+
 class Block(nn.Module):
     def __init__(self, c, heads, layers):
         super().__init__()

@@ -34,6 +34,16 @@ TINY = dict(layers=2, channels=32, heads=4, kv_heads=2, hidden=64, vocab=64, len
             theta=500000.0)
 
 
+def expected_params(params):
+    """tbd's parameter count for the row's size: and tied: (models/llama.h's formula)."""
+    c = SIZES[int(params.get("size", 1498))]
+    ch, d = c["channels"], c["channels"] // c["heads"]
+    block = 2 * ch + ch * (c["heads"] + 2 * c["kv_heads"]) * d + c["heads"] * d * ch + \
+        3 * ch * c["hidden"]
+    tied = int(params.get("tied", 0)) != 0
+    return c["vocab"] * ch * (1 if tied else 2) + c["layers"] * block + ch
+
+
 class RMSNorm(nn.Module):
     def __init__(self, c, eps=1e-5):
         super().__init__()

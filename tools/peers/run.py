@@ -145,8 +145,11 @@ def measure(torch, name, args):
     anon_before = _status_kib("RssAnon")
     s = mod.setup(batch, params=params, tiny=args.tiny, device="cpu",
                   wrap=make_wrap(torch, args.mode, args.math))
-    if not args.tiny and s["params"] != mod.PARAMS:
-        raise RowError(f"{model}: the peer has {s['params']:,} parameters, tbd {mod.PARAMS:,}")
+    # PARAMS is the default configuration's count; a module whose sizes come by argument says
+    # the count for the row's (expected_params).
+    want = mod.expected_params(params or {}) if hasattr(mod, "expected_params") else mod.PARAMS
+    if not args.tiny and s["params"] != want:
+        raise RowError(f"{model}: the peer has {s['params']:,} parameters, tbd {want:,}")
     step = s["step"]
     for _ in range(args.warmup):
         step()
