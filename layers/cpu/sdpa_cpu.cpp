@@ -141,8 +141,8 @@ class SdpaCpu final : public Layer {
     fwd_per_thread_ = tile + td_tile + 2 * kRows + (bf16_ ? 3 * td_tile : 0);
     // Backward: dq, dk, dv, D [+ q, do, o of a query head, k, v of the group, widened], S, dP.
     bwd_per_thread_ = 3 * td + d_.T + (bf16_ ? 5 * td : 0) + 2 * tile;
-    scratch_ = be.empty(Shape{threads_ * std::max(fwd_per_thread_, bwd_per_thread_)},
-                        MemCategory::kWorkspace);
+    per_thread_ = std::max(fwd_per_thread_, bwd_per_thread_);
+    scratch_ = be.empty(Shape{threads_ * per_thread_}, MemCategory::kWorkspace);
   }
 
   std::string implementation() const override {
@@ -198,6 +198,8 @@ class SdpaCpu final : public Layer {
       store_rows(x.f32() + off, src, s, rows, d_.d, ld);
     }
   }
+  // The calling thread's part of the scratch (forward or backward layout).
+  float* thread_scratch() const { return scratch_.f32() + omp_get_thread_num() * per_thread_; }
   const Tensor& q_in(TensorRefs x) const { return *x[0]; }
   const Tensor& k_in(TensorRefs x) const { return cfg_.packed ? *x[0] : *x[1]; }
   const Tensor& v_in(TensorRefs x) const { return cfg_.packed ? *x[0] : *x[2]; }
@@ -213,7 +215,7 @@ class SdpaCpu final : public Layer {
   void forward_tile(Tensor* o, TensorRefs x, int64_t n, int64_t h, int64_t i0) {
     const SdpaDims& d = d_;
     const int64_t dd = d.d, rows = std::min(kRows, d.T - i0), g = h / d.group();
-    float* s = scratch_.f32() + omp_get_thread_num() * std::max(fwd_per_thread_, bwd_per_thread_);
+    float* s = thread_scratch();
     float* acc = s + kRows * kCols;
     float* m = acc + kRows * dd;
     float* l = m + kRows;
@@ -252,7 +254,7 @@ class SdpaCpu final : public Layer {
                       int64_t n, int64_t g) {
     const SdpaDims& d = d_;
     const int64_t dd = d.d, T = d.T, td = T * dd, ld_o = d.Hq * dd;
-    float* dq = scratch_.f32() + omp_get_thread_num() * std::max(fwd_per_thread_, bwd_per_thread_);
+    float* dq = thread_scratch();
     float* dk = dq + td;
     float* dv = dk + td;
     float* D = dv + td;
@@ -301,7 +303,7 @@ class SdpaCpu final : public Layer {
   bool bf16_ = false;
   int threads_ = 1;
   float scale_ = 1.f;
-  int64_t fwd_per_thread_ = 0, bwd_per_thread_ = 0;
+  int64_t fwd_per_thread_ = 0, bwd_per_thread_ = 0, per_thread_ = 0;
   Tensor lse_, scratch_;
 };
 
