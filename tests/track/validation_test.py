@@ -315,6 +315,7 @@ class Config(Base):
                            ("[[acknowledged]]\nreason = \"r\"\nexpires = 07:32:00\n",
                             "field expires"),
                            ("x = " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
+                           ("defaults = " + "9" * 5001 + "\n", "4300 digits"),
                            ("[defaults\n", "not TOML")):
             p = self.t.write("c.toml", body)
             self.refused("compare", self.a, self.a, "--config", p, says=(p, says))

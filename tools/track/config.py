@@ -133,6 +133,8 @@ def load_config(path: str | None) -> Config:
         raise InputError(f"not TOML: {e}", path) from None
     except RecursionError:
         raise InputError("not TOML this reader can take (nested too deeply)", path) from None
+    except ValueError as e:  # an integer beyond int()'s 4300 digits
+        raise InputError(f"not TOML this reader can take ({e})", path) from None
     cfg.source = path
     _unknown(doc, {"defaults", "rule", "acknowledged"}, path, "top level")
     d = _table(doc.get("defaults", {}), path, "defaults")
