@@ -14,8 +14,7 @@ Shape softmax_cross_entropy_output_shape(const std::string& name,
                   z.to_string());
   check_positive(k, name, "logits", z);
   check_positive(k, name, "labels", labels.shape);
-  TBD_LAYER_CHECK(logits.dtype == DType::kF32, k, name, "input logits must be f32, got ",
-                  logits.to_string());
+  check_floating(k, name, "logits", logits);
   TBD_LAYER_CHECK(labels.dtype == DType::kI32, k, name, "input labels must be i32, got ",
                   labels.to_string());
   std::vector<int64_t> lead(z.dims().begin(), z.dims().end() - 1);
@@ -34,12 +33,13 @@ Flops softmax_cross_entropy_flops(const Shape& logits) {
   return Flops{4 * e, 3 * e, 0};
 }
 
-Bytes softmax_cross_entropy_bytes(const Shape& logits) {
+Bytes softmax_cross_entropy_bytes(const Shape& logits, DType t) {
   const double e = static_cast<double>(logits.numel());
   const double m = e / static_cast<double>(logits[-1]);
   const double labels = bytes_of(m, DType::kI32);
   // Saved for backward: the per-row log-sum-exp (M) and the count of rows in the mean (1).
-  return Bytes{bytes_of(e + 1 + m + 1) + labels, bytes_of(1 + 1 + e + m + e) + labels, 0};
+  return Bytes{bytes_of(e, t) + bytes_of(1 + m + 1) + labels,
+               bytes_of(2 * e, t) + bytes_of(1 + 1 + m) + labels, 0};
 }
 
 Shape mse_loss_output_shape(const std::string& name, const TensorDesc& pred,
@@ -74,7 +74,7 @@ Contract contract(const std::string& name, const SoftmaxCrossEntropyConfig& cfg,
   return Contract{{TensorDesc{ys}},
                   {},
                   softmax_cross_entropy_flops(in[0].shape),
-                  softmax_cross_entropy_bytes(in[0].shape)};
+                  softmax_cross_entropy_bytes(in[0].shape, in[0].dtype)};
 }
 
 std::string describe_problem(const SoftmaxCrossEntropyConfig& cfg,

@@ -1,6 +1,8 @@
 // layers/loss.h: losses; each returns a scalar (shape (1)) mean over the batch.
 //
-// SoftmaxCrossEntropy: logits: (..., V) row-major f32, labels: (...) i32  y: (1)
+// SoftmaxCrossEntropy: logits: (..., V) row-major f32 or bf16, labels: (...) i32  y: (1) f32
+//   (bf16 logits are widened exactly and everything is computed in f32, the same numbers as on
+//   the logits cast to f32; dlogits are then bf16, the one rounding a cast's backward makes.)
 //   (M = product of the leading dims; (M, V) logits with (M) labels is the common case.)
 //   loss = weight * mean over rows with label != ignore_index of
 //          -(1-ls)*log p[label] - ls/V * sum_v log p[v]   (ls = label_smoothing)
@@ -12,10 +14,10 @@
 //   dy[0], which the graph seeds with 1. Saved for backward (feature_maps): the per-row
 //   log-sum-exp and the count of rows in the mean, M + 1 floats.
 //   FLOPs fprop 4*M*V, dgrad 3*M*V.
-//   Bytes (a lower bound, layers/layer.h; f32 and i32 labels, 4 bytes each), E = M*V:
-//   fprop 4*(E + M + M + 2) (read logits and labels; write the loss, the saved log-sum-exp and
-//   count), dgrad 4*(2 + E + M + M + E) (read dy, the count, logits, log-sum-exp and labels;
-//   write dlogits), wgrad 0.
+//   Bytes (a lower bound, layers/layer.h; logits and dlogits s = 4 or 2 bytes, the rest 4
+//   bytes), E = M*V: fprop s*E + 4*(M + M + 2) (read logits and labels; write the loss, the
+//   saved log-sum-exp and count), dgrad s*2E + 4*(2 + M + M) (read dy, the count, logits,
+//   log-sum-exp and labels; write dlogits), wgrad 0.
 // MseLoss: pred, target: same shape  y: (1) = mean((pred - target)^2); gradients to both.
 //   FLOPs fprop 3*E, dgrad 3*E.
 //   Bytes (FP32): fprop 4*(2E + 1) (read pred, target; write the loss), dgrad 4*(1 + 4E)
@@ -82,7 +84,7 @@ Shape softmax_cross_entropy_output_shape(const std::string& name,
                                          const SoftmaxCrossEntropyConfig& cfg,
                                          const TensorDesc& logits, const TensorDesc& labels);
 Flops softmax_cross_entropy_flops(const Shape& logits);
-Bytes softmax_cross_entropy_bytes(const Shape& logits);
+Bytes softmax_cross_entropy_bytes(const Shape& logits, DType t = DType::kF32);
 Shape mse_loss_output_shape(const std::string& name, const TensorDesc& pred,
                             const TensorDesc& target);
 Flops mse_loss_flops(const Shape& pred);

@@ -59,7 +59,7 @@ const KindPrecision kTable[] = {
     {"Reshape", kAs, "a view"},
     {"Reverse", kAs, "a copy"},
     {"RoIPool", kAs, "pooling"},
-    {"RoPE", kAs, "an elementwise rotation (no bf16 path yet: runs in f32 behind casts)"},
+    {"RoPE", kAs, "an elementwise rotation: bf16 in, f32 in registers, bf16 out"},
     {"SGD", kF32, "optimizer: f32"},
     {"ScaledDotProductAttention", kLow,
      "fused attention (scaled_dot_product_attention): bf16 q, k, v and o; products, online "
@@ -67,9 +67,11 @@ const KindPrecision kTable[] = {
     {"SequenceBatchNorm", kAs, "batch norm over sequences, f32 statistics"},
     {"SequenceLast", kAs, "a copy"},
     {"SmoothL1Loss", kF32, "a loss: f32 (smooth_l1_loss)"},
-    {"SoftmaxCrossEntropy", kF32, "softmax and a loss: f32 (log_softmax, nll_loss)"},
+    {"SoftmaxCrossEntropy", kF32,
+     "softmax and a loss: f32 (log_softmax, nll_loss); the CPU reads bf16 logits widened "
+     "exactly, without an f32 copy"},
     {"Split", kAs, "a copy"},
-    {"SwiGLU", kAs, "elementwise (silu, multiply; no bf16 path yet: runs in f32 behind casts)"},
+    {"SwiGLU", kAs, "elementwise (silu, multiply): bf16 in, f32 in registers, bf16 out"},
     {"Transpose", kAs, "a copy"},
     {"Upsample2d", kF32, "upsampling: f32 (autocast's fp32 list: upsample_*)"},
 };
@@ -110,7 +112,10 @@ std::vector<DType> wanted_dtypes(const char* kind, const std::string& name, bool
                   " in bf16: layers/precision.h)");
         floating = DType::kBF16;
         break;
-      case Bf16Policy::kAsInput: {
+      case Bf16Policy::kAsInput:
+      case Bf16Policy::kFp32: {
+        // Both keep bf16 inputs for an implementation that takes them: kAsInput runs in bf16,
+        // kFp32 widens them exactly in registers (the same numbers as after a cast).
         bool any = false, all_bf16 = true;
         for (const TensorDesc& d : in) {
           if (!is_floating(d.dtype)) continue;
@@ -120,8 +125,6 @@ std::vector<DType> wanted_dtypes(const char* kind, const std::string& name, bool
         floating = takes_bf16 && any && all_bf16 ? DType::kBF16 : DType::kF32;
         break;
       }
-      case Bf16Policy::kFp32:
-        break;
     }
   }
   for (const TensorDesc& d : in) want.push_back(is_floating(d.dtype) ? floating : d.dtype);

@@ -13,7 +13,10 @@
 //                    statistics, copies): bf16 in, bf16 out. An implementation without a bf16
 //                    path gets its inputs cast to f32 (a Reorder node the breakdown shows).
 //   kFp32            runs in f32: its inputs are cast to f32 (losses, layer norm, embeddings'
-//                    tables, detection targets).
+//                    tables, detection targets), except where its implementation reads bf16
+//                    itself (kTakesBf16) and widens it exactly in registers: the same numbers
+//                    without the cast's pass and f32 copy (the CPU's softmax cross-entropy on
+//                    the language models' logits).
 //
 // The graph applies the table (Graph::add): it inserts a Reorder that converts the dtype
 // wherever an input arrives in another. Under fp32 and tf32 every floating tensor is f32.

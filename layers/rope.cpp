@@ -23,7 +23,7 @@ std::vector<float> rope_tables(const RopeConfig& cfg, int64_t T) {
 int64_t rope_rotated_heads(const std::string& name, const RopeConfig& c, const TensorDesc& x) {
   const char* k = RopeConfig::kKind;
   check_rank(k, name, "x", x, 3, "(N, T, W)");
-  check_f32(k, name, "x", x);
+  check_floating(k, name, "x", x);
   check_positive(k, name, "x", x.shape);
   TBD_LAYER_CHECK(x.layout == Layout::kRowMajor, k, name, "input x must be row-major, got ",
                   x.to_string());
@@ -47,11 +47,13 @@ Contract contract(const std::string& name, const RopeConfig& cfg,
   const Shape& x = in[0].shape;
   const double e = static_cast<double>(x.numel());
   const double e_rot = static_cast<double>(x[0] * x[1] * rot * cfg.head_dim);
-  const double tables = static_cast<double>(x[1] * cfg.head_dim);
-  Contract c{{in[0]},
-             {},
-             Flops{3 * e_rot, 3 * e_rot, 0},
-             Bytes{bytes_of(2 * e + tables), bytes_of(2 * e + tables), 0}};
+  const double tables = static_cast<double>(x[1] * cfg.head_dim);  // f32 cos and sin
+  const DType t = in[0].dtype;
+  Contract c{
+      {in[0]},
+      {},
+      Flops{3 * e_rot, 3 * e_rot, 0},
+      Bytes{bytes_of(2 * e, t) + bytes_of(tables), bytes_of(2 * e, t) + bytes_of(tables), 0}};
   saves_nothing(c, 1);
   return c;
 }

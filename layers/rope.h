@@ -1,8 +1,8 @@
 // layers/rope.h: rotary position embedding (RoPE, Su et al. 2021) as Llama applies it to
 // queries and keys.
 //
-// x: (N, T, W) row-major f32, W a multiple of the head dimension d (even); y like x. Heads are
-// consecutive column blocks of d. Within each of the first `rotate_heads` heads (0: all W/d),
+// x: (N, T, W) row-major f32 or bf16, W a multiple of the head dimension d (even); y like x. Heads
+// are consecutive column blocks of d. Within each of the first `rotate_heads` heads (0: all W/d),
 // the pairs (2i, 2i+1) are rotated by the angle t * theta^(-2i/d), t the position along T:
 //   y[2i]   = x[2i] cos - x[2i+1] sin
 //   y[2i+1] = x[2i] sin + x[2i+1] cos
@@ -11,10 +11,12 @@
 // copied: a packed q|k|v projection rotates q and k and passes v through, one layer and no
 // split. Llama 3.1/3.2's frequency scaling for 128K contexts is not applied (it changes which
 // frequencies, not the work). The cos and sin tables (T x d/2 each) are computed once at build
-// in float64. Backward rotates dy by the opposite angle; nothing is saved.
+// in float64 (kept f32). bf16 x: rotated in f32 registers, y rounded once. Backward rotates dy
+// by the opposite angle; nothing is saved.
 // FLOPs (E_rot = N*T*rotate_heads*d rotated elements): fprop 3*E_rot (two multiplies, one add
 // per output), dgrad 3*E_rot; the copies none.
-// Bytes (a lower bound): fprop = 4*(2*N*T*W + T*d) (x, y, the tables), dgrad the same for dy, dx.
+// Bytes (a lower bound, s = 4 or 2 bytes an element): fprop = s*2*N*T*W + 4*T*d (x, y, the
+// tables), dgrad the same for dy, dx.
 #pragma once
 
 #include <vector>

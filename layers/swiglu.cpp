@@ -7,7 +7,7 @@ template <>
 Contract contract(const std::string& name, const SwiGluConfig&, const std::vector<TensorDesc>& in) {
   const char* k = SwiGluConfig::kKind;
   check_input_count(k, name, in, 1);
-  check_f32(k, name, "x", in[0]);
+  check_floating(k, name, "x", in[0]);
   const Shape& x = in[0].shape;
   TBD_LAYER_CHECK(x.rank() >= 2, k, name, "input x must have rank >= 2 (..., 2F), got ",
                   x.to_string());
@@ -20,8 +20,11 @@ Contract contract(const std::string& name, const SwiGluConfig&, const std::vecto
   dims.back() /= 2;
   const Shape ys(dims);
   const double e = static_cast<double>(ys.numel());
-  Contract c{
-      {TensorDesc{ys}}, {}, Flops{5 * e, 10 * e, 0}, Bytes{bytes_of(3 * e), bytes_of(5 * e), 0}};
+  const DType t = in[0].dtype;
+  Contract c{{TensorDesc{ys, t}},
+             {},
+             Flops{5 * e, 10 * e, 0},
+             Bytes{bytes_of(3 * e, t), bytes_of(5 * e, t), 0}};
   c.saved_inputs = {true};
   c.saved_outputs = {false};
   return c;

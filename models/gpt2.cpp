@@ -72,9 +72,7 @@ class Gpt2Builder {
   }
   // A residual projection's weight (N(0, 0.02) like every weight here): scaled by 1/sqrt(2L),
   // as llm.c scales it.
-  void scale_residual_init(Param& w) {
-    w.init_scale = 1.0 / std::sqrt(2.0 * static_cast<double>(s_.layers));
-  }
+  void scale_residual_init(Param& w) { ::tbd::scale_residual_init(w, s_.layers); }
 
   // x + attn(ln1(x)), causal. Fused (llm.c's structure): c_attn (C -> 3C, q k v column blocks)
   // into the fused kind reading it packed, then c_proj. Unfused: MultiHeadAttention, whose

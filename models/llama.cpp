@@ -88,10 +88,7 @@ class LlamaBuilder {
     c.bias = false;
     c.init = Init::kNormal002;
     TensorId y = g_.add1(name, c, {x});
-    if (residual) {
-      g_.nodes().back().layer->params()[0].init_scale =
-          1.0 / std::sqrt(2.0 * static_cast<double>(s_.layers));
-    }
+    if (residual) scale_residual_init(g_.nodes().back().layer->params()[0], s_.layers);
     return y;
   }
 

@@ -1,11 +1,16 @@
 // models/model.cpp: the training step and synthetic data.
 #include "models/model.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "core/random.h"
 
 namespace tbd {
+
+void scale_residual_init(Param& w, int64_t layers) {
+  w.init_scale = 1.0 / std::sqrt(2.0 * static_cast<double>(layers));
+}
 
 void finish_image_classifier(Model& m, int64_t batch, double lr, bool build_only) {
   m.set_samples_per_step(batch);

@@ -211,4 +211,9 @@ class Model {
 // build_only, finalize with the ImageNet recipe, SGD momentum 0.9, weight decay 1e-4.
 void finish_image_classifier(Model& m, int64_t batch, double lr, bool build_only);
 
+// The decoders' initialisation of a residual projection (GPT-2, Radford et al. 2019, as llm.c
+// and torchtitan's Llama apply it): the weight's N(0, 0.02) scaled by 1/sqrt(2L), L the number
+// of blocks, so that the residual stream's variance does not grow with depth.
+void scale_residual_init(Param& w, int64_t layers);
+
 }  // namespace tbd

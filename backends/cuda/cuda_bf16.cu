@@ -4,38 +4,35 @@
 #include <cuda_bf16.h>
 
 #include "backends/cuda/cuda_bf16.h"
+#include "backends/cuda/kernel_util.cuh"
 
 namespace tbd::cuda {
 namespace {
 
-#define TBD_BF16_GRID_STRIDE(i, n)                                          \
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); \
-       i += int64_t{blockDim.x} * gridDim.x)
-
 __global__ void to_bf16_kernel(__nv_bfloat16* __restrict__ dst, const float* __restrict__ src,
                                int64_t n) {
-  TBD_BF16_GRID_STRIDE(i, n) { dst[i] = __float2bfloat16_rn(src[i]); }
+  TBD_GRID_STRIDE(i, n) { dst[i] = __float2bfloat16_rn(src[i]); }
 }
 
 __global__ void to_f32_kernel(float* __restrict__ dst, const __nv_bfloat16* __restrict__ src,
                               int64_t n) {
-  TBD_BF16_GRID_STRIDE(i, n) { dst[i] = __bfloat162float(src[i]); }
+  TBD_GRID_STRIDE(i, n) { dst[i] = __bfloat162float(src[i]); }
 }
 
 __global__ void add_bf16_kernel(float* __restrict__ dst, const __nv_bfloat16* __restrict__ src,
                                 int64_t n) {
-  TBD_BF16_GRID_STRIDE(i, n) { dst[i] += __bfloat162float(src[i]); }
+  TBD_GRID_STRIDE(i, n) { dst[i] += __bfloat162float(src[i]); }
 }
 
 __global__ void bias_rows_kernel(__nv_bfloat16* __restrict__ y, const float* __restrict__ bias,
                                  int64_t total, int64_t n) {
-  TBD_BF16_GRID_STRIDE(i, total) { y[i] = __float2bfloat16_rn(bias[i % n]); }
+  TBD_GRID_STRIDE(i, total) { y[i] = __float2bfloat16_rn(bias[i % n]); }
 }
 
 __global__ void add_channel_bias_kernel(__nv_bfloat16* __restrict__ y,
                                         const float* __restrict__ bias, int64_t total,
                                         int64_t channels, int64_t inner) {
-  TBD_BF16_GRID_STRIDE(i, total) {
+  TBD_GRID_STRIDE(i, total) {
     const int64_t k = (i / inner) % channels;
     y[i] = __float2bfloat16_rn(__bfloat162float(y[i]) + bias[k]);
   }
@@ -52,16 +49,8 @@ __global__ void channel_sums_kernel(float* __restrict__ db, const __nv_bfloat16*
     const int64_t n = j / inner, p = j % inner;
     s += __bfloat162float(dy[(n * channels + k) * inner + p]);
   }
-  for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) partial[warp] = s;
-  __syncthreads();
-  if (warp == 0) {
-    const int nwarps = (blockDim.x + 31) >> 5;
-    s = lane < nwarps ? partial[lane] : 0.f;
-    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-    if (lane == 0) db[k] += s;
-  }
+  s = block_sum(s, partial);
+  if (threadIdx.x == 0) db[k] += s;
 }
 
 }  // namespace

@@ -35,9 +35,7 @@ constexpr auto kF32 = memory::data_type::f32;
 // s: one row of scores (Tk). P = softmax(scale * s) over the first `valid` keys, exact zeros
 // after them.
 TBD_SIMD_CLONES void softmax_row_forward(float* s, int64_t tk, int64_t valid, float scale) {
-  float m = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t j = 0; j < valid; ++j) m = std::max(m, s[j]);
+  float m = max_of(s, valid, -std::numeric_limits<float>::infinity());
   m *= scale;  // scale > 0, so max(scale*s) = scale*max(s)
   float sum = 0.f;
 #pragma omp simd reduction(+ : sum)

@@ -16,6 +16,7 @@
 #include <limits>
 #include <vector>
 
+#include "layers/cpu/simd.h"
 #include "layers/loss.h"
 
 namespace tbd::cpu {
@@ -26,7 +27,7 @@ namespace {
 // bit pattern with mask arithmetic because GCC will not if-convert float compares (they may
 // trap) in a loop that stores, nor a short-circuit &&. (A NaN input makes the int
 // conversion below formally undefined; x86 yields INT_MIN and the NaN in p carries through.)
-inline float exp_poly(float x) {
+[[gnu::always_inline]] inline float exp_poly(float x) {
   int32_t b = std::bit_cast<int32_t>(x);
   const int32_t lo = std::bit_cast<int32_t>(-87.0f), hi = std::bit_cast<int32_t>(88.0f);
   const int32_t neg_inf = std::bit_cast<int32_t>(-std::numeric_limits<float>::infinity());
@@ -58,8 +59,65 @@ constexpr int64_t kParallelMin = 16384;
 
 // ---- SoftmaxCrossEntropy ----
 
+// Row kernels, compiled per SIMD width (layers/cpu/simd.h): the OpenMP loops over rows call
+// them, so the exp polynomial runs at the machine's vector width, not at SSE2's.
+
+// A row of V logits (f32 or bf16, widened exactly): its max and sum (the sum only when
+// `want_sum`: label smoothing reads it).
+template <class E>
+[[gnu::always_inline]] inline void max_sum_of(const E* z, int64_t V, bool want_sum, float* mx,
+                                              float* sum) {
+  *mx = max_of(z, V, -std::numeric_limits<float>::infinity());
+  float s = 0;
+  if (want_sum) {
+#pragma omp simd reduction(+ : s)
+    for (int64_t v = 0; v < V; ++v) s += as_f32(z[v]);
+  }
+  *sum = s;
+}
+TBD_SIMD_CLONES void row_max_sum(const float* z, int64_t V, bool want_sum, float* mx, float* sum) {
+  max_sum_of(z, V, want_sum, mx, sum);
+}
+TBD_SIMD_CLONES void row_max_sum(const uint16_t* z, int64_t V, bool want_sum, float* mx,
+                                 float* sum) {
+  max_sum_of(z, V, want_sum, mx, sum);
+}
+
+// sum_v exp(z[v] - mx).
+template <class E>
+[[gnu::always_inline]] inline float sum_exp_of(const E* z, int64_t V, float mx) {
+  float s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t v = 0; v < V; ++v) s += exp_poly(as_f32(z[v]) - mx);
+  return s;
+}
+TBD_SIMD_CLONES float row_sum_exp(const float* z, int64_t V, float mx) {
+  return sum_exp_of(z, V, mx);
+}
+TBD_SIMD_CLONES float row_sum_exp(const uint16_t* z, int64_t V, float mx) {
+  return sum_exp_of(z, V, mx);
+}
+
+// d[v] = g * (exp(z[v] - lse) - smooth), in the logits' dtype (bf16 rounded once).
+TBD_SIMD_CLONES void row_softmax_grad(float* d, const float* z, int64_t V, float lse, float g,
+                                      float smooth) {
+#pragma omp simd
+  for (int64_t v = 0; v < V; ++v) d[v] = g * (exp_poly(z[v] - lse) - smooth);
+}
+TBD_SIMD_CLONES void row_softmax_grad(uint16_t* d, const uint16_t* z, int64_t V, float lse, float g,
+                                      float smooth) {
+#pragma omp simd
+  for (int64_t v = 0; v < V; ++v) {
+    d[v] = bf16_from_f32(g * (exp_poly(f32_from_bf16(z[v]) - lse) - smooth));
+  }
+}
+
 class SoftmaxCrossEntropyCpu final : public Layer {
  public:
+  // bf16 logits are read and widened exactly (the f32 policy's numbers without a cast pass);
+  // dlogits then bf16.
+  static constexpr bool kTakesBf16 = true;
+
   SoftmaxCrossEntropyCpu(Backend& be, const std::string& name, const SoftmaxCrossEntropyConfig& cfg,
                          const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
@@ -73,8 +131,27 @@ class SoftmaxCrossEntropyCpu final : public Layer {
 
   // y: (1)  x[0] = logits: (..., V)  x[1] = labels: (...) i32
   void fprop(MutTensorRefs y, TensorRefs x) override {
-    const float* z = x[0]->f32();
-    const int32_t* labels = x[1]->data<int32_t>();
+    if (x[0]->dtype() == DType::kBF16) {
+      forward(*y[0], x[0]->data<const uint16_t>(), x[1]->data<const int32_t>());
+    } else {
+      forward(*y[0], x[0]->data<const float>(), x[1]->data<const int32_t>());
+    }
+  }
+
+  // dx[0]: (..., V) (dx[1], for labels, is ignored)  dy[0]: (1)
+  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
+    if (dx[0] == nullptr) return;
+    if (x[0]->dtype() == DType::kBF16) {
+      backward(dx[0]->data<uint16_t>(), *dy[0], x[0]->data<const uint16_t>(),
+               x[1]->data<const int32_t>());
+    } else {
+      backward(dx[0]->f32(), *dy[0], x[0]->data<const float>(), x[1]->data<const int32_t>());
+    }
+  }
+
+ private:
+  template <class E>
+  void forward(Tensor& y, const E* z, const int32_t* labels) {
     float* lse = saved_.f32();
     float* row_loss = row_loss_.f32();
     const int64_t M = M_, V = V_, ignore = cfg_.ignore_index;
@@ -92,21 +169,14 @@ class SoftmaxCrossEntropyCpu final : public Layer {
         row_loss[m] = 0;
         continue;
       }
-      const float* zr = z + m * V;
-      float mx = -std::numeric_limits<float>::infinity(), sum_z = 0;
-#pragma omp simd reduction(max : mx) reduction(+ : sum_z)
-      for (int64_t v = 0; v < V; ++v) {
-        mx = std::max(mx, zr[v]);
-        sum_z += zr[v];
-      }
-      float s = 0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t v = 0; v < V; ++v) s += exp_poly(zr[v] - mx);
-      const float l = mx + std::log(s);
+      const E* zr = z + m * V;
+      float mx = 0, sum_z = 0;
+      row_max_sum(zr, V, ls > 0, &mx, &sum_z);
+      const float l = mx + std::log(row_sum_exp(zr, V, mx));
       lse[m] = l;
       // -(1-ls) log p[label] - ls/V sum_v log p[v], with log p[v] = z[v] - lse. The smoothing
       // term only when ls > 0: masked (-inf) logits make it 0 * inf otherwise.
-      float row = (1 - ls) * (l - zr[label]);
+      float row = (1 - ls) * (l - as_f32(zr[label]));
       if (ls > 0) row += ls * (l - sum_z / static_cast<float>(V));
       row_loss[m] = row;
     }
@@ -123,35 +193,30 @@ class SoftmaxCrossEntropyCpu final : public Layer {
       count += labels[m] != ignore;
     }
     lse[M] = static_cast<float>(count);
-    y[0]->f32()[0] =
-        count ? static_cast<float>(cfg_.weight * total / static_cast<double>(count)) : 0.f;
+    y.f32()[0] = count ? static_cast<float>(cfg_.weight * total / static_cast<double>(count)) : 0.f;
   }
 
-  // dx[0]: (..., V) (dx[1], for labels, is ignored)  dy[0]: (1)
-  void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
-    if (dx[0] == nullptr) return;
-    const float* z = x[0]->f32();
-    const int32_t* labels = x[1]->data<int32_t>();
+  template <class E>
+  void backward(E* dz, const Tensor& dy, const E* z, const int32_t* labels) {
     const float* lse = saved_.f32();
-    float* dz = dx[0]->f32();
     const int64_t M = M_, V = V_, ignore = cfg_.ignore_index;
     const float count = lse[M];
-    const float g = count > 0 ? static_cast<float>(cfg_.weight * dy[0]->f32()[0] / count) : 0.f;
+    const float g = count > 0 ? static_cast<float>(cfg_.weight * dy.f32()[0] / count) : 0.f;
     const float ls = static_cast<float>(cfg_.label_smoothing);
     const float smooth = ls / static_cast<float>(V);
 #pragma omp parallel for schedule(static) if (parallel : M * V > kParallelMin)
     for (int64_t m = 0; m < M; ++m) {
-      float* dr = dz + m * V;
+      E* dr = dz + m * V;
       const int64_t label = labels[m];
       if (label == ignore) {
-        std::fill(dr, dr + V, 0.f);
+        std::fill(dr, dr + V, E{});
         continue;
       }
-      const float* zr = z + m * V;
+      const E* zr = z + m * V;
       const float l = lse[m];
-#pragma omp simd
-      for (int64_t v = 0; v < V; ++v) dr[v] = g * (exp_poly(zr[v] - l) - smooth);
-      dr[label] -= g * (1 - ls);
+      row_softmax_grad(dr, zr, V, l, g, smooth);
+      // The label's entry again in f32, so that bf16 rounds it once.
+      store_as(dr[label], g * (exp_poly(as_f32(zr[label]) - l) - smooth) - g * (1 - ls));
     }
   }
 

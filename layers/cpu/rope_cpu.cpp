@@ -1,5 +1,6 @@
 // layers/cpu/rope_cpu.cpp: RoPE on the CPU, own OpenMP loops over the (n, t) rows; the cos and
-// sin tables (T x d/2, computed in float64 at build) are the layer's workspace.
+// sin tables (T x d/2, computed in float64 at build) are the layer's workspace. f32 or bf16 (the
+// pairs widened in registers, y rounded once; the copied columns copied as they are).
 #include <cmath>
 
 #include "backends/cpu/onednn.h"
@@ -10,24 +11,35 @@ namespace tbd::cpu {
 namespace {
 
 // One row: `heads` heads of d rotated by (cos, sin) (sign -1: the opposite angle), the columns
-// from heads*d to w copied.
-TBD_SIMD_CLONES void rope_row(float* y, const float* x, const float* cs, const float* sn,
-                              int64_t heads, int64_t d, int64_t w, float sign) {
+// from heads*d to w copied; E is f32 or bf16 (rotated in f32, rounded once).
+template <class E>
+[[gnu::always_inline]] inline void rotate_row(E* y, const E* x, const float* cs, const float* sn,
+                                              int64_t heads, int64_t d, int64_t w, float sign) {
   for (int64_t h = 0; h < heads; ++h) {
-    const float* xh = x + h * d;
-    float* yh = y + h * d;
+    const E* xh = x + h * d;
+    E* yh = y + h * d;
 #pragma omp simd
     for (int64_t i = 0; i < d / 2; ++i) {
-      const float a = xh[2 * i], b = xh[2 * i + 1], c = cs[i], s = sign * sn[i];
-      yh[2 * i] = a * c - b * s;
-      yh[2 * i + 1] = a * s + b * c;
+      const float a = as_f32(xh[2 * i]), b = as_f32(xh[2 * i + 1]), c = cs[i], s = sign * sn[i];
+      store_as(yh[2 * i], a * c - b * s);
+      store_as(yh[2 * i + 1], a * s + b * c);
     }
   }
   for (int64_t j = heads * d; j < w; ++j) y[j] = x[j];
 }
+TBD_SIMD_CLONES void rope_row(float* y, const float* x, const float* cs, const float* sn,
+                              int64_t heads, int64_t d, int64_t w, float sign) {
+  rotate_row(y, x, cs, sn, heads, d, w, sign);
+}
+TBD_SIMD_CLONES void rope_row(uint16_t* y, const uint16_t* x, const float* cs, const float* sn,
+                              int64_t heads, int64_t d, int64_t w, float sign) {
+  rotate_row(y, x, cs, sn, heads, d, w, sign);
+}
 
 class RopeCpu final : public Layer {
  public:
+  static constexpr bool kTakesBf16 = true;  // y and dx in x's dtype
+
   RopeCpu(Backend& be, const std::string& name, const RopeConfig& cfg,
           const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg) {
@@ -43,14 +55,22 @@ class RopeCpu final : public Layer {
 
   std::string implementation() const override { return "own loops, float64 tables"; }
 
-  void fprop(MutTensorRefs y, TensorRefs x) override { rotate(y[0]->f32(), x[0]->f32(), 1.f); }
+  void fprop(MutTensorRefs y, TensorRefs x) override { rotate(*y[0], *x[0], 1.f); }
 
   void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
-    if (dx[0] != nullptr) rotate(dx[0]->f32(), dy[0]->f32(), -1.f);
+    if (dx[0] != nullptr) rotate(*dx[0], *dy[0], -1.f);
   }
 
  private:
-  void rotate(float* y, const float* x, float sign) const {
+  void rotate(Tensor& y, const Tensor& x, float sign) const {
+    if (x.dtype() == DType::kBF16) {
+      rotate(y.data<uint16_t>(), x.data<const uint16_t>(), sign);
+    } else {
+      rotate(y.f32(), x.data<const float>(), sign);
+    }
+  }
+  template <class E>
+  void rotate(E* y, const E* x, float sign) const {
     const int64_t half = cfg_.head_dim / 2, T = T_, W = W_, heads = heads_, d = cfg_.head_dim;
     const float* cs = tables_.f32();
     const float* sn = cs + T * half;

@@ -134,6 +134,37 @@ inline double log_f64(double x) {
   return select_f32(ax < 0.0625f, small, big);
 }
 
+// An element as f32 (bf16 widened exactly), for kernels templated on the element type, and back.
+[[gnu::always_inline]] inline float as_f32(float v) { return v; }
+[[gnu::always_inline]] inline float as_f32(uint16_t v) { return ::tbd::f32_from_bf16(v); }
+// dst = v, or v rounded to bf16 (nearest even).
+[[gnu::always_inline]] inline void store_as(float& dst, float v) { dst = v; }
+[[gnu::always_inline]] inline void store_as(uint16_t& dst, float v) {
+  dst = ::tbd::bf16_from_f32(v);
+}
+
+// max(m, s[0..n)) with sixteen running maxima, elementwise. GCC 12 leaves an `omp simd
+// reduction(max:)` loop scalar (a chain of vmaxss: 40% of the fused attention's forward and
+// most of the loss's max pass, measured), but vectorizes this; inlined into each SIMD clone at
+// its width. NaN in s is not propagated (as std::max's fold).
+template <class E>
+[[gnu::always_inline]] inline float max_of(const E* s, int64_t n, float m) {
+  constexpr int64_t kLanes = 16;
+  float lane[kLanes];
+  std::fill_n(lane, kLanes, m);
+  int64_t j0 = 0;
+  for (; j0 + kLanes <= n; j0 += kLanes) {
+#pragma omp simd
+    for (int64_t k = 0; k < kLanes; ++k) {
+      const float x = as_f32(s[j0 + k]);
+      lane[k] = lane[k] < x ? x : lane[k];
+    }
+  }
+  for (int64_t j = j0; j < n; ++j) m = std::max(m, as_f32(s[j]));
+  for (int64_t k = 0; k < kLanes; ++k) m = std::max(m, lane[k]);
+  return m;
+}
+
 // 1 / (1 + exp(-x)) in float, branch-free: e = exp(-|x|) <= 1, then 1/(1+e) for x >= 0 and
 // e/(1+e) below. Relative error within a few ulp.
 [[gnu::always_inline]] inline float sigmoid_fast(float x) {

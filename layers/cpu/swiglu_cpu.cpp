@@ -1,4 +1,5 @@
-// layers/cpu/swiglu_cpu.cpp: SwiGLU on the CPU, own OpenMP loops over rows.
+// layers/cpu/swiglu_cpu.cpp: SwiGLU on the CPU, own OpenMP loops over rows; f32 or bf16 (the
+// row widened in registers, the outputs rounded once).
 #include <cmath>
 
 #include "backends/cpu/onednn.h"
@@ -15,6 +16,13 @@ TBD_SIMD_CLONES void swiglu_row(float* y, const float* x, int64_t f) {
     y[j] = g * sigmoid_fast(g) * x[f + j];
   }
 }
+TBD_SIMD_CLONES void swiglu_row(uint16_t* y, const uint16_t* x, int64_t f) {
+#pragma omp simd
+  for (int64_t j = 0; j < f; ++j) {
+    const float g = as_f32(x[j]);
+    store_as(y[j], g * sigmoid_fast(g) * as_f32(x[f + j]));
+  }
+}
 
 TBD_SIMD_CLONES void swiglu_row_backward(float* dx, const float* dy, const float* x, int64_t f) {
 #pragma omp simd
@@ -24,9 +32,20 @@ TBD_SIMD_CLONES void swiglu_row_backward(float* dx, const float* dy, const float
     dx[j] = dy[j] * up * s * (1.f + g * (1.f - s));
   }
 }
+TBD_SIMD_CLONES void swiglu_row_backward(uint16_t* dx, const uint16_t* dy, const uint16_t* x,
+                                         int64_t f) {
+#pragma omp simd
+  for (int64_t j = 0; j < f; ++j) {
+    const float g = as_f32(x[j]), up = as_f32(x[f + j]), s = sigmoid_fast(g), d = as_f32(dy[j]);
+    store_as(dx[f + j], d * g * s);
+    store_as(dx[j], d * up * s * (1.f + g * (1.f - s)));
+  }
+}
 
 class SwiGluCpu final : public Layer {
  public:
+  static constexpr bool kTakesBf16 = true;  // y and dx in x's dtype
+
   SwiGluCpu(Backend& be, const std::string& name, const SwiGluConfig& cfg,
             const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract_of(name, cfg, in)) {
@@ -37,24 +56,37 @@ class SwiGluCpu final : public Layer {
   std::string implementation() const override { return "own loops"; }
 
   void fprop(MutTensorRefs y, TensorRefs x) override {
-    const float* xp = x[0]->f32();
-    float* yp = y[0]->f32();
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < M_; ++r) swiglu_row(yp + r * F_, xp + r * 2 * F_, F_);
+    if (x[0]->dtype() == DType::kBF16) {
+      forward(y[0]->data<uint16_t>(), x[0]->data<const uint16_t>());
+    } else {
+      forward(y[0]->f32(), x[0]->data<const float>());
+    }
   }
 
   void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (dx[0] == nullptr) return;
-    const float* xp = x[0]->f32();
-    const float* g = dy[0]->f32();
-    float* d = dx[0]->f32();
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < M_; ++r) {
-      swiglu_row_backward(d + r * 2 * F_, g + r * F_, xp + r * 2 * F_, F_);
+    if (x[0]->dtype() == DType::kBF16) {
+      backward(dx[0]->data<uint16_t>(), dy[0]->data<const uint16_t>(),
+               x[0]->data<const uint16_t>());
+    } else {
+      backward(dx[0]->f32(), dy[0]->data<const float>(), x[0]->data<const float>());
     }
   }
 
  private:
+  template <class T>
+  void forward(T* y, const T* x) const {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < M_; ++r) swiglu_row(y + r * F_, x + r * 2 * F_, F_);
+  }
+  template <class T>
+  void backward(T* dx, const T* dy, const T* x) const {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < M_; ++r) {
+      swiglu_row_backward(dx + r * 2 * F_, dy + r * F_, x + r * 2 * F_, F_);
+    }
+  }
+
   int64_t F_ = 0, M_ = 0;
 };
 

@@ -8,9 +8,9 @@
 // FLOP counts are the shared ones (layers/activation.cpp); only row-major tensors exist on CUDA,
 // and an elementwise layer would not care anyway.
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/activation.h"
 #include "layers/cuda/cuda_layer_util.h"
-#include "layers/cuda/kernel_util.cuh"
 
 namespace tbd::cuda {
 namespace {

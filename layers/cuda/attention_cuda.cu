@@ -22,8 +22,8 @@
 #include <limits>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/attention.h"
-#include "layers/cuda/kernel_util.cuh"
 
 namespace tbd::cuda {
 namespace {

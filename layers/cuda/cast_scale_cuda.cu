@@ -3,9 +3,9 @@
 #include <cstdint>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/cast_scale.h"
 #include "layers/cuda/cuda_layer_util.h"
-#include "layers/cuda/kernel_util.cuh"
 
 namespace tbd::cuda {
 namespace {

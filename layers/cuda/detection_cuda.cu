@@ -15,8 +15,8 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/cuda/cuda_layer_util.h"
-#include "layers/cuda/kernel_util.cuh"
 #include "layers/detection.h"
 
 namespace tbd::cuda {

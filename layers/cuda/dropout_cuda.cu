@@ -5,9 +5,9 @@
 // like the CPU. The mask step lives in device memory (advance_step_kernel), so a captured
 // graph draws a new mask per replay.
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernel_util.cuh"
 #include "core/splitmix.h"
 #include "layers/cuda/cuda_layer_util.h"
-#include "layers/cuda/kernel_util.cuh"
 #include "layers/dropout.h"
 
 namespace tbd::cuda {

@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/cuda/cuda_layer_util.h"
-#include "layers/cuda/kernel_util.cuh"
 #include "layers/embedding.h"
 
 namespace tbd::cuda {

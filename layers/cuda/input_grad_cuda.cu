@@ -9,8 +9,8 @@
 // own kernels (a block per row, statistics in double; d(gamma) a column sum over rows, in
 // order, so deterministic).
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/cuda/cuda_layer_util.h"
-#include "layers/cuda/kernel_util.cuh"
 #include "layers/input_grad.h"
 #include "layers/linear.h"
 

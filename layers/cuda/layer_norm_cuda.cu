@@ -6,8 +6,8 @@
 // is a whole sample, too long for one warp: a block per sample for forward and dx, and a
 // block per channel for dgamma/dbeta (a fixed-order sum over samples and positions).
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/cuda/cuda_layer_util.h"
-#include "layers/cuda/kernel_util.cuh"
 #include "layers/layer_norm.h"
 
 namespace tbd::cuda {

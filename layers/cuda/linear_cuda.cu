@@ -12,8 +12,8 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_bf16.h"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/cuda/cuda_layer_util.h"
-#include "layers/cuda/kernel_util.cuh"
 #include "layers/linear.h"
 
 namespace tbd::cuda {

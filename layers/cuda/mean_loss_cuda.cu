@@ -3,8 +3,8 @@
 // Forward: one block sums x in a fixed order (double), so the loss is deterministic; the
 // inputs are a critic's N scores, far too few for more than one block. Backward: a fill.
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/cuda/cuda_layer_util.h"
-#include "layers/cuda/kernel_util.cuh"
 #include "layers/mean_loss.h"
 
 namespace tbd::cuda {

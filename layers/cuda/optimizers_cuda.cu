@@ -16,7 +16,7 @@
 #include <cmath>
 
 #include "backends/cuda/cuda_backend.h"
-#include "layers/cuda/kernel_util.cuh"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/optimizer.h"
 
 namespace tbd::cuda {

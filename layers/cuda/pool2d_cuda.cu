@@ -4,8 +4,8 @@
 // GlobalAvgPool2d: own kernels (a warp per (n, c) plane), with no limit on the window size.
 // Shape checks and FLOP counts are the shared ones (layers/pool2d.cpp).
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/cuda/cuda_layer_util.h"
-#include "layers/cuda/kernel_util.cuh"
 #include "layers/pool2d.h"
 
 namespace tbd::cuda {

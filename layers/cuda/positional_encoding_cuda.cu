@@ -1,8 +1,8 @@
 // layers/cuda/positional_encoding_cuda.cu: PositionalEncoding on CUDA: adds a constant (T, D)
 // table built on the host at construction; dx = dy is a copy.
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/cuda/cuda_layer_util.h"
-#include "layers/cuda/kernel_util.cuh"
 #include "layers/positional_encoding.h"
 
 namespace tbd::cuda {

@@ -4,8 +4,8 @@
 // so the CUDA backend draws the CPU's values; the step lives in device memory
 // (advance_step_kernel), so a captured graph draws new alphas per replay, as Dropout does.
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/cuda/cuda_layer_util.h"
-#include "layers/cuda/kernel_util.cuh"
 #include "layers/random_interpolation.h"
 
 namespace tbd::cuda {

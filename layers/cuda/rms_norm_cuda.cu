@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "backends/cuda/cuda_backend.h"
-#include "layers/cuda/kernel_util.cuh"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/rms_norm.h"
 
 namespace tbd::cuda {

@@ -9,8 +9,8 @@
 #include <cfloat>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/cuda/cuda_layer_util.h"
-#include "layers/cuda/kernel_util.cuh"
 #include "layers/roi_pool.h"
 
 namespace tbd::cuda {

@@ -1,30 +1,33 @@
 // layers/cuda/rope_cuda.cu: RoPE on CUDA (own kernel, a thread per pair or copied element; the
-// cos and sin tables computed in float64 on the host at build).
+// cos and sin tables computed in float64 on the host at build; f32 or bf16, rotated in f32
+// registers).
 #include <cmath>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
-#include "layers/cuda/kernel_util.cuh"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/rope.h"
 
 namespace tbd::cuda {
 namespace {
 
 // Rows of W: the first heads*d columns as pairs rotated by sign * angle, the rest copied.
-__global__ void rope_kernel(const float* __restrict__ x, float* __restrict__ y,
+template <class E>
+__global__ void rope_kernel(const E* __restrict__ x, E* __restrict__ y,
                             const float* __restrict__ cs, const float* __restrict__ sn,
                             int64_t rows, int64_t T, int64_t W, int64_t rot, int64_t d,
                             float sign) {
   const int64_t half = d / 2, per_row = rot / 2 + (W - rot);  // pairs, then copies
   TBD_GRID_STRIDE(e, rows * per_row) {
     const int64_t r = e / per_row, k = e % per_row, t = r % T;
-    const float* xr = x + r * W;
-    float* yr = y + r * W;
+    const E* xr = x + r * W;
+    E* yr = y + r * W;
     if (k < rot / 2) {
       const int64_t i = k % half, c0 = 2 * k;
-      const float a = xr[c0], b = xr[c0 + 1], c = cs[t * half + i], s = sign * sn[t * half + i];
-      yr[c0] = a * c - b * s;
-      yr[c0 + 1] = a * s + b * c;
+      const float a = widen(xr[c0]), b = widen(xr[c0 + 1]), c = cs[t * half + i],
+                  s = sign * sn[t * half + i];
+      store(yr + c0, a * c - b * s);
+      store(yr + c0 + 1, a * s + b * c);
     } else {
       const int64_t j = rot + (k - rot / 2);
       yr[j] = xr[j];
@@ -34,6 +37,8 @@ __global__ void rope_kernel(const float* __restrict__ x, float* __restrict__ y,
 
 class RopeCuda final : public Layer {
  public:
+  static constexpr bool kTakesBf16 = true;  // y and dx in x's dtype
+
   RopeCuda(Backend& be, const std::string& name, const RopeConfig& cfg,
            const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract_of(name, cfg, in)), cfg_(cfg), cu_(as_cuda(be)) {
@@ -49,14 +54,22 @@ class RopeCuda final : public Layer {
 
   std::string implementation() const override { return "own kernel, float64 tables"; }
 
-  void fprop(MutTensorRefs y, TensorRefs x) override { rotate(y[0]->f32(), x[0]->f32(), 1.f); }
+  void fprop(MutTensorRefs y, TensorRefs x) override { rotate(*y[0], *x[0], 1.f); }
 
   void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs /*x*/, TensorRefs /*y*/) override {
-    if (dx[0] != nullptr) rotate(dx[0]->f32(), dy[0]->f32(), -1.f);
+    if (dx[0] != nullptr) rotate(*dx[0], *dy[0], -1.f);
   }
 
  private:
-  void rotate(float* y, const float* x, float sign) {
+  void rotate(Tensor& y, const Tensor& x, float sign) {
+    if (x.dtype() == DType::kBF16) {
+      rotate(y.data<__nv_bfloat16>(), x.data<const __nv_bfloat16>(), sign);
+    } else {
+      rotate(y.f32(), x.data<const float>(), sign);
+    }
+  }
+  template <class E>
+  void rotate(E* y, const E* x, float sign) {
     const int64_t rows = N_ * T_, per_row = rot_ / 2 + (W_ - rot_);
     const float* cs = tables_.f32();
     rope_kernel<<<grid_for(rows * per_row), kBlock, 0, cu_.stream()>>>(

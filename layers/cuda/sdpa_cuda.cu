@@ -17,6 +17,7 @@
 #include <cmath>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/cuda/cuda_layer_util.h"
 #include "layers/sdpa.h"
 
@@ -26,14 +27,10 @@ namespace {
 constexpr int kRows = 64;  // query (or key) rows per block: one thread each
 constexpr int kTile = 32;  // keys (or queries) per shared-memory tile
 
-__device__ __forceinline__ float widen(float x) { return x; }
-__device__ __forceinline__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ void store(float* p, float x) { *p = x; }
-__device__ __forceinline__ void store(__nv_bfloat16* p, float x) { *p = __float2bfloat16(x); }
-
-// Where q, k, v, o live (layers/sdpa.h's SdpaDims) and the attention's attributes.
-struct Geometry {
-  int64_t T, Hq, group, d, ld_q, ld_kv, off_q, off_k, off_v;
+// Where q, k, v, o live (layers/sdpa.h's SdpaDims, passed to the kernels by value) and the
+// attention's attributes.
+struct Geometry : SdpaDims {
+  int64_t heads_per_kv;  // group(), which device code cannot call
   bool causal;
   float scale;
 };
@@ -73,7 +70,7 @@ __global__ void __launch_bounds__(kRows)
     sdpa_fwd_kernel(const E* q, const E* k, const E* v, E* o, float* lse, Geometry g) {
   __shared__ float ks[kTile][D], vs[kTile][D];
   const int64_t n = blockIdx.z, h = blockIdx.y, i0 = int64_t{blockIdx.x} * kRows;
-  const int64_t i = i0 + threadIdx.x, kvh = h / g.group;
+  const int64_t i = i0 + threadIdx.x, kvh = h / g.heads_per_kv;
   const bool row = i < g.T;
   float qr[D], acc[D];
   load_row(qr, q + (row ? at(n, i, g.T, g.ld_q, g.off_q + h * g.d) : 0), g.d, row);
@@ -127,7 +124,7 @@ __global__ void __launch_bounds__(kRows)
                    float* drow, E* dq, int64_t ld_dq, Geometry g) {
   __shared__ float ks[kTile][D], vs[kTile][D];
   const int64_t n = blockIdx.z, h = blockIdx.y, i0 = int64_t{blockIdx.x} * kRows;
-  const int64_t i = i0 + threadIdx.x, kvh = h / g.group;
+  const int64_t i = i0 + threadIdx.x, kvh = h / g.heads_per_kv;
   const bool row = i < g.T;
   float qr[D], dor[D], acc[D];
   load_row(qr, q + (row ? at(n, i, g.T, g.ld_q, g.off_q + h * g.d) : 0), g.d, row);
@@ -183,7 +180,7 @@ __global__ void __launch_bounds__(kRows)
 #pragma unroll
   for (int c = 0; c < D; ++c) dkr[c] = dvr[c] = 0.f;
   const int64_t first = g.causal ? j0 / kTile * kTile : 0;  // queries before j0 see no key here
-  for (int64_t h = kvh * g.group; h < (kvh + 1) * g.group; ++h) {
+  for (int64_t h = kvh * g.heads_per_kv; h < (kvh + 1) * g.heads_per_kv; ++h) {
     for (int64_t i0 = first; i0 < g.T; i0 += kTile) {
       __syncthreads();
       load_tile(qs, q, n, i0, g, g.ld_q, g.off_q + h * g.d);
@@ -239,15 +236,8 @@ class SdpaCuda final : public Layer {
     TBD_LAYER_CHECK(d_.d <= 128, kind(), name, "head dimension d=", d_.d,
                     " is above the CUDA kernels' 128");
     bf16_ = in[0].dtype == DType::kBF16;
-    g_ = Geometry{d_.T,
-                  d_.Hq,
+    g_ = Geometry{{d_},
                   d_.group(),
-                  d_.d,
-                  d_.ld_q,
-                  d_.ld_kv,
-                  d_.off_q,
-                  d_.off_k,
-                  d_.off_v,
                   cfg.causal,
                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(d_.d)))};
     saved(lse_, TensorDesc{Shape{d_.N, d_.Hq, d_.T}});

@@ -4,8 +4,8 @@
 // deterministic; the inputs are at most a few hundred thousand box coordinates. Backward: one
 // elementwise pass.
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/cuda/cuda_layer_util.h"
-#include "layers/cuda/kernel_util.cuh"
 #include "layers/smooth_l1_loss.h"
 
 namespace tbd::cuda {

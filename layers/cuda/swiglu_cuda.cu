@@ -1,6 +1,7 @@
-// layers/cuda/swiglu_cuda.cu: SwiGLU on CUDA (own kernels, a thread per output element).
+// layers/cuda/swiglu_cuda.cu: SwiGLU on CUDA (own kernels, a thread per output element; f32 or
+// bf16, computed in f32 registers).
 #include "backends/cuda/cuda_backend.h"
-#include "layers/cuda/kernel_util.cuh"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/swiglu.h"
 
 namespace tbd::cuda {
@@ -8,27 +9,32 @@ namespace {
 
 __device__ __forceinline__ float sigmoid(float g) { return 1.f / (1.f + expf(-g)); }
 
-__global__ void swiglu_fwd_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t M,
+template <class E>
+__global__ void swiglu_fwd_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t M,
                                   int64_t F) {
   TBD_GRID_STRIDE(e, M * F) {
     const int64_t r = e / F, j = e % F;
-    const float g = x[r * 2 * F + j];
-    y[e] = g * sigmoid(g) * x[r * 2 * F + F + j];
+    const float g = widen(x[r * 2 * F + j]);
+    store(y + e, g * sigmoid(g) * widen(x[r * 2 * F + F + j]));
   }
 }
 
-__global__ void swiglu_bwd_kernel(const float* __restrict__ x, const float* __restrict__ dy,
-                                  float* __restrict__ dx, int64_t M, int64_t F) {
+template <class E>
+__global__ void swiglu_bwd_kernel(const E* __restrict__ x, const E* __restrict__ dy,
+                                  E* __restrict__ dx, int64_t M, int64_t F) {
   TBD_GRID_STRIDE(e, M * F) {
     const int64_t r = e / F, j = e % F;
-    const float g = x[r * 2 * F + j], up = x[r * 2 * F + F + j], s = sigmoid(g);
-    dx[r * 2 * F + F + j] = dy[e] * g * s;
-    dx[r * 2 * F + j] = dy[e] * up * s * (1.f + g * (1.f - s));
+    const float g = widen(x[r * 2 * F + j]), up = widen(x[r * 2 * F + F + j]), s = sigmoid(g);
+    const float d = widen(dy[e]);
+    store(dx + r * 2 * F + F + j, d * g * s);
+    store(dx + r * 2 * F + j, d * up * s * (1.f + g * (1.f - s)));
   }
 }
 
 class SwiGluCuda final : public Layer {
  public:
+  static constexpr bool kTakesBf16 = true;  // y and dx in x's dtype
+
   SwiGluCuda(Backend& be, const std::string& name, const SwiGluConfig& cfg,
              const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract_of(name, cfg, in)), cu_(as_cuda(be)) {
@@ -39,19 +45,35 @@ class SwiGluCuda final : public Layer {
   std::string implementation() const override { return "own kernels"; }
 
   void fprop(MutTensorRefs y, TensorRefs x) override {
-    swiglu_fwd_kernel<<<grid_for(M_ * F_), kBlock, 0, cu_.stream()>>>(x[0]->f32(), y[0]->f32(), M_,
-                                                                      F_);
-    TBD_CUDA_CHECK_LAST();
+    if (x[0]->dtype() == DType::kBF16) {
+      forward(y[0]->data<__nv_bfloat16>(), x[0]->data<const __nv_bfloat16>());
+    } else {
+      forward(y[0]->f32(), x[0]->data<const float>());
+    }
   }
 
   void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs /*y*/) override {
     if (dx[0] == nullptr) return;
-    swiglu_bwd_kernel<<<grid_for(M_ * F_), kBlock, 0, cu_.stream()>>>(x[0]->f32(), dy[0]->f32(),
-                                                                      dx[0]->f32(), M_, F_);
-    TBD_CUDA_CHECK_LAST();
+    if (x[0]->dtype() == DType::kBF16) {
+      backward(dx[0]->data<__nv_bfloat16>(), dy[0]->data<const __nv_bfloat16>(),
+               x[0]->data<const __nv_bfloat16>());
+    } else {
+      backward(dx[0]->f32(), dy[0]->data<const float>(), x[0]->data<const float>());
+    }
   }
 
  private:
+  template <class E>
+  void forward(E* y, const E* x) {
+    swiglu_fwd_kernel<<<grid_for(M_ * F_), kBlock, 0, cu_.stream()>>>(x, y, M_, F_);
+    TBD_CUDA_CHECK_LAST();
+  }
+  template <class E>
+  void backward(E* dx, const E* dy, const E* x) {
+    swiglu_bwd_kernel<<<grid_for(M_ * F_), kBlock, 0, cu_.stream()>>>(x, dy, dx, M_, F_);
+    TBD_CUDA_CHECK_LAST();
+  }
+
   CudaBackend& cu_;
   int64_t F_ = 0, M_ = 0;
 };

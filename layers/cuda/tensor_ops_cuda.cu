@@ -12,8 +12,8 @@
 #include <numeric>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/cuda/cuda_layer_util.h"
-#include "layers/cuda/kernel_util.cuh"
 #include "layers/tensor_ops.h"
 
 namespace tbd::cuda {

@@ -3,8 +3,8 @@
 // Forward: a thread per output value reads x[h / s, w / s]. Backward: a thread per input value
 // sums its s x s square of dy (no atomics, deterministic).
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/kernel_util.cuh"
 #include "layers/cuda/cuda_layer_util.h"
-#include "layers/cuda/kernel_util.cuh"
 #include "layers/upsample.h"
 
 namespace tbd::cuda {

@@ -22,10 +22,13 @@
 #include "layers/dropout.h"
 #include "layers/input_grad.h"
 #include "layers/linear.h"
+#include "layers/loss.h"
 #include "layers/pool2d.h"
 #include "layers/precision.h"
 #include "layers/rnn.h"
+#include "layers/rope.h"
 #include "layers/sdpa.h"
+#include "layers/swiglu.h"
 #include "layers/tensor_ops.h"
 #include "models/graph.h"
 #include "models/registry.h"
@@ -511,6 +514,70 @@ TEST(AsInputBf16, MaxAndAveragePooling) {
   expect_bf16_follows_f32(GlobalAvgPool2dConfig{},
                           {TensorDesc{Shape{3, 32, 5, 5}, DType::kBF16, Layout::kNChw16c}});
 }
+// The softmax cross-entropy keeps its f32 policy but reads bf16 logits itself, widened
+// exactly: the loss is the f32 loss of the same (bf16-valued) logits, and dlogits are the f32
+// dlogits rounded once to bf16 (what the cast's backward would make), with label smoothing, an
+// ignored row and vocabularies that are not a multiple of the vector width.
+TEST(Fp32KindsReadingBf16, SoftmaxCrossEntropyIsTheF32LossOfTheWidenedLogits) {
+  TBD_BF16_BACKEND(be16);
+  auto be32 = make_cpu_backend();
+  for (const int64_t V : {7, 50, 1000}) {
+    SoftmaxCrossEntropyConfig cfg;
+    cfg.label_smoothing = 0.1;
+    const int64_t M = 6;
+    Vec logits = rounded_to_bf16(random_vec(M * V, 11 + V, -6.0, 6.0));
+    Vec labels(M);
+    for (int64_t m = 0; m < M; ++m) labels[m] = static_cast<double>((m * 37) % V);
+    labels[2] = static_cast<double>(cfg.ignore_index);
+    LayerRun r[2];
+    for (int k = 0; k < 2; ++k) {
+      Backend& be = k == 0 ? *be16 : *be32;
+      const DType t = k == 0 ? DType::kBF16 : DType::kF32;
+      auto l = make_layer(be, "loss", cfg,
+                          {TensorDesc{Shape{M, V}, t}, TensorDesc{Shape{M}, DType::kI32}});
+      ASSERT_EQ(l->input_descs()[0].dtype, t);
+      Tensor z = be.empty(l->input_descs()[0], MemCategory::kDynamic);
+      Tensor lab = be.empty(l->input_descs()[1], MemCategory::kDynamic);
+      Tensor dz = be.empty(l->input_descs()[0], MemCategory::kDynamic);
+      Tensor y = be.empty(l->output_descs()[0], MemCategory::kFeatureMaps);
+      Tensor dy = be.empty(l->output_descs()[0], MemCategory::kDynamic);
+      from_host(be, z, logits);
+      from_host(be, lab, labels);
+      from_host(be, dy, Vec{1.0});
+      Tensor* yw[] = {&y};
+      Tensor* dxw[] = {&dz, nullptr};
+      const Tensor* xs[] = {&z, &lab};
+      const Tensor* ys[] = {&y};
+      const Tensor* dys[] = {&dy};
+      l->forward(yw, xs);
+      l->backward(dxw, dys, xs, ys);
+      r[k].y.push_back(to_host(be, y));
+      r[k].dx.push_back(to_host(be, dz));
+    }
+    EXPECT_NEAR(r[0].y[0][0], r[1].y[0][0], 4e-7 * std::abs(r[1].y[0][0])) << "V " << V;
+    int bad = 0;
+    for (std::size_t i = 0; i < r[1].dx[0].size(); ++i) {
+      const double want = f32_from_bf16(bf16_from_f32(static_cast<float>(r[1].dx[0][i])));
+      // One bf16 rounding of a value that may differ from the f32 run's in its last f32 bits
+      // (the two vectorized sums can associate differently): within an ulp of bf16.
+      if (!(std::abs(r[0].dx[0][i] - want) <= 2 * kUBf16 * std::abs(want) + 1e-12) && bad++ < 5) {
+        ADD_FAILURE() << "V " << V << " dlogits[" << i << "]: bf16 " << r[0].dx[0][i]
+                      << ", f32 rounded " << want;
+      }
+    }
+    EXPECT_EQ(bad, 0);
+  }
+}
+
+// RoPE over a packed q|k|v (q and k heads rotated, v copied) and SwiGLU: elementwise
+// in f32 registers, one rounding per output.
+TEST(AsInputBf16, RopeAndSwiGlu) {
+  RopeConfig rope;
+  rope.head_dim = 8;
+  rope.rotate_heads = 3;
+  expect_bf16_follows_f32(rope, {TensorDesc{Shape{2, 7, 32}, DType::kBF16}});
+  expect_bf16_follows_f32(SwiGluConfig{}, {TensorDesc{Shape{3, 5, 2 * 37}, DType::kBF16}});
+}
 TEST(AsInputBf16, Dropout) {
   DropoutConfig c;
   c.p = 0.3;
@@ -549,6 +616,14 @@ TEST(AttentionBf16, FusedCausalGroupedAndPackedFollowF32) {
   packed.packed = true;
   packed.causal = false;
   expect_bf16_follows_f32(packed, {TensorDesc{Shape{3, 9, 48}, DType::kBF16}}, 8);
+  // Long enough for key tiles of both widths, a partial last query tile and padded key tiles
+  // (T 300 = 2 x 128 + 44; causal tiles of 128, 256 and 44 keys), packed grouped-query heads of
+  // 64 as GPT-2's and Llama's.
+  ScaledDotProductAttentionConfig long_gqa;
+  long_gqa.num_heads = 2;
+  long_gqa.num_kv_heads = 1;
+  long_gqa.packed = true;
+  expect_bf16_follows_f32(long_gqa, {TensorDesc{Shape{1, 300, 256}, DType::kBF16}}, 8);
 }
 
 // The recurrent kinds compute their products in bf16 around f32 gates and cell states: against
@@ -633,8 +708,8 @@ TEST(Precision, GraphCastsWhereTheKindsPoliciesMeetOnce) {
       if (!is_floating(d.dtype)) continue;
       if (p == Bf16Policy::kLowerPrecision) {
         EXPECT_EQ(d.dtype, DType::kBF16) << l.name();
-      } else if (p == Bf16Policy::kFp32) {
-        EXPECT_EQ(d.dtype, DType::kF32) << l.name();
+      } else if (p == Bf16Policy::kFp32 && std::string(l.kind()) != "SoftmaxCrossEntropy") {
+        EXPECT_EQ(d.dtype, DType::kF32) << l.name();  // the loss may read bf16 (the next test)
       }
     }
     if (std::string(l.kind()) == "Reorder" &&
@@ -838,8 +913,9 @@ TEST(CudaBf16, ConvolutionalModelsFollowFp32AndRerunIdentically) {
 }
 
 // Every registered model in bf16 on CUDA: the five whose products are convolutions and linears
-// (and their data-gradient kinds) build; the others are refused naming the kind without a CUDA
-// bf16 path (attention, the RNNs), never run in fp32.
+// (and their data-gradient kinds) and the two language models (fused attention) build; the
+// others are refused naming the kind without a CUDA bf16 path (the unfused attention, the RNNs),
+// never run in fp32.
 TEST(CudaBf16, EveryModelBuildsOrIsRefusedNamingTheKind) {
   TBD_CUDA_BF16_BACKEND(be);
   static const std::set<std::string> kBuild{"ResNet50", "InceptionV3", "WGAN", "FasterRCNN",

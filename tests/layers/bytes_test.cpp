@@ -198,6 +198,9 @@ TEST(Bytes, EmbeddingAndLosses) {
                4 * (40 + 1 + 4 + 1) + 4 * 4,       // read logits, labels; write loss, lse, count
                4 * (1 + 1 + 40 + 4 + 40) + 4 * 4,  // read dy, count, logits, lse, labels; dlogits
                0);
+  // bf16 logits (and dlogits) at 2 bytes; the rest as above.
+  expect_bytes(softmax_cross_entropy_bytes(Shape{4, 10}, DType::kBF16),
+               2 * 40 + 4 * (1 + 4 + 1) + 4 * 4, 2 * (40 + 40) + 4 * (1 + 1 + 4) + 4 * 4, 0);
   // MSE of (3, 4) = 12: read pred, target, write the scalar; read dy, both, write both grads.
   expect_bytes(mse_loss_bytes(Shape{3, 4}), 4 * (24 + 1), 4 * (1 + 48), 0);
   // Actor-critic of (5, 4) logits = 20, value 5, actions 5 (i32), returns 5: read all four,

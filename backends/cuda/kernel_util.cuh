@@ -1,10 +1,20 @@
-// layers/cuda/kernel_util.cuh: device helpers shared by the CUDA layers' own kernels
-// (grid-stride loop, warp and block reductions). Included only by .cu files.
+// backends/cuda/kernel_util.cuh: device helpers shared by the CUDA backend's and the CUDA
+// layers' own kernels (grid-stride loop, warp and block reductions, f32/bf16 loads and stores).
+// Included only by .cu files.
 #pragma once
+
+#include <cuda_bf16.h>
 
 #include <cstdint>
 
 namespace tbd::cuda {
+
+// An element as f32 in registers (f32 as is, bf16 widened exactly), and stored back (bf16
+// rounded to nearest even): kernels templated on the element type E compute in f32 either way.
+__device__ __forceinline__ float widen(float x) { return x; }
+__device__ __forceinline__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ void store(float* p, float x) { *p = x; }
+__device__ __forceinline__ void store(__nv_bfloat16* p, float x) { *p = __float2bfloat16(x); }
 
 // for (int64_t i = global thread index; i < n; i += total threads)
 #define TBD_GRID_STRIDE(i, n)                                               \
