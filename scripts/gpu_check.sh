@@ -31,7 +31,10 @@
 #        step (one 600x1000 image, about 200 GMACs forward)
 #      - in a sixth run at batches 4 and 8 (GPT2_FILTER, GPT2_BATCHES): GPT-2 124M at T 1024
 #        (llm.c's configuration, the fused causal attention kind), and in bf16 at batches 4, 8
-#        and 16 (GPT2_BF16_BATCHES), its tokens/s and MFU printed (gpt2_mfu.txt) per math mode
+#        and 16 (GPT2_BF16_BATCHES), its tokens/s and MFU printed (lm_mfu.txt) per math mode
+#      - in bf16 at batch 4 (LLAMA_FILTER, LLAMA_BATCHES): the Llama-3-style decoder at Llama
+#        3.2 1B's shape, T 1024 (about 24 GiB of weights, gradients and AdamW state), its
+#        tokens/s and MFU printed beside GPT-2's
 #      - in fp32, the data-parallel step over NCCL at one rank (DIST_FILTER, DIST_BATCHES,
 #        --tbd_dist=nccl: the box has one GPU, so one rank; bench_fp32_nccl.json), beside the
 #        NCCL test (tests/cuda/nccl_cuda_test: that step equals the default step bit for bit),
@@ -79,6 +82,8 @@ FRCNN_BATCHES=${FRCNN_BATCHES:-1}
 GPT2_FILTER=${GPT2_FILTER:-'^GPT2/train/'}
 GPT2_BATCHES=${GPT2_BATCHES:-4,8}
 GPT2_BF16_BATCHES=${GPT2_BF16_BATCHES:-4,8,16}
+LLAMA_FILTER=${LLAMA_FILTER:-'^Llama/train/'}
+LLAMA_BATCHES=${LLAMA_BATCHES:-4}
 # The data-parallel ResNet-50 step over NCCL at one rank (fp32 only).
 DIST_FILTER=${DIST_FILTER:-'^ResNet50/train/batch:32/ranks:1'}
 DIST_BATCHES=${DIST_BATCHES:-32}
@@ -99,6 +104,7 @@ A3C_TIMEOUT_S=${A3C_TIMEOUT_S:-20}       # per math mode, the A3C_FILTER run
 FRCNN_TIMEOUT_S=${FRCNN_TIMEOUT_S:-30}   # per math mode, the FRCNN_FILTER run
 BF16_TIMEOUT_S=${BF16_TIMEOUT_S:-45}     # the BF16_FILTER run
 GPT2_TIMEOUT_S=${GPT2_TIMEOUT_S:-30}     # per math mode, the GPT2_FILTER run
+LLAMA_TIMEOUT_S=${LLAMA_TIMEOUT_S:-40}   # the LLAMA_FILTER run (bf16)
 DIST_TIMEOUT_S=${DIST_TIMEOUT_S:-30}     # the DIST_FILTER run (fp32)
 TORCH_TIMEOUT_S=${TORCH_TIMEOUT_S:-120}
 TOTAL_BUDGET_S=${TOTAL_BUDGET_S:-470}    # the whole check; every limit above is cut to what is left
@@ -295,12 +301,18 @@ if [[ -x "$BUNDLE/bin/tbd_bench" ]]; then
     run_bench "$m" _gpt2 "$GPT2_FILTER" "$GPT2_BATCHES" "$GPT2_TIMEOUT_S"
   done
   run_bench bf16 _gpt2 "$GPT2_FILTER" "$GPT2_BF16_BATCHES" "$GPT2_TIMEOUT_S"
-  for m in $BENCH_MATHS bf16; do  # GPT-2: tokens/s and MFU (model FLOPs 6N + 6LCT per token)
-    [[ -s "$OUT/bench_${m}_gpt2.json" ]] || continue
-    python3 - "$OUT/bench_${m}_gpt2.json" "$m" <<'PY' | tee -a "$SUMMARY" "$OUT/gpt2_mfu.txt"
+  run_bench bf16 _llama "$LLAMA_FILTER" "$LLAMA_BATCHES" "$LLAMA_TIMEOUT_S"
+  # The language models: tokens/s and MFU (model FLOPs per token: 6N + 6LCT for GPT-2, its
+  # grouped-query form for Llama).
+  runs=()
+  for m in $BENCH_MATHS; do runs+=("${m}_gpt2"); done
+  for run in "${runs[@]}" bf16_gpt2 bf16_llama; do
+    [[ -s "$OUT/bench_$run.json" ]] || continue
+    python3 - "$OUT/bench_$run.json" "${run%%_*}" "${run#*_}" <<'PY' | tee -a "$SUMMARY" "$OUT/lm_mfu.txt"
 import json, sys
 d = json.load(open(sys.argv[1]))
-print("GPT-2 %s: time per step, tokens/s, mfu (of the %s peak)" % (sys.argv[2], sys.argv[2]))
+model = {"gpt2": "GPT-2", "llama": "Llama"}[sys.argv[3]]
+print("%s %s: time per step, tokens/s, mfu (of the %s peak)" % (model, sys.argv[2], sys.argv[2]))
 for b in d.get("benchmarks", []):
     if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
         continue
