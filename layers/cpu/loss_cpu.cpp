@@ -99,17 +99,19 @@ TBD_SIMD_CLONES float row_sum_exp(const uint16_t* z, int64_t V, float mx) {
 }
 
 // d[v] = g * (exp(z[v] - lse) - smooth), in the logits' dtype (bf16 rounded once).
+template <class E>
+[[gnu::always_inline]] inline void softmax_grad_of(E* d, const E* z, int64_t V, float lse, float g,
+                                                   float smooth) {
+#pragma omp simd
+  for (int64_t v = 0; v < V; ++v) store_as(d[v], g * (exp_poly(as_f32(z[v]) - lse) - smooth));
+}
 TBD_SIMD_CLONES void row_softmax_grad(float* d, const float* z, int64_t V, float lse, float g,
                                       float smooth) {
-#pragma omp simd
-  for (int64_t v = 0; v < V; ++v) d[v] = g * (exp_poly(z[v] - lse) - smooth);
+  softmax_grad_of(d, z, V, lse, g, smooth);
 }
 TBD_SIMD_CLONES void row_softmax_grad(uint16_t* d, const uint16_t* z, int64_t V, float lse, float g,
                                       float smooth) {
-#pragma omp simd
-  for (int64_t v = 0; v < V; ++v) {
-    d[v] = bf16_from_f32(g * (exp_poly(f32_from_bf16(z[v]) - lse) - smooth));
-  }
+  softmax_grad_of(d, z, V, lse, g, smooth);
 }
 
 class SoftmaxCrossEntropyCpu final : public Layer {

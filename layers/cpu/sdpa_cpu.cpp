@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "backends/cpu/onednn.h"
+#include "layers/cpu/matmul_onednn.h"
 #include "layers/cpu/simd.h"
 #include "layers/sdpa.h"
 
@@ -52,21 +53,22 @@ void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const 
 
 // rows x d of f32 (row stride d) scaled per row by s[r] (or 1) into dst (row stride ld),
 // f32 or rounded to bf16.
-TBD_SIMD_CLONES void store_rows(float* dst, const float* src, const float* s, int64_t rows,
-                                int64_t d, int64_t ld) {
+template <class E>
+[[gnu::always_inline]] inline void scaled_rows(E* dst, const float* src, const float* s,
+                                               int64_t rows, int64_t d, int64_t ld) {
   for (int64_t r = 0; r < rows; ++r) {
     const float f = s ? s[r] : 1.f;
 #pragma omp simd
-    for (int64_t j = 0; j < d; ++j) dst[r * ld + j] = src[r * d + j] * f;
+    for (int64_t j = 0; j < d; ++j) store_as(dst[r * ld + j], src[r * d + j] * f);
   }
+}
+TBD_SIMD_CLONES void store_rows(float* dst, const float* src, const float* s, int64_t rows,
+                                int64_t d, int64_t ld) {
+  scaled_rows(dst, src, s, rows, d, ld);
 }
 TBD_SIMD_CLONES void store_rows(uint16_t* dst, const float* src, const float* s, int64_t rows,
                                 int64_t d, int64_t ld) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float f = s ? s[r] : 1.f;
-#pragma omp simd
-    for (int64_t j = 0; j < d; ++j) dst[r * ld + j] = bf16_from_f32(src[r * d + j] * f);
-  }
+  scaled_rows(dst, src, s, rows, d, ld);
 }
 
 // rows x d of bf16 (row stride ld) into the dense block dst (row stride d), rows [rows, to)
@@ -80,39 +82,32 @@ void pack_rows(uint16_t* dst, const uint16_t* src, int64_t rows, int64_t to, int
 }
 
 // One row of a forward tile: s (scores, scaled) over `valid` keys -> p = exp(s - m_new) into
-// p[0..n) (f32 in place, or rounded to bf16), zeros after `valid`; updates m and l (the sum of
-// the unrounded p); returns the factor exp(m_old - m_new) the row's output takes.
-TBD_SIMD_CLONES float online_softmax_row(float* s, float* p, int64_t n, int64_t valid, float& m,
-                                         float& l) {
+// p[0..n) (f32, in place when p = s, or rounded to bf16), zeros after `valid`; updates m and l
+// (the sum of the unrounded p); returns the factor exp(m_old - m_new) the row's output takes.
+template <class E>
+[[gnu::always_inline]] inline float softmax_row_step(const float* s, E* p, int64_t n, int64_t valid,
+                                                     float& m, float& l) {
   const float mx = max_of(s, valid, m);
   float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < valid; ++j) {
     const float e = exp_nonpositive(s[j] - mx);
-    p[j] = e;
+    store_as(p[j], e);
     sum += e;
   }
-  for (int64_t j = valid; j < n; ++j) p[j] = 0.f;
+  for (int64_t j = valid; j < n; ++j) p[j] = E{};
   const float corr = exp_nonpositive(m - mx);  // m = -inf at the first tile: 0 (l, acc are 0)
   l = l * corr + sum;
   m = mx;
   return corr;
 }
+TBD_SIMD_CLONES float online_softmax_row(const float* s, float* p, int64_t n, int64_t valid,
+                                         float& m, float& l) {
+  return softmax_row_step(s, p, n, valid, m, l);
+}
 TBD_SIMD_CLONES float online_softmax_row(const float* s, uint16_t* p, int64_t n, int64_t valid,
                                          float& m, float& l) {
-  const float mx = max_of(s, valid, m);
-  float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < valid; ++j) {
-    const float e = exp_nonpositive(s[j] - mx);
-    p[j] = bf16_from_f32(e);
-    sum += e;
-  }
-  for (int64_t j = valid; j < n; ++j) p[j] = 0;
-  const float corr = exp_nonpositive(m - mx);
-  l = l * corr + sum;
-  m = mx;
-  return corr;
+  return softmax_row_step(s, p, n, valid, m, l);
 }
 
 TBD_SIMD_CLONES void scale_row(float* x, int64_t n, float f) {
@@ -126,40 +121,41 @@ TBD_SIMD_CLONES void rescale_add_row(float* acc, const float* add, int64_t n, fl
 }
 
 // One row of a backward tile: s (scaled scores) -> p = exp(s - lse) over `valid` keys, zeros
-// after; dp -> dS = p * (dp - dd) * scale. f32: in place; bf16: p and dS rounded into pb, dsb.
-TBD_SIMD_CLONES void backward_row(float* s, float* dp, int64_t n, int64_t valid, float lse,
-                                  float dd, float scale) {
+// after; dp -> dS = p * (dp - dd) * scale; into pb and dsb (f32: in place, pb = s, dsb = dp;
+// bf16: rounded).
+template <class E>
+[[gnu::always_inline]] inline void backward_row_step(const float* s, const float* dp, E* pb, E* dsb,
+                                                     int64_t n, int64_t valid, float lse, float dd,
+                                                     float scale) {
 #pragma omp simd
   for (int64_t j = 0; j < valid; ++j) {
     const float p = exp_nonpositive(s[j] - lse);
-    s[j] = p;
-    dp[j] = p * (dp[j] - dd) * scale;
+    const float ds = p * (dp[j] - dd) * scale;
+    store_as(pb[j], p);
+    store_as(dsb[j], ds);
   }
-  for (int64_t j = valid; j < n; ++j) s[j] = dp[j] = 0.f;
+  for (int64_t j = valid; j < n; ++j) pb[j] = dsb[j] = E{};
+}
+TBD_SIMD_CLONES void backward_row(const float* s, const float* dp, float* pb, float* dsb, int64_t n,
+                                  int64_t valid, float lse, float dd, float scale) {
+  backward_row_step(s, dp, pb, dsb, n, valid, lse, dd, scale);
 }
 TBD_SIMD_CLONES void backward_row(const float* s, const float* dp, uint16_t* pb, uint16_t* dsb,
                                   int64_t n, int64_t valid, float lse, float dd, float scale) {
-#pragma omp simd
-  for (int64_t j = 0; j < valid; ++j) {
-    const float p = exp_nonpositive(s[j] - lse);
-    pb[j] = bf16_from_f32(p);
-    dsb[j] = bf16_from_f32(p * (dp[j] - dd) * scale);
-  }
-  for (int64_t j = valid; j < n; ++j) pb[j] = dsb[j] = 0;
+  backward_row_step(s, dp, pb, dsb, n, valid, lse, dd, scale);
 }
 
 // sum_j a[j] b[j] over d, f32 or bf16.
-TBD_SIMD_CLONES float dot_row(const float* a, const float* b, int64_t d) {
+template <class E>
+[[gnu::always_inline]] inline float dot_of(const E* a, const E* b, int64_t d) {
   float s = 0.f;
 #pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < d; ++j) s += a[j] * b[j];
+  for (int64_t j = 0; j < d; ++j) s += as_f32(a[j]) * as_f32(b[j]);
   return s;
 }
+TBD_SIMD_CLONES float dot_row(const float* a, const float* b, int64_t d) { return dot_of(a, b, d); }
 TBD_SIMD_CLONES float dot_row(const uint16_t* a, const uint16_t* b, int64_t d) {
-  float s = 0.f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < d; ++j) s += f32_from_bf16(a[j]) * f32_from_bf16(b[j]);
-  return s;
+  return dot_of(a, b, d);
 }
 
 // The first exception thrown by an OpenMP loop's tasks, rethrown after the loop (an exception
@@ -183,9 +179,9 @@ class TaskErrors {
   std::exception_ptr first_;
 };
 
-// One bf16 tile product, dst (=|+=) scale * src x wei on dense row-major blocks, planned at
-// build for a single thread (it runs inside an OpenMP task) with per-thread memory objects, so
-// running it sets three data handles and allocates nothing.
+// One bf16 tile product, dst (=|+=) scale * src x wei on dense row-major blocks (make_matmul),
+// planned at build for a single thread (it runs inside an OpenMP task) with per-thread memory
+// objects, so running it sets three data handles and allocates nothing.
 class TileProduct {
  public:
   TileProduct() = default;
@@ -193,42 +189,32 @@ class TileProduct {
   TileProduct(CpuBackend& cpu, const std::string& layer, const char* what, int64_t m, int64_t n,
               int64_t k, bool src_t, bool wei_t, float scale, bool accumulate, int threads) {
     using dt = memory::data_type;
-    using tag = memory::format_tag;
-    const memory::desc src({m, k}, dt::bf16, src_t ? tag::ba : tag::ab);
-    const memory::desc wei({k, n}, dt::bf16, wei_t ? tag::ba : tag::ab);
-    const memory::desc dst({m, n}, dt::f32, tag::ab);
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    if (scale != 1.f) attr.set_output_scales(0, {scale});
-    dnnl::post_ops po;
-    if (accumulate) po.append_sum(1.f);
-    attr.set_post_ops(po);
     // oneDNN sizes a primitive's blocking for the threads it sees at creation: one here.
     const int saved = omp_get_max_threads();
     omp_set_num_threads(1);
     try {
-      pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, cpu.engine());
-    } catch (const dnnl::error& e) {
+      mm_ = make_matmul(cpu, ScaledDotProductAttentionConfig::kKind, layer, what,
+                        mat(m, k, src_t, dt::bf16), mat(k, n, wei_t, dt::bf16), memory::desc(),
+                        mat(m, n, false), scale, accumulate);
+    } catch (...) {
       omp_set_num_threads(saved);
-      throw_layer_error(ScaledDotProductAttentionConfig::kKind, layer,
-                        detail::concat("oneDNN has no bf16 matmul for the ", what, " tile (", m,
-                                       " x ", n, " x ", k, "): ", e.what()));
+      throw;
     }
     omp_set_num_threads(saved);
-    prim_ = dnnl::matmul(pd_);
     for (int t = 0; t < threads; ++t) {
-      std::unordered_map<int, memory> a{{DNNL_ARG_SRC, memory(src, cpu.engine(), nullptr)},
-                                        {DNNL_ARG_WEIGHTS, memory(wei, cpu.engine(), nullptr)},
-                                        {DNNL_ARG_DST, memory(dst, cpu.engine(), nullptr)}};
+      std::unordered_map<int, memory> a{
+          {DNNL_ARG_SRC, memory(mm_.pd.src_desc(), cpu.engine(), nullptr)},
+          {DNNL_ARG_WEIGHTS, memory(mm_.pd.weights_desc(), cpu.engine(), nullptr)},
+          {DNNL_ARG_DST, memory(mm_.pd.dst_desc(), cpu.engine(), nullptr)}};
       args_.push_back(std::move(a));
     }
   }
-  std::size_t scratch_bytes() const { return pd_.scratchpad_desc().get_size(); }
-  std::string impl() const { return pd_.impl_info_str(); }
+  std::size_t scratch_bytes() const { return mm_.scratch_bytes; }
+  std::string impl() const { return mm_.pd.impl_info_str(); }
   // Thread t's scratchpad (fixed for the layer's life).
   void bind_scratch(CpuBackend& cpu, int t, void* p) {
     if (scratch_bytes() > 0) {
-      args_[t][DNNL_ARG_SCRATCHPAD] = memory(pd_.scratchpad_desc(), cpu.engine(), p);
+      args_[t][DNNL_ARG_SCRATCHPAD] = memory(mm_.pd.scratchpad_desc(), cpu.engine(), p);
     }
   }
   void run(dnnl::stream& s, int t, const void* src, const void* wei, void* dst) {
@@ -236,12 +222,11 @@ class TileProduct {
     a.at(DNNL_ARG_SRC).set_data_handle(const_cast<void*>(src));
     a.at(DNNL_ARG_WEIGHTS).set_data_handle(const_cast<void*>(wei));
     a.at(DNNL_ARG_DST).set_data_handle(dst);
-    prim_.execute(s, a);
+    mm_.prim.execute(s, a);
   }
 
  private:
-  dnnl::matmul::primitive_desc pd_;
-  dnnl::matmul prim_;
+  Matmul mm_;
   std::vector<std::unordered_map<int, memory>> args_;
 };
 
@@ -559,8 +544,10 @@ class SdpaCpu final : public Layer {
           gemm('N', 'T', rows, cols, dd, scale_, qi, d.ld_q, kj, d.ld_kv, 0.f, b.s, kCols);
           gemm('N', 'T', rows, cols, dd, 1.f, goi, ld_o, vj, d.ld_kv, 0.f, b.dp, kCols);
           for (int64_t r = 0; r < rows; ++r) {
-            backward_row(b.s + r * kCols, b.dp + r * kCols, cols, valid_keys(i0 + r, j0, cols),
-                         lse[i0 + r], b.D[i0 + r], scale_);
+            float* sr = b.s + r * kCols;
+            float* dpr = b.dp + r * kCols;
+            backward_row(sr, dpr, sr, dpr, cols, valid_keys(i0 + r, j0, cols), lse[i0 + r],
+                         b.D[i0 + r], scale_);
           }
           gemm('T', 'N', cols, dd, rows, 1.f, b.s, kCols, goi, ld_o, 1.f, b.dv + j0 * dd, dd);
           gemm('N', 'N', rows, dd, cols, 1.f, b.dp, kCols, kj, d.ld_kv, 1.f, b.dq + i0 * dd, dd);

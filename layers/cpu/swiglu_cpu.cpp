@@ -9,37 +9,32 @@
 namespace tbd::cpu {
 namespace {
 
-TBD_SIMD_CLONES void swiglu_row(float* y, const float* x, int64_t f) {
-#pragma omp simd
-  for (int64_t j = 0; j < f; ++j) {
-    const float g = x[j];
-    y[j] = g * sigmoid_fast(g) * x[f + j];
-  }
-}
-TBD_SIMD_CLONES void swiglu_row(uint16_t* y, const uint16_t* x, int64_t f) {
+// One row: y = silu(gate) * up, and its backward; E is f32 or bf16 (f32 in registers).
+template <class E>
+[[gnu::always_inline]] inline void swiglu_of(E* y, const E* x, int64_t f) {
 #pragma omp simd
   for (int64_t j = 0; j < f; ++j) {
     const float g = as_f32(x[j]);
     store_as(y[j], g * sigmoid_fast(g) * as_f32(x[f + j]));
   }
 }
-
-TBD_SIMD_CLONES void swiglu_row_backward(float* dx, const float* dy, const float* x, int64_t f) {
-#pragma omp simd
-  for (int64_t j = 0; j < f; ++j) {
-    const float g = x[j], up = x[f + j], s = sigmoid_fast(g);
-    dx[f + j] = dy[j] * g * s;
-    dx[j] = dy[j] * up * s * (1.f + g * (1.f - s));
-  }
-}
-TBD_SIMD_CLONES void swiglu_row_backward(uint16_t* dx, const uint16_t* dy, const uint16_t* x,
-                                         int64_t f) {
+template <class E>
+[[gnu::always_inline]] inline void swiglu_backward_of(E* dx, const E* dy, const E* x, int64_t f) {
 #pragma omp simd
   for (int64_t j = 0; j < f; ++j) {
     const float g = as_f32(x[j]), up = as_f32(x[f + j]), s = sigmoid_fast(g), d = as_f32(dy[j]);
     store_as(dx[f + j], d * g * s);
     store_as(dx[j], d * up * s * (1.f + g * (1.f - s)));
   }
+}
+TBD_SIMD_CLONES void swiglu_row(float* y, const float* x, int64_t f) { swiglu_of(y, x, f); }
+TBD_SIMD_CLONES void swiglu_row(uint16_t* y, const uint16_t* x, int64_t f) { swiglu_of(y, x, f); }
+TBD_SIMD_CLONES void swiglu_row_backward(float* dx, const float* dy, const float* x, int64_t f) {
+  swiglu_backward_of(dx, dy, x, f);
+}
+TBD_SIMD_CLONES void swiglu_row_backward(uint16_t* dx, const uint16_t* dy, const uint16_t* x,
+                                         int64_t f) {
+  swiglu_backward_of(dx, dy, x, f);
 }
 
 class SwiGluCpu final : public Layer {
