@@ -760,15 +760,14 @@ TEST(Precision, KindsWithoutBf16ImplementationAreErrorsNamingThem) {
 }
 
 // Every model as its rows build it (batch 1, its default parameters, build-only: primitives
-// created, no storage): each convolution, linear, attention, data-gradient and LSTM product runs
-// one of oneDNN's real bf16 kernels in all of its passes, never the reference and never the
-// emulation. (oneDNN 2.6's bf16 GRU is its gemm-based "ref" RNN, whose products are bf16 GEMMs:
-// notes A.1; the GRU is held to its f32 self in RecurrentBf16.)
+// created, no storage): each convolution, linear, attention, data-gradient, LSTM and GRU product
+// runs one of oneDNN's real bf16 kernels in all of its passes, never the reference and never the
+// emulation.
 TEST(Precision, EveryModelBuildsAndRunsRealBf16Kernels) {
   TBD_BF16_BACKEND(be);
   static const std::set<std::string> kProducts{
-      "Conv2d",      "Linear",      "Gemm", "MultiHeadAttention",
-      "Conv2dDgrad", "LinearDgrad", "LSTM", "LSTMCell"};
+      "Conv2d", "Linear",   "Gemm", "MultiHeadAttention", "Conv2dDgrad", "LinearDgrad",
+      "LSTM",   "LSTMCell", "GRU"};
   for (const ModelEntry& e : model_registry()) {
     ModelArgs args;
     args.batch = 1;
