@@ -16,7 +16,9 @@
 // offers brgconv. Backward stays nChw16c (oneDNN 2.6's nhwc wgrad is slower), except a wgrad
 // that oneDNN has only its reference kernel for on nChw16c: it runs on x and dy reordered to
 // nhwc, else nchw, whichever has a real kernel; so do a dgrad and a forward in that case (a
-// forward from nChw16c to a plain y of K % 16 != 0 channels). describe() names the
+// forward from nChw16c to a plain y of K % 16 != 0 channels). Under bf16 on AMX a pointwise
+// (1x1) convolution's backward runs as matmuls over channels-last copies, where oneDNN 2.6's AMX
+// convolution backward is slower (plan_pointwise_backward). describe() names the
 // implementations in use.
 #include "backends/cpu/onednn.h"
 #include "layers/conv2d.h"
@@ -185,6 +187,10 @@ class Conv2dOneDnn final : public Layer {
         dy_wgrad_ = relayout(ys, y_md, yt);
       }
     }
+    if (bf16_ && G == 1 && !cfg.bias && cfg.kernel_h * cfg.kernel_w == 1 &&
+        cfg.pad_h + cfg.pad_w == 0 && cfg.dilation_h * cfg.dilation_w == 1) {
+      plan_pointwise_backward(in[0], outputs_[0]);
+    }
     fwd_ = dnnl::convolution_forward(fwd_pd_);
     bwd_data_ = dnnl::convolution_backward_data(bwd_data_pd_);
     bwd_w_ = dnnl::convolution_backward_weights(bwd_w_pd_);
@@ -199,7 +205,9 @@ class Conv2dOneDnn final : public Layer {
     // scratchpad for the three primitives.
     // Under bf16 the f32 master (and its gradient and optimizer state) is stored in the format
     // of the weight gradient, so that wgrad adds into it without a change of format.
-    if (G == 1) {
+    // The pointwise backward's products read and write row-major (K, C) weights: the master
+    // stays row-major, and wgrad adds into its gradient directly.
+    if (G == 1 && !mm_wgrad_on_) {
       pack_param(0, packed_desc(params_[0].value.shape(), dt == memory::data_type::f32
                                                               ? fwd_pd_.weights_desc()
                                                               : bwd_w_pd_.diff_weights_desc()));
@@ -212,12 +220,30 @@ class Conv2dOneDnn final : public Layer {
     for (Relayout* r : {&x_fwd_, &y_fwd_, &dy_dgrad_, &dx_dgrad_, &x_wgrad_, &dy_wgrad_}) {
       if (r->active) transient(r->buf, TensorDesc{r->shape, in[0].dtype});
     }
-    transient(dw_scratch_, bwd_w_pd_.diff_weights_desc().get_size());
-    dw_into_ = GradInto(bwd_w_pd_.diff_weights_desc(), conv.w_user);
+    std::size_t scratch = fwd_pd_.scratchpad_desc().get_size();
+    if (mm_dgrad_on_ || mm_wgrad_on_) {
+      transient(dy_cl_, TensorDesc{ys, DType::kBF16});
+      transient(x_cl_, TensorDesc{Shape{ys[0], xs[1], ys[2], ys[3]}, DType::kBF16});
+    }
+    if (mm_dgrad_on_) {
+      w_mm_ = WeightsAs(memory::desc(conv.w_dims, memory::data_type::bf16, tag::oihw), conv.w_user);
+      transient(w_mm_copy_, w_mm_.copy_bytes());
+      scratch = std::max(scratch, mm_dgrad_pd_.scratchpad_desc().get_size());
+    } else {
+      scratch = std::max(scratch, bwd_data_pd_.scratchpad_desc().get_size());
+    }
+    if (mm_wgrad_on_) {
+      transient(dw_scratch_, TensorDesc{params_[0].value.shape()});
+      dw_into_ =
+          GradInto(memory::desc(conv.w_dims, memory::data_type::f32, tag::oihw), conv.w_user);
+      scratch = std::max({scratch, mm_wgrad_pd_.scratchpad_desc().get_size(),
+                          mm_wgrad_sum_pd_.scratchpad_desc().get_size()});
+    } else {
+      transient(dw_scratch_, bwd_w_pd_.diff_weights_desc().get_size());
+      dw_into_ = GradInto(bwd_w_pd_.diff_weights_desc(), conv.w_user);
+      scratch = std::max(scratch, bwd_w_pd_.scratchpad_desc().get_size());
+    }
     if (cfg.bias) transient(db_scratch_, TensorDesc{Shape{K}});
-    std::size_t scratch =
-        std::max({fwd_pd_.scratchpad_desc().get_size(), bwd_data_pd_.scratchpad_desc().get_size(),
-                  bwd_w_pd_.scratchpad_desc().get_size()});
     if (scratch) transient(scratch_, scratch);
   }
 
@@ -233,7 +259,13 @@ class Conv2dOneDnn final : public Layer {
                           channels_last_fwd()
                               ? detail::concat(" (nhwc, ", chunk_, "/chunk, ", span_, "/reorder)")
                               : "",
-                          " bwd ", bwd_data_pd_.impl_info_str(), "/", bwd_w_pd_.impl_info_str(),
+                          " bwd ",
+                          mm_dgrad_on_ ? detail::concat("matmul ", mm_dgrad_pd_.impl_info_str())
+                                       : std::string(bwd_data_pd_.impl_info_str()),
+                          "/",
+                          mm_wgrad_on_ ? detail::concat("matmul ", mm_wgrad_sum_pd_.impl_info_str())
+                                       : std::string(bwd_w_pd_.impl_info_str()),
+                          mm_dgrad_on_ || mm_wgrad_on_ ? " (matmul: over nhwc positions)" : "",
                           " w ", format_name(md_of(params_[0].value.desc())),
                           bf16_ ? " (bf16 copies: fwd " + format_name(fwd_pd_.weights_desc()) +
                                       ", dgrad " + format_name(bwd_data_pd_.weights_desc()) + ")"
@@ -284,12 +316,19 @@ class Conv2dOneDnn final : public Layer {
   }
 
   void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
-    backward_in_two(dx, dy, x, y);
+    if (!(mm_dgrad_on_ && mm_wgrad_on_)) return backward_in_two(dx, dy, x, y);
+    // Both as products: dy's channels-last copy made once for the two.
+    pointwise_dy(*dy[0]);
+    if (dx[0] != nullptr) pointwise_dgrad(*dx[0]);
+    if (param_grads()) pointwise_wgrad(*x[0]);
   }
   bool split_backward() const override { return true; }
 
   void dgrad(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
-    if (dx[0] != nullptr) {
+    if (mm_dgrad_on_ && dx[0] != nullptr) {
+      pointwise_dy(*dy[0]);
+      pointwise_dgrad(*dx[0]);
+    } else if (dx[0] != nullptr) {
       const memory w_mem = w_bwd_.read(cpu_, params_[0].value, w_bwd_copy_, "Conv2d reorder");
       memory dy_mem = dy_dgrad_.into(cpu_, mem_of(cpu_, *dy[0]));
       memory dx_mem = dx_dgrad_.source(cpu_, mem_of(cpu_, *dx[0]));
@@ -303,6 +342,11 @@ class Conv2dOneDnn final : public Layer {
 
   // wgrad into scratch, then += into the gradient (stored as the weights are).
   void wgrad(TensorRefs dy, TensorRefs x, TensorRefs) override {
+    if (mm_wgrad_on_) {
+      pointwise_dy(*dy[0]);
+      pointwise_wgrad(*x[0]);
+      return;
+    }
     auto& e = cpu_.engine();
     memory dw_blk(bwd_w_pd_.diff_weights_desc(), e, dw_scratch_.raw());
     memory x_mem = x_wgrad_.into(cpu_, mem_of(cpu_, *x[0]));
@@ -372,6 +416,121 @@ class Conv2dOneDnn final : public Layer {
     return r;
   }
 
+  // t (N, C, H, W; nChw16c or row-major) read or written at every (sh, sw)-th row and column,
+  // and a dense channels-last (N, P, Q, C) array of the same elements: two plain strided views
+  // with the same dims, between which one oneDNN reorder copies (nChw16c as (N, C/16, P, Q, 16)).
+  static std::pair<memory::desc, memory::desc> channels_last_views(const TensorDesc& t, int64_t sh,
+                                                                   int64_t sw) {
+    const int64_t N = t.shape[0], C = t.shape[1], H = t.shape[2], W = t.shape[3];
+    const int64_t P = (H - 1) / sh + 1, Q = (W - 1) / sw + 1;
+    const memory::data_type dt = dnnl_dtype(t.dtype);
+    if (t.layout == Layout::kNChw16c) {
+      const memory::dims d{N, C / 16, P, Q, 16};
+      return {memory::desc(d, dt, {C * H * W, 16 * H * W, 16 * sh * W, 16 * sw, 1}),
+              memory::desc(d, dt, {P * Q * C, 16, Q * C, C, 1})};
+    }
+    const memory::dims d{N, C, P, Q};
+    return {memory::desc(d, dt, {C * H * W, H * W, sh * W, sw}),
+            memory::desc(d, dt, {P * Q * C, 1, Q * C, C})};
+  }
+
+  // Under bf16, a pointwise convolution (1x1, unpadded, any stride) as two products over its
+  // M = N P Q output positions, on channels-last copies of dy and of x read at the strided
+  // positions: dx (M, C) = dy (M, K) W (K, C), scattered back into dx (zeros elsewhere), and
+  // dW (K, C) += dy^T (K, M) x (M, C). Each is taken where oneDNN 2.6 runs its product on AMX
+  // (its matmul ran them 1.2-2x (dgrad) and 2-4x (wgrad) faster than its AMX convolution
+  // backward on ResNet-50's shapes: results/tuning.md) and the convolution's own backward is on
+  // AMX too (the machine has it). A stride must divide the size it steps over (oneDNN's strided
+  // views may not reach past the tensor). Sets mm_dgrad_on_ and mm_wgrad_on_.
+  void plan_pointwise_backward(const TensorDesc& x, const TensorDesc& y) {
+    if (x.shape[2] % cfg_.stride_h != 0 || x.shape[3] % cfg_.stride_w != 0) return;
+    const int64_t C = x.shape[1], K = y.shape[1], M = y.shape[0] * y.shape[2] * y.shape[3];
+    const memory::data_type bf = memory::data_type::bf16, f32 = memory::data_type::f32;
+    const memory::desc dy2({M, K}, bf, tag::ab), w2({K, C}, bf, tag::ab), x2({M, C}, bf, tag::ab);
+    const memory::desc dyt({K, M}, bf, tag::ba), dw2({K, C}, f32, tag::ab);
+    auto& eng = cpu_.engine();
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::primitive_attr attr_sum;  // not a copy of attr: copies share one oneDNN handle
+    attr_sum.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::post_ops sum;
+    sum.append_sum(1.0f);
+    attr_sum.set_post_ops(sum);
+    auto amx = [](const auto& pd) {
+      return std::string(pd.impl_info_str()).find("amx") != std::string::npos;
+    };
+    try {
+      dnnl::matmul::primitive_desc d(dnnl::matmul::desc(dy2, w2, x2), attr, eng);
+      dnnl::matmul::primitive_desc w(dnnl::matmul::desc(dyt, x2, dw2), attr, eng);
+      dnnl::matmul::primitive_desc ws(dnnl::matmul::desc(dyt, x2, dw2), attr_sum, eng);
+      if (!amx(bwd_data_pd_) || !amx(bwd_w_pd_)) return;
+      mm_dgrad_pd_ = d, mm_wgrad_pd_ = w, mm_wgrad_sum_pd_ = ws;
+      const auto [x_at, x_cl] = channels_last_views(x, cfg_.stride_h, cfg_.stride_w);
+      const auto [dy_at, dy_cl] = channels_last_views(y, 1, 1);
+      x_to_cl_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, x_at, eng, x_cl));
+      dx_from_cl_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, x_cl, eng, x_at));
+      dy_to_cl_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, dy_at, eng, dy_cl));
+      x_at_md_ = x_at, x_cl_md_ = x_cl, dy_at_md_ = dy_at, dy_cl_md_ = dy_cl;
+      dy2_md_ = dy2, w2_md_ = w2, x2_md_ = x2, dyt_md_ = dyt, dw2_md_ = dw2;
+    } catch (const dnnl::error&) {
+      return;  // no matmul or no strided reorder: keep the convolution's backward
+    }
+    if (amx(mm_dgrad_pd_)) {
+      mm_dgrad_ = dnnl::matmul(mm_dgrad_pd_);
+      mm_dgrad_on_ = true;
+      dy_dgrad_ = dx_dgrad_ = Relayout{};  // the convolution's, not used
+    }
+    if (amx(mm_wgrad_pd_) && amx(mm_wgrad_sum_pd_)) {
+      mm_wgrad_ = dnnl::matmul(mm_wgrad_pd_);
+      mm_wgrad_sum_ = dnnl::matmul(mm_wgrad_sum_pd_);
+      mm_wgrad_on_ = true;
+      x_wgrad_ = dy_wgrad_ = Relayout{};
+    }
+  }
+
+  // dy into its channels-last copy (dy_cl_).
+  void pointwise_dy(const Tensor& dy) {
+    auto& e = cpu_.engine();
+    execute(cpu_, dy_to_cl_,
+            {{DNNL_ARG_FROM, memory(dy_at_md_, e, dy.raw())},
+             {DNNL_ARG_TO, memory(dy_cl_md_, e, dy_cl_.raw())}},
+            "Conv2d reorder");
+  }
+
+  // dx = dy W at the strided positions, zeros elsewhere; dy_cl_ holds dy.
+  void pointwise_dgrad(Tensor& dx) {
+    auto& e = cpu_.engine();
+    const memory w = w_mm_.read(cpu_, params_[0].value, w_mm_copy_, "Conv2d reorder");
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(dy2_md_, e, dy_cl_.raw())},
+                                         {DNNL_ARG_WEIGHTS, memory(w2_md_, e, w.get_data_handle())},
+                                         {DNNL_ARG_DST, memory(x2_md_, e, x_cl_.raw())}};
+    add_scratch(args, mm_dgrad_pd_.scratchpad_desc());
+    execute(cpu_, mm_dgrad_, args, "Conv2d backward data (matmul)");
+    if (cfg_.stride_h * cfg_.stride_w > 1) be_.fill(dx, 0.f);
+    execute(cpu_, dx_from_cl_,
+            {{DNNL_ARG_FROM, memory(x_cl_md_, e, x_cl_.raw())},
+             {DNNL_ARG_TO, memory(x_at_md_, e, dx.raw())}},
+            "Conv2d reorder");
+  }
+
+  // dW += dy^T x: straight into a row-major gradient, else through the scratch; dy_cl_ holds dy.
+  void pointwise_wgrad(const Tensor& x) {
+    auto& e = cpu_.engine();
+    execute(cpu_, x_to_cl_,
+            {{DNNL_ARG_FROM, memory(x_at_md_, e, x.raw())},
+             {DNNL_ARG_TO, memory(x_cl_md_, e, x_cl_.raw())}},
+            "Conv2d reorder");
+    const Tensor& g = params_[0].grad;
+    const bool direct = g.layout() == Layout::kRowMajor;
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, memory(dyt_md_, e, dy_cl_.raw())},
+        {DNNL_ARG_WEIGHTS, memory(x2_md_, e, x_cl_.raw())},
+        {DNNL_ARG_DST, memory(dw2_md_, e, direct ? g.raw() : dw_scratch_.raw())}};
+    add_scratch(args, (direct ? mm_wgrad_sum_pd_ : mm_wgrad_pd_).scratchpad_desc());
+    execute(cpu_, direct ? mm_wgrad_sum_ : mm_wgrad_, args, "Conv2d backward weights (matmul)");
+    if (!direct) dw_into_.add(cpu_, dw_scratch_.raw(), g, "Conv2d weight-gradient accumulate");
+  }
+
   void add_scratch(std::unordered_map<int, memory>& args, const memory::desc& md) {
     if (md.get_size()) args[DNNL_ARG_SCRATCHPAD] = memory(md, cpu_.engine(), scratch_.raw());
   }
@@ -389,10 +548,18 @@ class Conv2dOneDnn final : public Layer {
   Relayout x_fwd_, y_fwd_, dy_dgrad_, dx_dgrad_, x_wgrad_, dy_wgrad_;
   Tensor w_fwd_copy_, w_bwd_copy_;  // transient weight copies where a format differs
   Tensor dw_scratch_, db_scratch_, scratch_;
-  bool channels_last_ = false;                    // the forward runs nhwc (x_nhwc_, y_nhwc_)
-  bool bf16_ = false;                             // bf16 x, y and weight copies
-  Tensor x_nhwc_, y_nhwc_;                        // channels-last forward only: one span of x and y
-  memory::desc x_span_md_, y_span_md_;            // nChw16c slices of span_ images
+  bool channels_last_ = false;  // the forward runs nhwc (x_nhwc_, y_nhwc_)
+  bool bf16_ = false;           // bf16 x, y and weight copies
+  Tensor x_nhwc_, y_nhwc_;      // channels-last forward only: one span of x and y
+  // The pointwise backward as products (plan_pointwise_backward)
+  bool mm_dgrad_on_ = false, mm_wgrad_on_ = false;
+  dnnl::matmul::primitive_desc mm_dgrad_pd_, mm_wgrad_pd_, mm_wgrad_sum_pd_;
+  dnnl::primitive mm_dgrad_, mm_wgrad_, mm_wgrad_sum_, x_to_cl_, dx_from_cl_, dy_to_cl_;
+  memory::desc x_at_md_, x_cl_md_, dy_at_md_, dy_cl_md_;   // strided views, channels-last
+  memory::desc dy2_md_, w2_md_, x2_md_, dyt_md_, dw2_md_;  // the products' 2-D operands
+  WeightsAs w_mm_;                                         // bf16 (K, C) row-major
+  Tensor w_mm_copy_, dy_cl_, x_cl_;     // x_cl_: x's strided positions, or dx's before the scatter
+  memory::desc x_span_md_, y_span_md_;  // nChw16c slices of span_ images
   memory::desc x_span_nhwc_md_, y_span_nhwc_md_;  // the same slices, nhwc (built once)
   int64_t chunk_ = 0;                             // images per brgconv call
   int64_t span_ = 0;                              // images per reorder (a multiple of chunk_)
