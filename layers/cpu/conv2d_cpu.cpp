@@ -438,10 +438,11 @@ class Conv2dOneDnn final : public Layer {
   // M = N P Q output positions, on channels-last copies of dy and of x read at the strided
   // positions: dx (M, C) = dy (M, K) W (K, C), scattered back into dx (zeros elsewhere), and
   // dW (K, C) += dy^T (K, M) x (M, C). Each is taken where oneDNN 2.6 runs its product on AMX
-  // (its matmul ran them 1.2-2x (dgrad) and 2-4x (wgrad) faster than its AMX convolution
-  // backward on ResNet-50's shapes: results/tuning.md) and the convolution's own backward is on
-  // AMX too (the machine has it). A stride must divide the size it steps over (oneDNN's strided
-  // views may not reach past the tensor). Sets mm_dgrad_on_ and mm_wgrad_on_.
+  // (on ResNet-50's shapes its matmul ran them up to 2x (dgrad; one shape even) and 1.5-4x
+  // (wgrad) as fast as its AMX convolution backward: results/tuning.md) and the convolution's
+  // own backward is on AMX too (the machine has it). A stride must divide the size it steps
+  // over (oneDNN's strided views may not reach past the tensor). Sets mm_dgrad_on_ and
+  // mm_wgrad_on_.
   void plan_pointwise_backward(const TensorDesc& x, const TensorDesc& y) {
     if (x.shape[2] % cfg_.stride_h != 0 || x.shape[3] % cfg_.stride_w != 0) return;
     const int64_t C = x.shape[1], K = y.shape[1], M = y.shape[0] * y.shape[2] * y.shape[3];
