@@ -217,14 +217,11 @@ class Conv2dOneDnn final : public Layer {
     w_bwd_ = WeightsAs(bwd_data_pd_.weights_desc(), conv.w_user);
     if (!w_fwd_.reads_directly(w)) transient(w_fwd_copy_, w_fwd_.copy_bytes());
     if (!w_bwd_.reads_directly(w)) transient(w_bwd_copy_, w_bwd_.copy_bytes());
-    for (Relayout* r : {&x_fwd_, &y_fwd_, &dy_dgrad_, &dx_dgrad_, &x_wgrad_, &dy_wgrad_}) {
+    for (Relayout* r :
+         {&x_fwd_, &y_fwd_, &dy_dgrad_, &dx_dgrad_, &x_wgrad_, &dy_wgrad_, &dy_cl_, &x_cl_}) {
       if (r->active) transient(r->buf, TensorDesc{r->shape, in[0].dtype});
     }
     std::size_t scratch = fwd_pd_.scratchpad_desc().get_size();
-    if (mm_dgrad_on_ || mm_wgrad_on_) {
-      transient(dy_cl_, TensorDesc{ys, DType::kBF16});
-      transient(x_cl_, TensorDesc{Shape{ys[0], xs[1], ys[2], ys[3]}, DType::kBF16});
-    }
     if (mm_dgrad_on_) {
       w_mm_ = WeightsAs(memory::desc(conv.w_dims, memory::data_type::bf16, tag::oihw), conv.w_user);
       transient(w_mm_copy_, w_mm_.copy_bytes());
@@ -318,16 +315,15 @@ class Conv2dOneDnn final : public Layer {
   void bprop(MutTensorRefs dx, TensorRefs dy, TensorRefs x, TensorRefs y) override {
     if (!(mm_dgrad_on_ && mm_wgrad_on_)) return backward_in_two(dx, dy, x, y);
     // Both as products: dy's channels-last copy made once for the two.
-    pointwise_dy(*dy[0]);
-    if (dx[0] != nullptr) pointwise_dgrad(*dx[0]);
-    if (param_grads()) pointwise_wgrad(*x[0]);
+    void* dy_cl = pointwise_dy(*dy[0]);
+    if (dx[0] != nullptr) pointwise_dgrad(dy_cl, *dx[0]);
+    if (param_grads()) pointwise_wgrad(dy_cl, *x[0]);
   }
   bool split_backward() const override { return true; }
 
   void dgrad(MutTensorRefs dx, TensorRefs dy, TensorRefs, TensorRefs) override {
     if (mm_dgrad_on_ && dx[0] != nullptr) {
-      pointwise_dy(*dy[0]);
-      pointwise_dgrad(*dx[0]);
+      pointwise_dgrad(pointwise_dy(*dy[0]), *dx[0]);
     } else if (dx[0] != nullptr) {
       const memory w_mem = w_bwd_.read(cpu_, params_[0].value, w_bwd_copy_, "Conv2d reorder");
       memory dy_mem = dy_dgrad_.into(cpu_, mem_of(cpu_, *dy[0]));
@@ -343,8 +339,7 @@ class Conv2dOneDnn final : public Layer {
   // wgrad into scratch, then += into the gradient (stored as the weights are).
   void wgrad(TensorRefs dy, TensorRefs x, TensorRefs) override {
     if (mm_wgrad_on_) {
-      pointwise_dy(*dy[0]);
-      pointwise_wgrad(*x[0]);
+      pointwise_wgrad(pointwise_dy(*dy[0]), *x[0]);
       return;
     }
     auto& e = cpu_.engine();
@@ -381,13 +376,15 @@ class Conv2dOneDnn final : public Layer {
   }
 
   // A tensor reordered from one layout to another around one primitive, through a transient
-  // copy; a no-op (no copy) where the layouts agree.
+  // copy; a no-op (no copy) where the layouts agree. Made both ways, the copy also serves as a
+  // primitive's output in `to`, moved back into `from` (one buffer for an input and, later in
+  // the same call, a gradient of its shape).
   struct Relayout {
     bool active = false;  // the layouts differ: the copy exists
     Shape shape;
     Tensor buf;  // the copy (transient; bound after construction)
     memory::desc from_md, to_md;
-    dnnl::primitive reorder;
+    dnnl::primitive reorder, back_reorder;  // from -> to; to -> from (made both ways only)
     // An input of the primitive: `from` reordered into the copy (to_md).
     memory into(CpuBackend& cpu, const memory& from) const {
       if (!active) return from;
@@ -404,8 +401,19 @@ class Conv2dOneDnn final : public Layer {
         execute(cpu, reorder, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, dst}}, "Conv2d reorder");
       }
     }
+    // Both ways: an output in `to` (the copy, or `dst` itself where the layouts agree), then
+    // moved back into dst (in `from`).
+    memory back_source(CpuBackend& cpu, const memory& dst) const {
+      return active ? memory(to_md, cpu.engine(), buf.raw()) : dst;
+    }
+    void back(CpuBackend& cpu, const memory& copy, const memory& dst) const {
+      if (active) {
+        execute(cpu, back_reorder, {{DNNL_ARG_FROM, copy}, {DNNL_ARG_TO, dst}}, "Conv2d reorder");
+      }
+    }
   };
-  Relayout relayout(const Shape& s, const memory::desc& from, const memory::desc& to) {
+  Relayout relayout(const Shape& s, const memory::desc& from, const memory::desc& to,
+                    bool both_ways = false) {
     Relayout r;
     if (from == to) return r;
     auto& eng = cpu_.engine();
@@ -413,6 +421,8 @@ class Conv2dOneDnn final : public Layer {
     r.shape = s;
     r.from_md = from, r.to_md = to;
     r.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(eng, from, eng, to));
+    if (both_ways)
+      r.back_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(eng, to, eng, from));
     return r;
   }
 
@@ -460,18 +470,19 @@ class Conv2dOneDnn final : public Layer {
     auto amx = [](const auto& pd) {
       return std::string(pd.impl_info_str()).find("amx") != std::string::npos;
     };
+    Relayout x_cl, dy_cl;
     try {
       dnnl::matmul::primitive_desc d(dnnl::matmul::desc(dy2, w2, x2), attr, eng);
       dnnl::matmul::primitive_desc w(dnnl::matmul::desc(dyt, x2, dw2), attr, eng);
       dnnl::matmul::primitive_desc ws(dnnl::matmul::desc(dyt, x2, dw2), attr_sum, eng);
       if (!amx(bwd_data_pd_) || !amx(bwd_w_pd_)) return;
       mm_dgrad_pd_ = d, mm_wgrad_pd_ = w, mm_wgrad_sum_pd_ = ws;
-      const auto [x_at, x_cl] = channels_last_views(x, cfg_.stride_h, cfg_.stride_w);
-      const auto [dy_at, dy_cl] = channels_last_views(y, 1, 1);
-      x_to_cl_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, x_at, eng, x_cl));
-      dx_from_cl_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, x_cl, eng, x_at));
-      dy_to_cl_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, dy_at, eng, dy_cl));
-      x_at_md_ = x_at, x_cl_md_ = x_cl, dy_at_md_ = dy_at, dy_cl_md_ = dy_cl;
+      const auto [x_at, x_cl_md] = channels_last_views(x, cfg_.stride_h, cfg_.stride_w);
+      const auto [dy_at, dy_cl_md] = channels_last_views(y, 1, 1);
+      const Shape xs{y.shape[0], C, y.shape[2], y.shape[3]};
+      x_cl = relayout(xs, x_at, x_cl_md, /*both_ways=*/true);
+      dy_cl = relayout(y.shape, dy_at, dy_cl_md);
+      x_at_md_ = x_at, dy_at_md_ = dy_at;
       dy2_md_ = dy2, w2_md_ = w2, x2_md_ = x2, dyt_md_ = dyt, dw2_md_ = dw2;
     } catch (const dnnl::error&) {
       return;  // no matmul or no strided reorder: keep the convolution's backward
@@ -487,45 +498,40 @@ class Conv2dOneDnn final : public Layer {
       mm_wgrad_on_ = true;
       x_wgrad_ = dy_wgrad_ = Relayout{};
     }
+    if (mm_dgrad_on_ || mm_wgrad_on_) x_cl_ = x_cl, dy_cl_ = dy_cl;
   }
 
-  // dy into its channels-last copy (dy_cl_).
-  void pointwise_dy(const Tensor& dy) {
-    auto& e = cpu_.engine();
-    execute(cpu_, dy_to_cl_,
-            {{DNNL_ARG_FROM, memory(dy_at_md_, e, dy.raw())},
-             {DNNL_ARG_TO, memory(dy_cl_md_, e, dy_cl_.raw())}},
-            "Conv2d reorder");
+  // dy into its channels-last copy; returns its data.
+  void* pointwise_dy(const Tensor& dy) {
+    return dy_cl_.into(cpu_, memory(dy_at_md_, cpu_.engine(), dy.raw())).get_data_handle();
   }
 
-  // dx = dy W at the strided positions, zeros elsewhere; dy_cl_ holds dy.
-  void pointwise_dgrad(Tensor& dx) {
+  // dx = dy W at the strided positions, zeros elsewhere; dy_data: pointwise_dy's.
+  void pointwise_dgrad(void* dy_data, Tensor& dx) {
     auto& e = cpu_.engine();
     const memory w = w_mm_.read(cpu_, params_[0].value, w_mm_copy_, "Conv2d reorder");
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(dy2_md_, e, dy_cl_.raw())},
-                                         {DNNL_ARG_WEIGHTS, memory(w2_md_, e, w.get_data_handle())},
-                                         {DNNL_ARG_DST, memory(x2_md_, e, x_cl_.raw())}};
+    const memory dx_mem(x_at_md_, e, dx.raw());
+    const memory dx_cl = x_cl_.back_source(cpu_, dx_mem);
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, memory(dy2_md_, e, dy_data)},
+        {DNNL_ARG_WEIGHTS, memory(w2_md_, e, w.get_data_handle())},
+        {DNNL_ARG_DST, memory(x2_md_, e, dx_cl.get_data_handle())}};
     add_scratch(args, mm_dgrad_pd_.scratchpad_desc());
-    execute(cpu_, mm_dgrad_, args, "Conv2d backward data (matmul)");
     if (cfg_.stride_h * cfg_.stride_w > 1) be_.fill(dx, 0.f);
-    execute(cpu_, dx_from_cl_,
-            {{DNNL_ARG_FROM, memory(x_cl_md_, e, x_cl_.raw())},
-             {DNNL_ARG_TO, memory(x_at_md_, e, dx.raw())}},
-            "Conv2d reorder");
+    execute(cpu_, mm_dgrad_, args, "Conv2d backward data (matmul)");
+    x_cl_.back(cpu_, dx_cl, dx_mem);
   }
 
-  // dW += dy^T x: straight into a row-major gradient, else through the scratch; dy_cl_ holds dy.
-  void pointwise_wgrad(const Tensor& x) {
+  // dW += dy^T x: straight into a row-major gradient, else through the scratch; dy_data:
+  // pointwise_dy's.
+  void pointwise_wgrad(void* dy_data, const Tensor& x) {
     auto& e = cpu_.engine();
-    execute(cpu_, x_to_cl_,
-            {{DNNL_ARG_FROM, memory(x_at_md_, e, x.raw())},
-             {DNNL_ARG_TO, memory(x_cl_md_, e, x_cl_.raw())}},
-            "Conv2d reorder");
+    const memory x_cl = x_cl_.into(cpu_, memory(x_at_md_, e, x.raw()));
     const Tensor& g = params_[0].grad;
     const bool direct = g.layout() == Layout::kRowMajor;
     std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, memory(dyt_md_, e, dy_cl_.raw())},
-        {DNNL_ARG_WEIGHTS, memory(x2_md_, e, x_cl_.raw())},
+        {DNNL_ARG_SRC, memory(dyt_md_, e, dy_data)},
+        {DNNL_ARG_WEIGHTS, memory(x2_md_, e, x_cl.get_data_handle())},
         {DNNL_ARG_DST, memory(dw2_md_, e, direct ? g.raw() : dw_scratch_.raw())}};
     add_scratch(args, (direct ? mm_wgrad_sum_pd_ : mm_wgrad_pd_).scratchpad_desc());
     execute(cpu_, direct ? mm_wgrad_sum_ : mm_wgrad_, args, "Conv2d backward weights (matmul)");
@@ -555,12 +561,14 @@ class Conv2dOneDnn final : public Layer {
   // The pointwise backward as products (plan_pointwise_backward)
   bool mm_dgrad_on_ = false, mm_wgrad_on_ = false;
   dnnl::matmul::primitive_desc mm_dgrad_pd_, mm_wgrad_pd_, mm_wgrad_sum_pd_;
-  dnnl::primitive mm_dgrad_, mm_wgrad_, mm_wgrad_sum_, x_to_cl_, dx_from_cl_, dy_to_cl_;
-  memory::desc x_at_md_, x_cl_md_, dy_at_md_, dy_cl_md_;   // strided views, channels-last
+  dnnl::primitive mm_dgrad_, mm_wgrad_, mm_wgrad_sum_;
+  memory::desc x_at_md_, dy_at_md_;                        // x's strided positions, dy
   memory::desc dy2_md_, w2_md_, x2_md_, dyt_md_, dw2_md_;  // the products' 2-D operands
   WeightsAs w_mm_;                                         // bf16 (K, C) row-major
-  Tensor w_mm_copy_, dy_cl_, x_cl_;     // x_cl_: x's strided positions, or dx's before the scatter
-  memory::desc x_span_md_, y_span_md_;  // nChw16c slices of span_ images
+  Tensor w_mm_copy_;
+  // dy and x channels-last; x_cl_ also holds dx before the scatter (both ways)
+  Relayout dy_cl_, x_cl_;
+  memory::desc x_span_md_, y_span_md_;            // nChw16c slices of span_ images
   memory::desc x_span_nhwc_md_, y_span_nhwc_md_;  // the same slices, nhwc (built once)
   int64_t chunk_ = 0;                             // images per brgconv call
   int64_t span_ = 0;                              // images per reorder (a multiple of chunk_)
