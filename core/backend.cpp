@@ -81,6 +81,10 @@ Tensor Backend::empty(const TensorDesc& desc, MemCategory category) {
               "Backend::empty: nChw16c needs a 4-D shape with C % 16 == 0, got ",
               desc.shape.to_string());
   }
+  if (desc.layout == Layout::kNhwc) {
+    TBD_CHECK(desc.shape.rank() == 4, "Backend::empty: nhwc needs a 4-D shape, got ",
+              desc.shape.to_string());
+  }
   TBD_CHECK((desc.layout == Layout::kPacked) == (desc.packing != nullptr),
             "Backend::empty: a packed tensor needs its packing (and only it has one), got ",
             desc.to_string());

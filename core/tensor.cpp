@@ -48,6 +48,8 @@ const char* to_string(Layout l) {
       return "row_major";
     case Layout::kNChw16c:
       return "nChw16c";
+    case Layout::kNhwc:
+      return "nhwc";
     case Layout::kPacked:
       return "packed";
   }

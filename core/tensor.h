@@ -32,12 +32,14 @@ const char* to_string(DeviceKind d);
 
 // kRowMajor: plain C order of the logical dims (NCHW for 4-D).
 // kNChw16c: 4-D activations with channels blocked by 16 (oneDNN nChw16c); C % 16 == 0.
+// kNhwc: 4-D activations channels-last (stored N, H, W, C; oneDNN nhwc), where the kernels
+//   want it (oneDNN 2.6 runs its AMX convolutions only channels-last).
 // kPacked: a parameter in the layout its kernels want (oneDNN's blocked weight formats, such
 //   as OIhw16i16o, padded with zeros to whole blocks). The element order and the size are the
 //   backend's, described by TensorDesc::packing; element-wise code (optimizers, all-reduce,
 //   accumulate) may run over it as a flat array of stored_numel() elements, and the backend's
 //   copy_to_host / copy_from_host convert it to and from row-major.
-enum class Layout { kRowMajor, kNChw16c, kPacked };
+enum class Layout { kRowMajor, kNChw16c, kNhwc, kPacked };
 const char* to_string(Layout l);
 
 // How a kPacked tensor is stored. A backend derives its own (the CPU backend's holds a oneDNN

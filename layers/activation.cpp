@@ -34,7 +34,7 @@ Shape activation_output_shape(const std::string& name, const ActivationConfig& c
   check_positive(k, name, "x", x.shape);
   TBD_LAYER_CHECK(is_floating(x.dtype), k, name, "input x must be f32 or bf16, got ",
                   to_string(x.dtype), " ", x.shape.to_string());
-  TBD_LAYER_CHECK(x.layout == Layout::kRowMajor || (x.shape.rank() == 4 && x.shape[1] % 16 == 0), k,
+  TBD_LAYER_CHECK(x.layout != Layout::kNChw16c || (x.shape.rank() == 4 && x.shape[1] % 16 == 0), k,
                   name, "input x in nChw16c needs rank 4 and C % 16 == 0, got ",
                   x.shape.to_string());
   TBD_LAYER_CHECK(

@@ -10,7 +10,7 @@ Shape dropout_output_shape(const std::string& name, const DropoutConfig& cfg, co
   check_positive(k, name, "x", x.shape);
   TBD_LAYER_CHECK(is_floating(x.dtype), k, name, "input x must be f32 or bf16, got ",
                   x.to_string());
-  TBD_LAYER_CHECK(x.layout == Layout::kRowMajor || (x.shape.rank() == 4 && x.shape[1] % 16 == 0), k,
+  TBD_LAYER_CHECK(x.layout != Layout::kNChw16c || (x.shape.rank() == 4 && x.shape[1] % 16 == 0), k,
                   name, "blocked input x must be (N, C, H, W) with C % 16 == 0, got ",
                   x.to_string());
   TBD_LAYER_CHECK(cfg.p >= 0 && cfg.p <= 1, k, name, "invalid config: p=", cfg.p,

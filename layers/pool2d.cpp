@@ -9,7 +9,7 @@ static void check_pool_input(const char* k, const std::string& name, const Tenso
   check_rank(k, name, "x", x, 4, "(N, C, H, W)");
   TBD_LAYER_CHECK(is_floating(x.dtype), k, name, "input x must be f32 or bf16, got ",
                   to_string(x.dtype), " ", x.shape.to_string());
-  TBD_LAYER_CHECK(x.layout == Layout::kRowMajor || x.shape[1] % 16 == 0, k, name,
+  TBD_LAYER_CHECK(x.layout != Layout::kNChw16c || x.shape[1] % 16 == 0, k, name,
                   "input x in nChw16c needs C % 16 == 0, got ", x.shape.to_string());
 }
 

@@ -75,13 +75,20 @@ bool channel_blocks_ok(const std::vector<TensorDesc>& x, int axis) {
   return !x.empty() && axis == 1;
 }
 
+bool channels_last_ok(const std::vector<TensorDesc>& x, int axis) {
+  for (const TensorDesc& d : x) {
+    if (d.layout != Layout::kNhwc || d.shape.rank() != 4) return false;
+  }
+  return !x.empty() && axis == 1;
+}
+
 Shape concat_output_shape(const std::string& name, const ConcatConfig& cfg,
                           const std::vector<TensorDesc>& x) {
   const char* k = ConcatConfig::kKind;
   TBD_LAYER_CHECK(!x.empty(), k, name, "needs at least one input");
   const int rank = x[0].shape.rank();
   const int axis = normalize_axis(k, name, cfg.axis, rank);
-  const bool blocked = channel_blocks_ok(x, axis);
+  const bool blocked = channel_blocks_ok(x, axis) || channels_last_ok(x, axis);
   for (std::size_t i = 0; i < x.size(); ++i) {
     std::string arg = detail::concat("x", i);
     check_input(k, name, arg.c_str(), x[i]);
@@ -117,8 +124,9 @@ std::vector<Shape> split_output_shapes(const std::string& name, const SplitConfi
       name, "invalid config: parts=", cfg.parts, " must be positive, divide x's dim ", axis, " = ",
       x.shape[axis], " and come without sizes (x ", x.shape.to_string(), ")");
   const std::vector<int64_t> cut = split_sizes(cfg, x.shape);
-  const bool blocked = channel_blocks_ok({x}, axis) &&
-                       std::all_of(cut.begin(), cut.end(), [](int64_t s) { return s % 16 == 0; });
+  const bool blocked = channels_last_ok({x}, axis) ||
+                       (channel_blocks_ok({x}, axis) &&
+                        std::all_of(cut.begin(), cut.end(), [](int64_t s) { return s % 16 == 0; }));
   if (!blocked) check_row_major(k, name, "x", x);
   TBD_LAYER_CHECK(!cut.empty(), k, name, "needs at least one output size");
   int64_t sum = 0;

@@ -88,8 +88,10 @@ Bytes copy_bytes(const std::vector<TensorDesc>& x, const std::vector<TensorDesc>
 // True when x (nChw16c, rank 4, C % 16 == 0 each) can be cut or joined along `axis` (channels)
 // without leaving the blocked layout.
 bool channel_blocks_ok(const std::vector<TensorDesc>& x, int axis);
-// At least one input, same rank and dtype, equal except along axis; row-major, or nChw16c
-// along channels (channel_blocks_ok).
+// True when x (nhwc each) is cut or joined along `axis` (channels), which stays channels-last.
+bool channels_last_ok(const std::vector<TensorDesc>& x, int axis);
+// At least one input, same rank and dtype, equal except along axis; row-major, or nChw16c or
+// nhwc along channels (channel_blocks_ok, channels_last_ok).
 Shape concat_output_shape(const std::string& name, const ConcatConfig& cfg,
                           const std::vector<TensorDesc>& x);
 // sizes all positive and summing to x's extent along axis.

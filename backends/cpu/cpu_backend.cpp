@@ -306,6 +306,7 @@ dnnl::memory::desc md_of(const TensorDesc& d) {
     return p->md;
   }
   if (d.layout == Layout::kNChw16c) return {dnnl_dims(d.shape), dnnl_dtype(d.dtype), tag::nChw16c};
+  if (d.layout == Layout::kNhwc) return {dnnl_dims(d.shape), dnnl_dtype(d.dtype), tag::nhwc};
   static const tag plain[] = {tag::a, tag::ab, tag::abc, tag::abcd, tag::abcde, tag::abcdef};
   TBD_CHECK(d.shape.rank() >= 1 && d.shape.rank() <= 6, "oneDNN tensors have rank 1..6, got ",
             d.shape.to_string());

@@ -2,19 +2,21 @@
 // BatchNorm2d (layers/cpu/batchnorm2d_cpu.cpp) and SequenceBatchNorm
 // (layers/cpu/sequence_batchnorm_cpu.cpp), which differ only in the (N, C, H, W) their x is
 // normalised as (BatchNormSpec). oneDNN gets x's own descriptor when x is that (N, C, H, W)
-// (BatchNorm2d, plain or nChw16c), else the 2-D `nc` (N, C) (SequenceBatchNorm's rows, H = W =
-// 1), both with statistics per C.
+// (BatchNorm2d, plain, nChw16c or nhwc), else the 2-D `nc` (N, C) (SequenceBatchNorm's rows, H = W
+// = 1), both with statistics per C.
 //
-// x and y share x's layout (plain or nChw16c; nothing is reordered). Training: forward_training
-// computes the batch mean and biased variance into saved state (feature maps, C floats each);
-// our own loop then updates the running statistics with the unbiased variance (PyTorch).
-// Eval: forward_inference with use_global_stats on the running statistics. Backward uses the
-// saved batch statistics (or, in eval mode, the running ones as constants). oneDNN assigns
+// x and y share x's layout (plain, nChw16c or nhwc; nothing is reordered). Training:
+// forward_training computes the batch mean and biased variance into saved state (feature maps, C
+// floats each); our own loop then updates the running statistics with the unbiased variance
+// (PyTorch). Eval: forward_inference with use_global_stats on the running statistics. Backward uses
+// the saved batch statistics (or, in eval mode, the running ones as constants). oneDNN assigns
 // diff_scale/diff_shift, so they go to workspace scratch and are added onto the gradients (+=).
 // A fused ReLU (spec.relu) is oneDNN's fuse_norm_relu: training forward writes its mask into a
 // workspace kept for backward (feature_maps), which masks dy with it. The paths oneDNN has no
 // call for (no input gradient; eval-mode backward with the ReLU, which has no mask) run our own
-// per-channel loop, masking dy where y is 0.
+// per-channel loop, masking dy where y is 0. Channels-last x trains on our own passes instead
+// (layers/cpu/batchnorm_nhwc.cpp: faster than oneDNN 2.6's nhwc kernel), which mask dy by y and
+// keep no workspace; eval mode stays on oneDNN.
 #pragma once
 
 #include <cmath>
@@ -25,6 +27,7 @@
 #include "backends/cpu/onednn.h"
 #include "core/bf16.h"
 #include "layers/batchnorm2d.h"
+#include "layers/cpu/batchnorm_nhwc.h"
 
 namespace tbd::cpu {
 
@@ -40,7 +43,7 @@ class BatchNormOneDnn : public BatchNormLayer {
         N_(spec.nchw[0]),
         C_(spec.nchw[1]),
         HW_(spec.nchw[2] * spec.nchw[3]),
-        blocked_(in[0].layout == Layout::kNChw16c),
+        layout_(in[0].layout),
         x_md_(in[0].shape == spec.nchw
                   ? md_of(in[0])
                   : dnnl::memory::desc({N_, C_}, dnnl_dtype(in[0].dtype),  // rows: HW 1
@@ -85,7 +88,13 @@ class BatchNormOneDnn : public BatchNormLayer {
                             in[0].to_string() + ": " + e.what());
     }
     if (spec.frozen) freeze();
-    if (spec.relu) {
+    // Channels-last (N, C, H, W): training runs our own passes (batchnorm_nhwc.h), which keep
+    // no ReLU mask (the backward reads y).
+    own_nhwc_ = layout_ == Layout::kNhwc && in[0].shape == spec.nchw;
+    if (own_nhwc_) {
+      threads_ = cpu_.num_threads();
+      transient(nhwc_work_, bn_nhwc_work_bytes(C, threads_));
+    } else if (spec.relu) {
       const std::size_t ws = fwd_train_pd_.workspace_desc().get_size();
       saved(ws_, TensorDesc{Shape{static_cast<int64_t>((ws + 3) / 4)}});
     }
@@ -113,6 +122,20 @@ class BatchNormOneDnn : public BatchNormLayer {
       execute(cpu_, fwd_eval_, args, who_fwd_eval_.c_str());
       return;
     }
+    if (own_nhwc_) {
+      const float* g = params_[0].value.f32();
+      const float* b = params_[1].value.f32();
+      const int64_t M = N_ * HW_;
+      if (x[0]->dtype() == DType::kBF16) {
+        bn_nhwc_forward(x[0]->data<const uint16_t>(), y[0]->data<uint16_t>(), M, C_, g, b,
+                        spec_.eps, spec_.relu, mean_.f32(), var_.f32(), threads_, nhwc_work_.raw());
+      } else {
+        bn_nhwc_forward(x[0]->f32(), y[0]->f32(), M, C_, g, b, spec_.eps, spec_.relu, mean_.f32(),
+                        var_.f32(), threads_, nhwc_work_.raw());
+      }
+      update_running_stats();
+      return;
+    }
     args[DNNL_ARG_MEAN] = mem_of(cpu_, mean_);
     args[DNNL_ARG_VARIANCE] = mem_of(cpu_, var_);
     if (spec_.relu) args[DNNL_ARG_WORKSPACE] = ws_mem();
@@ -125,6 +148,10 @@ class BatchNormOneDnn : public BatchNormLayer {
     const Tensor& mean = training_ ? mean_ : running_mean_;
     const Tensor& var = training_ ? var_ : running_var_;
     const Tensor* relu_y = spec_.relu ? y[0] : nullptr;
+    if (own_nhwc_ && training_) {
+      nhwc_backward(*dy[0], *x[0], relu_y, dx[0]);
+      return;
+    }
     if (dx[0] == nullptr) {
       // No input gradient wanted (x is data): oneDNN would need a full-size diff_src buffer,
       // so the two per-channel reductions are done here instead.
@@ -159,6 +186,26 @@ class BatchNormOneDnn : public BatchNormLayer {
   }
 
  private:
+  // The channels-last training backward (own_nhwc_): dx where given, the parameter gradients
+  // where they are on.
+  void nhwc_backward(const Tensor& dy, const Tensor& x, const Tensor* relu_y, Tensor* dx) {
+    const int64_t M = N_ * HW_;
+    float* dg = param_grads() ? params_[0].grad.f32() : nullptr;
+    float* db = param_grads() ? params_[1].grad.f32() : nullptr;
+    if (dx == nullptr && dg == nullptr) return;
+    const float* gamma = params_[0].value.f32();
+    if (dy.dtype() == DType::kBF16) {
+      bn_nhwc_backward(dy.data<const uint16_t>(), x.data<const uint16_t>(),
+                       relu_y ? relu_y->data<const uint16_t>() : nullptr,
+                       dx ? dx->data<uint16_t>() : nullptr, M, C_, gamma, mean_.f32(), var_.f32(),
+                       spec_.eps, dg, db, threads_, nhwc_work_.raw());
+    } else {
+      bn_nhwc_backward(dy.f32(), x.f32(), relu_y ? relu_y->f32() : nullptr,
+                       dx ? dx->f32() : nullptr, M, C_, gamma, mean_.f32(), var_.f32(), spec_.eps,
+                       dg, db, threads_, nhwc_work_.raw());
+    }
+  }
+
   // An x-shaped tensor (x, y, dy, dx) as oneDNN sees x.
   dnnl::memory x_mem(const Tensor& t) { return mem_of(cpu_, x_md_, t.raw()); }
   dnnl::memory ws_mem() {
@@ -186,8 +233,8 @@ class BatchNormOneDnn : public BatchNormLayer {
   }
 
   // Eval mode without parameter gradients (a frozen layer): dx = g * gamma / sqrt(var + eps),
-  // g = dy (0 where relu_y, when given, is 0). One streaming pass in memory order (plain or
-  // nChw16c), unlike own_backward's per-channel walk; f32 or bf16 tensors (f32 arithmetic).
+  // g = dy (0 where relu_y, when given, is 0). One streaming pass in memory order (plain,
+  // nChw16c or nhwc), unlike own_backward's per-channel walk; f32 or bf16 tensors (f32 arithmetic).
   void eval_dx(const Tensor& dy, const Tensor* relu_y, const Tensor& var, Tensor& dx) {
     const float* vp = var.f32();
     const float* gamma = params_[0].value.f32();
@@ -220,13 +267,20 @@ class BatchNormOneDnn : public BatchNormLayer {
       }
     };
     const int64_t C = C_, HW = HW_, NC = N_ * C_;
-    const bool blocked = blocked_;
-    // Rows of HW (plain: one channel each) or of 16 * HW (nChw16c: 16 channels interleaved).
-    const int64_t rows = blocked ? NC / 16 : NC, len = blocked ? 16 * HW : HW;
+    const bool blocked = layout_ == Layout::kNChw16c, nhwc = layout_ == Layout::kNhwc;
+    // Rows of HW (plain: one channel each), of 16 * HW (nChw16c: 16 channels interleaved) or
+    // of C (nhwc: one position's channels).
+    const int64_t rows = blocked ? NC / 16 : nhwc ? N_ * HW : NC;
+    const int64_t len = blocked ? 16 * HW : nhwc ? C : HW;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t off = r * len;
-      if (blocked) {
+      if (nhwc) {
+        for (int64_t c = 0; c < C; ++c) {
+          const float g = yp && load(yp[off + c]) <= 0 ? 0.f : load(dyp[off + c]);
+          dxp[off + c] = store(g * scale[c]);
+        }
+      } else if (blocked) {
         const float* s = scale + (r % (C / 16)) * 16;
         for (int64_t j = 0; j < HW; ++j) {
           const int64_t o = off + 16 * j;
@@ -255,13 +309,13 @@ class BatchNormOneDnn : public BatchNormLayer {
 
   // With g = dy (0 where relu_y, when given, is 0): dgamma += sum g * (x - mean) / sqrt(var +
   // eps), dbeta += sum g, per channel, when the parameter gradients are on; with dx (eval mode:
-  // constant statistics) also dx = g * gamma / sqrt(var + eps). Plain and nChw16c offsets.
+  // constant statistics) also dx = g * gamma / sqrt(var + eps). Plain, nChw16c and nhwc offsets.
   void own_backward(const Tensor& dy, const Tensor& x, const Tensor* relu_y, const Tensor& mean,
                     const Tensor& var, Tensor* dx) {
     check_f32_path(dy, dx ? "the eval-mode backward with the fused ReLU"
                           : "the backward without an input gradient");
     const int64_t N = N_, C = C_, HW = HW_;
-    const bool blocked = blocked_;
+    const Layout layout = layout_;
     const float* xp = x.f32();
     const float* dyp = dy.f32();
     const float* yp = relu_y ? relu_y->f32() : nullptr;
@@ -279,8 +333,10 @@ class BatchNormOneDnn : public BatchNormLayer {
       const float scale = static_cast<float>(gamma[c] * rstd);
       for (int64_t n = 0; n < N; ++n) {
         for (int64_t i = 0; i < HW; ++i) {
-          int64_t off =
-              blocked ? ((n * (C / 16) + c / 16) * HW + i) * 16 + c % 16 : (n * C + c) * HW + i;
+          const int64_t off = layout == Layout::kNChw16c
+                                  ? ((n * (C / 16) + c / 16) * HW + i) * 16 + c % 16
+                              : layout == Layout::kNhwc ? (n * HW + i) * C + c
+                                                        : (n * C + c) * HW + i;
           const float g = yp && yp[off] <= 0 ? 0.f : dyp[off];
           sg += g * (xp[off] - mu) * rstd;
           sb += g;
@@ -297,7 +353,7 @@ class BatchNormOneDnn : public BatchNormLayer {
   BatchNormSpec spec_;
   Tensor ws_;           // the fused ReLU's mask (oneDNN's workspace), forward to backward
   int64_t N_, C_, HW_;  // x as (N, C, HW) per channel c
-  bool blocked_;        // x in nChw16c (else plain)
+  Layout layout_;       // x's: plain, nChw16c or nhwc
   dnnl::memory::desc x_md_;
   CpuBackend& cpu_;
   std::string who_fwd_, who_fwd_eval_, who_bwd_;  // what execute() names on a oneDNN failure
@@ -305,6 +361,9 @@ class BatchNormOneDnn : public BatchNormLayer {
   dnnl::batch_normalization_backward::primitive_desc bwd_train_pd_, bwd_eval_pd_;
   dnnl::primitive fwd_train_, fwd_eval_, bwd_train_, bwd_eval_;
   Tensor mean_, var_, dscale_, dshift_, scratch_;
+  bool own_nhwc_ = false;  // nhwc x: training on our own passes (batchnorm_nhwc.h)
+  int threads_ = 1;
+  Tensor nhwc_work_;  // their per-thread sums
 };
 
 }  // namespace tbd::cpu

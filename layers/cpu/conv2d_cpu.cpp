@@ -2,11 +2,12 @@
 //
 // Activations: x in whatever layout the producer left it (plain or nChw16c); y is nChw16c when
 // K % 16 == 0 (what oneDNN's AVX-512/AVX2 kernels want), so blocked data flows on to the next
-// layer. The weights are stored in the format the forward primitive chose (a packed parameter:
-// value, gradient and optimizer state in the arena, padded to whole blocks), so the forward
-// reads them as they are; backward-data reorders them into a transient copy where it wants
-// another format. wgrad writes a scratch that is reordered into the gradient with a sum
-// post-op, which is the (+=) accumulation of the gradient policy.
+// layer. Under bf16 on AMX, x and y are channels-last (nhwc) instead (channels_last_bf16). The
+// weights are stored in the format the forward primitive chose (a packed parameter: value, gradient
+// and optimizer state in the arena, padded to whole blocks), so the forward reads them as they are;
+// backward-data reorders them into a transient copy where it wants another format. wgrad writes a
+// scratch that is reordered into the gradient with a sum post-op, which is the (+=) accumulation of
+// the gradient policy.
 //
 // Strided spatial convolutions (kernel > 1, stride > 1, e.g. ResNet-50's layer2.0.conv2) run
 // their forward channels-last: oneDNN 2.6 has its brgemm kernel (brgconv) only for nhwc, which
@@ -43,8 +44,12 @@ class Conv2dOneDnn final : public Layer {
     const Shape& xs = in[0].shape;
     const Shape& ys = outputs_[0].shape;
     // y blocked by 16 channels where K allows: what the next conv, batchnorm, relu, pooling
-    // and add take as they are.
-    if (ys[1] % 16 == 0) outputs_[0].layout = Layout::kNChw16c;
+    // and add take as they are. Under bf16 on AMX, y channels-last (see channels_last_bf16).
+    if (channels_last_bf16(cfg, in)) {
+      outputs_[0].layout = Layout::kNhwc;
+    } else if (ys[1] % 16 == 0) {
+      outputs_[0].layout = Layout::kNChw16c;
+    }
     const int64_t K = cfg.out_channels, G = cfg.groups;
 
     // Under --tbd_math=bf16 x and y are bf16 (the graph casts them: layers/precision.h): the
@@ -149,9 +154,10 @@ class Conv2dOneDnn final : public Layer {
     }
     // Under bf16 on an AMX CPU: oneDNN 2.6 runs AMX only in its channels-last kernels; on
     // nChw16c it picks avx512_core_bf16, whose vdpbf16ps ran at 0.15 TFLOP/s on 2 cores here
-    // against AMX's 4.7 (and below FP32's 0.32). Each pass whose kernel is not AMX runs on nhwc
-    // copies of its activations where oneDNN has an AMX kernel for it (the reorders are inside
-    // the pass's time).
+    // against AMX's 4.7 (and below FP32's 0.32). In a graph x and y come nhwc already
+    // (channels_last_bf16); otherwise each pass whose kernel is not AMX runs on nhwc copies of
+    // its activations where oneDNN has an AMX kernel for it (the reorders are inside the pass's
+    // time).
     auto is_amx = [](const auto& pd) {
       return std::string(pd.impl_info_str()).find("amx") != std::string::npos;
     };
@@ -245,10 +251,22 @@ class Conv2dOneDnn final : public Layer {
   }
 
   // x in nChw16c whenever C allows: on plain nchw oneDNN 2.6 has only its reference kernels
-  // (ref:any, about 100x slower) for C > 3, so a row-major x is better reordered first.
-  static std::vector<Layout> input_layouts(const Conv2dConfig&, const std::vector<TensorDesc>& in) {
+  // (ref:any, about 100x slower) for C > 3, so a row-major x is better reordered first. Under
+  // bf16 on AMX, x channels-last (channels_last_bf16).
+  static std::vector<Layout> input_layouts(const Conv2dConfig& cfg,
+                                           const std::vector<TensorDesc>& in) {
+    if (channels_last_bf16(cfg, in)) return {Layout::kNhwc};
     const bool blockable = !in.empty() && in[0].shape.rank() == 4 && in[0].shape[1] % 16 == 0;
     return {blockable ? Layout::kNChw16c : Layout::kRowMajor};
+  }
+
+  // Under bf16 on an AMX CPU, x and y channels-last: oneDNN 2.6 runs AMX only in its nhwc
+  // convolution kernels, so blocked activations were reordered to nhwc and back around every
+  // pass (18% of Inception-v3's bf16 step at batch 8); batch norm, activations, pooling, add
+  // and concat take nhwc as it comes. Ungrouped convolutions only.
+  static bool channels_last_bf16(const Conv2dConfig& cfg, const std::vector<TensorDesc>& in) {
+    return !in.empty() && in[0].dtype == DType::kBF16 && in[0].shape.rank() == 4 &&
+           cfg.groups == 1 && dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
   }
 
   std::string implementation() const override {
@@ -426,9 +444,10 @@ class Conv2dOneDnn final : public Layer {
     return r;
   }
 
-  // t (N, C, H, W; nChw16c or row-major) read or written at every (sh, sw)-th row and column,
-  // and a dense channels-last (N, P, Q, C) array of the same elements: two plain strided views
-  // with the same dims, between which one oneDNN reorder copies (nChw16c as (N, C/16, P, Q, 16)).
+  // t (N, C, H, W; nChw16c, nhwc or row-major) read or written at every (sh, sw)-th row and
+  // column, and a dense channels-last (N, P, Q, C) array of the same elements: two plain strided
+  // views with the same dims, between which one oneDNN reorder copies (nChw16c as
+  // (N, C/16, P, Q, 16); the same view twice for an nhwc t at stride 1: no copy).
   static std::pair<memory::desc, memory::desc> channels_last_views(const TensorDesc& t, int64_t sh,
                                                                    int64_t sw) {
     const int64_t N = t.shape[0], C = t.shape[1], H = t.shape[2], W = t.shape[3];
@@ -440,8 +459,11 @@ class Conv2dOneDnn final : public Layer {
               memory::desc(d, dt, {P * Q * C, 16, Q * C, C, 1})};
     }
     const memory::dims d{N, C, P, Q};
-    return {memory::desc(d, dt, {C * H * W, H * W, sh * W, sw}),
-            memory::desc(d, dt, {P * Q * C, 1, Q * C, C})};
+    const memory::desc cl(d, dt, {P * Q * C, 1, Q * C, C});
+    if (t.layout == Layout::kNhwc) {
+      return {memory::desc(d, dt, {H * W * C, 1, sh * W * C, sw * C}), cl};
+    }
+    return {memory::desc(d, dt, {C * H * W, H * W, sh * W, sw}), cl};
   }
 
   // Under bf16, a pointwise convolution (1x1, unpadded, any stride) as two products over its

@@ -131,6 +131,12 @@ struct AxisCut {
       o += s * inner;
     }
   }
+  // The cut along channels (axis 1) of channels-last (N, C, H, W): rows of the N H W positions.
+  static AxisCut channels_last(const Shape& whole_shape, const std::vector<int64_t>& sizes,
+                               DType dt) {
+    const Shape& s = whole_shape;
+    return AxisCut(Shape{s[0], s[2], s[3], s[1]}, 3, sizes, dt);
+  }
   // whole <- pieces (a null piece is zeros).
   void gather(void* whole_data, const std::vector<const void*>& pieces) const {
     for (std::size_t k = 0; k < pieces.size(); ++k) {
@@ -163,20 +169,29 @@ class ConcatCpu final : public Layer {
     axis_ = normalize_axis(kind(), name, cfg.axis, ys.rank());
     std::vector<int64_t> sizes;
     for (const auto& t : in) sizes.push_back(t.shape[axis_]);
-    cut_ = AxisCut(ys, axis_, sizes, in[0].dtype);
+    if (in[0].layout == Layout::kNhwc) {  // all nhwc, along channels (the contract)
+      cut_ = AxisCut::channels_last(ys, sizes, in[0].dtype);
+    } else {
+      cut_ = AxisCut(ys, axis_, sizes, in[0].dtype);
+    }
   }
 
-  // Along channels with every C % 16 == 0, blocked inputs stay blocked (one reorder fewer per
-  // branch and the next convolution keeps its fast kernels); otherwise row-major.
+  // Along channels, channels-last inputs stay channels-last, and with every C % 16 == 0 blocked
+  // inputs stay blocked (one reorder fewer per branch and the next convolution keeps its fast
+  // kernels); otherwise row-major.
   static std::vector<Layout> input_layouts(const ConcatConfig& cfg,
                                            const std::vector<TensorDesc>& in) {
-    bool any_blocked = false, channels_ok = !in.empty();
+    bool any_blocked = false, any_nhwc = false, channels_ok = !in.empty(), rank4 = !in.empty();
     for (const TensorDesc& d : in) {
       any_blocked |= d.layout == Layout::kNChw16c;
+      any_nhwc |= d.layout == Layout::kNhwc;
+      rank4 &= d.shape.rank() == 4;
       channels_ok &= d.shape.rank() == 4 && d.shape[1] % 16 == 0;
     }
     const int axis = in.empty() ? 0 : (cfg.axis < 0 ? cfg.axis + in[0].shape.rank() : cfg.axis);
-    const Layout l = any_blocked && channels_ok && axis == 1 ? Layout::kNChw16c : Layout::kRowMajor;
+    const Layout l = any_nhwc && rank4 && axis == 1            ? Layout::kNhwc
+                     : any_blocked && channels_ok && axis == 1 ? Layout::kNChw16c
+                                                               : Layout::kRowMajor;
     return std::vector<Layout>(in.size(), l);
   }
 
@@ -202,13 +217,22 @@ class SplitCpu final : public Layer {
            const std::vector<TensorDesc>& in)
       : Layer(be, name, in, contract_of(name, cfg, in)) {
     axis_ = normalize_axis(kind(), name, cfg.axis, in[0].shape.rank());
-    cut_ = AxisCut(in[0].shape, axis_, split_sizes(cfg, in[0].shape), in[0].dtype);
+    if (in[0].layout == Layout::kNhwc) {  // along channels (the contract)
+      cut_ = AxisCut::channels_last(in[0].shape, split_sizes(cfg, in[0].shape), in[0].dtype);
+    } else {
+      cut_ = AxisCut(in[0].shape, axis_, split_sizes(cfg, in[0].shape), in[0].dtype);
+    }
   }
 
-  // Along channels with every size a multiple of 16, a blocked input stays blocked.
+  // Along channels a channels-last input stays channels-last, and with every size a multiple of
+  // 16 a blocked input stays blocked.
   static std::vector<Layout> input_layouts(const SplitConfig& cfg,
                                            const std::vector<TensorDesc>& in) {
     if (in.size() != 1) return std::vector<Layout>(in.size(), Layout::kRowMajor);
+    const int axis = cfg.axis < 0 ? cfg.axis + in[0].shape.rank() : cfg.axis;
+    if (in[0].layout == Layout::kNhwc && in[0].shape.rank() == 4 && axis == 1) {
+      return {Layout::kNhwc};
+    }
     const std::vector<int64_t> cut = split_sizes(cfg, in[0].shape);
     if (channel_blocks_ok(in, cfg.axis < 0 ? cfg.axis + 4 : cfg.axis) &&
         std::all_of(cut.begin(), cut.end(), [](int64_t s) { return s % 16 == 0; })) {

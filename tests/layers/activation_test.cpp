@@ -118,6 +118,7 @@ INSTANTIATE_TEST_SUITE_P(
     on_all_targets(::testing::Values(
         ActCase{"relu_odd_4d", ActKind::kRelu, Shape{1, 3, 5, 7}},
         ActCase{"relu_blocked", ActKind::kRelu, Shape{2, 16, 3, 5}, Layout::kNChw16c},
+        ActCase{"relu_channels_last", ActKind::kRelu, Shape{2, 5, 3, 4}, Layout::kNhwc},
         ActCase{"relu_rank1", ActKind::kRelu, Shape{37}},
         ActCase{"leaky_relu_2d", ActKind::kLeakyRelu, Shape{7, 9}, Layout::kRowMajor, 0.1},
         ActCase{"leaky_relu_blocked", ActKind::kLeakyRelu, Shape{1, 32, 2, 3}, Layout::kNChw16c,

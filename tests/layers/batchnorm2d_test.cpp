@@ -1,5 +1,5 @@
 // tests/layers/batchnorm2d_test.cpp: BatchNorm2d training forward/backward, running statistics
-// and eval mode against a float64 reference, in plain and nChw16c layouts, on every target.
+// and eval mode against a float64 reference, in plain, nChw16c and nhwc layouts, on every target.
 #include <gtest/gtest.h>
 
 #include "layers/batchnorm2d.h"
@@ -115,7 +115,11 @@ INSTANTIATE_TEST_SUITE_P(
         BnCase{"blocked", Shape{2, 16, 5, 3}, Layout::kNChw16c},
         BnCase{"blocked_32c_batch1", Shape{1, 32, 3, 3}, Layout::kNChw16c},
         BnCase{"relu_plain", Shape{3, 5, 4, 3}, Layout::kRowMajor, true},
-        BnCase{"relu_blocked", Shape{2, 32, 5, 3}, Layout::kNChw16c, true})),
+        BnCase{"relu_blocked", Shape{2, 32, 5, 3}, Layout::kNChw16c, true},
+        BnCase{"channels_last", Shape{2, 6, 5, 3}, Layout::kNhwc},
+        BnCase{"relu_channels_last", Shape{3, 5, 4, 3}, Layout::kNhwc, true},
+        // Rows (N H W = 900) over several blocks of the own nhwc passes' sums, one partial.
+        BnCase{"relu_channels_last_many_rows", Shape{3, 7, 20, 15}, Layout::kNhwc, true})),
     CaseOnTarget());
 
 TEST(BatchNorm2dParams, GammaOnesBetaZerosNoDecay) {
@@ -177,7 +181,7 @@ TEST(BatchNorm2dFlops, MatchesFormula) {
 TEST(BatchNorm2dSteps, AllocateNothing) {
   auto be = make_cpu_backend();
   for (bool relu : {false, true}) {
-    for (Layout l : {Layout::kRowMajor, Layout::kNChw16c}) {
+    for (Layout l : {Layout::kRowMajor, Layout::kNChw16c, Layout::kNhwc}) {
       BatchNorm2dConfig cfg;
       cfg.relu = relu;
       auto layer = make_layer(*be, "bn", cfg, {TensorDesc{Shape{2, 16, 3, 3}, DType::kF32, l}});

@@ -253,6 +253,10 @@ void check_conv_bf16(Backend& be, const ConvShape& c) {
         impl.find("amx") != std::string::npos) {
       EXPECT_NE(impl.find("(matmul: over nhwc positions)"), std::string::npos) << impl;
     }
+    // On AMX y is channels-last (oneDNN 2.6's AMX kernels are nhwc only), whatever x's layout.
+    if (impl.find("amx") != std::string::npos) {
+      EXPECT_EQ(layer->output_descs()[0].layout, Layout::kNhwc) << impl;
+    }
   } else {
     EXPECT_NE(impl.find("bf16 tensors"), std::string::npos) << impl;
   }
@@ -300,7 +304,13 @@ INSTANTIATE_TEST_SUITE_P(
         ConvShape{"pointwise_strided", Shape{2, 32, 10, 8}, 48, 1, 1, 2, 0, 0, Layout::kNChw16c},
         ConvShape{"pointwise_plain", Shape{2, 24, 5, 6}, 20, 1, 1, 1, 0, 0, Layout::kRowMajor},
         ConvShape{"pointwise_plain_strided", Shape{1, 24, 7, 7}, 32, 1, 1, 2, 0, 0,
-                  Layout::kRowMajor}),
+                  Layout::kRowMajor},
+        // Channels-last x, as a channels-last convolution, batch norm or concat leaves it on
+        // AMX (C not a multiple of 16 in two).
+        ConvShape{"nhwc3x3", Shape{2, 32, 10, 10}, 32, 3, 3, 1, 1, 1, Layout::kNhwc},
+        ConvShape{"nhwc_strided3x3", Shape{2, 20, 9, 9}, 24, 3, 3, 2, 1, 1, Layout::kNhwc},
+        ConvShape{"nhwc_pointwise", Shape{3, 64, 5, 5}, 16, 1, 1, 1, 0, 0, Layout::kNhwc},
+        ConvShape{"nhwc_pointwise_strided", Shape{2, 24, 10, 8}, 40, 1, 1, 2, 0, 0, Layout::kNhwc}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // ---- Linear and Gemm ----
@@ -505,6 +515,10 @@ TEST(AsInputBf16, ReluBlocked) {
   expect_bf16_follows_f32(ActivationConfig{},
                           {TensorDesc{Shape{2, 32, 5, 5}, DType::kBF16, Layout::kNChw16c}});
 }
+TEST(AsInputBf16, ReluChannelsLast) {
+  expect_bf16_follows_f32(ActivationConfig{},
+                          {TensorDesc{Shape{2, 24, 5, 5}, DType::kBF16, Layout::kNhwc}});
+}
 TEST(AsInputBf16, GeluPlain) {
   ActivationConfig c;
   c.act = ActKind::kGelu;
@@ -519,11 +533,19 @@ TEST(AsInputBf16, BatchNormBlockedAndPlainWithFusedRelu) {
   relu.relu = true;
   expect_bf16_follows_f32(relu, {TensorDesc{Shape{3, 5, 7, 7}, DType::kBF16}});
 }
+TEST(AsInputBf16, BatchNormChannelsLast) {
+  expect_bf16_follows_f32(BatchNorm2dConfig{},
+                          {TensorDesc{Shape{4, 24, 6, 6}, DType::kBF16, Layout::kNhwc}});
+  BatchNorm2dConfig relu;
+  relu.relu = true;
+  expect_bf16_follows_f32(relu, {TensorDesc{Shape{3, 32, 5, 5}, DType::kBF16, Layout::kNhwc}});
+}
 TEST(AsInputBf16, FrozenBatchNorm) {
   BatchNorm2dConfig frozen;
   frozen.frozen = true;
   frozen.relu = true;
   expect_bf16_follows_f32(frozen, {TensorDesc{Shape{2, 16, 4, 4}, DType::kBF16, Layout::kNChw16c}});
+  expect_bf16_follows_f32(frozen, {TensorDesc{Shape{2, 20, 4, 3}, DType::kBF16, Layout::kNhwc}});
 }
 TEST(AsInputBf16, MaxAndAveragePooling) {
   expect_bf16_follows_f32(Pool2dConfig::square(PoolKind::kMax, 3, 2, 1),
@@ -532,6 +554,12 @@ TEST(AsInputBf16, MaxAndAveragePooling) {
                           {TensorDesc{Shape{2, 3, 7, 7}, DType::kBF16}});
   expect_bf16_follows_f32(GlobalAvgPool2dConfig{},
                           {TensorDesc{Shape{3, 32, 5, 5}, DType::kBF16, Layout::kNChw16c}});
+  expect_bf16_follows_f32(Pool2dConfig::square(PoolKind::kMax, 3, 2, 1),
+                          {TensorDesc{Shape{2, 24, 9, 9}, DType::kBF16, Layout::kNhwc}});
+  expect_bf16_follows_f32(Pool2dConfig::square(PoolKind::kAvg, 3, 1, 1),
+                          {TensorDesc{Shape{2, 20, 7, 7}, DType::kBF16, Layout::kNhwc}});
+  expect_bf16_follows_f32(GlobalAvgPool2dConfig{},
+                          {TensorDesc{Shape{3, 24, 5, 5}, DType::kBF16, Layout::kNhwc}});
 }
 // The softmax cross-entropy keeps its f32 policy but reads bf16 logits itself, widened
 // exactly: the loss is the f32 loss of the same (bf16-valued) logits, and dlogits are the f32

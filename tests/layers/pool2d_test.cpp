@@ -123,6 +123,10 @@ INSTANTIATE_TEST_SUITE_P(
         PoolCase{"avg_exclude_pad_blocked", Shape{2, 16, 6, 7},
                  pool(PoolKind::kAvg, 3, 2, 1, /*include_pad=*/false), Layout::kNChw16c},
         PoolCase{"avg_2x2s2_nopad", Shape{3, 4, 6, 8}, pool(PoolKind::kAvg, 2, 2, 0)},
+        PoolCase{"max_3x3s2p1_channels_last", Shape{2, 5, 7, 6}, pool(PoolKind::kMax, 3, 2, 1),
+                 Layout::kNhwc},
+        PoolCase{"avg_exclude_pad_channels_last", Shape{2, 6, 6, 7},
+                 pool(PoolKind::kAvg, 3, 2, 1, /*include_pad=*/false), Layout::kNhwc},
         PoolCase{"avg_rect_include_pad", Shape{2, 2, 6, 9}, [] {
                    Pool2dConfig c = pool(PoolKind::kAvg, 2, 1, 1);
                    c.kernel_w = 3, c.stride_w = 2, c.pad_h = 0;
@@ -178,7 +182,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GlobalAvgPool2dTest,
                              GapCase{"plain_batch1_1x1", Shape{1, 3, 1, 1}},
                              GapCase{"plain_7x7", Shape{2, 5, 7, 7}},
                              GapCase{"blocked", Shape{3, 32, 4, 4}, Layout::kNChw16c},
-                             GapCase{"blocked_batch1_7x7", Shape{1, 16, 7, 7}, Layout::kNChw16c})),
+                             GapCase{"blocked_batch1_7x7", Shape{1, 16, 7, 7}, Layout::kNChw16c},
+                             GapCase{"channels_last", Shape{2, 5, 3, 4}, Layout::kNhwc})),
                          CaseOnTarget());
 
 TEST(Pool2dErrors, WrongRankNamesLayerArgumentAndDims) {
@@ -236,7 +241,7 @@ TEST(Pool2dFlops, MatchesFormula) {
 
 TEST(Pool2dSteps, AllocateNothing) {
   auto be = make_cpu_backend();
-  for (Layout l : {Layout::kRowMajor, Layout::kNChw16c}) {
+  for (Layout l : {Layout::kRowMajor, Layout::kNChw16c, Layout::kNhwc}) {
     TensorDesc x{Shape{2, 16, 7, 7}, DType::kF32, l};
     auto mx = make_layer(*be, "max", pool(PoolKind::kMax, 3, 2, 1), {x});
     EXPECT_EQ(allocations_in_step(*be, *mx), 0u) << to_string(l);

@@ -62,7 +62,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AddTest,
                              AddCase{"plain_odd", Shape{3, 5, 7}},
                              AddCase{"batch1_scalarish", Shape{1, 1}},
                              AddCase{"blocked", Shape{2, 16, 3, 3}, Layout::kNChw16c},
-                             AddCase{"blocked_batch1", Shape{1, 32, 5, 1}, Layout::kNChw16c})),
+                             AddCase{"blocked_batch1", Shape{1, 32, 5, 1}, Layout::kNChw16c},
+                             AddCase{"channels_last", Shape{2, 5, 3, 4}, Layout::kNhwc})),
                          CaseOnTarget());
 
 class TensorOpsOnTarget : public TargetTest {};
@@ -171,7 +172,11 @@ INSTANTIATE_TEST_SUITE_P(
         ConcatCase{"blocked_channels",
                    {Shape{2, 16, 3, 5}, Shape{2, 32, 3, 5}, Shape{2, 16, 3, 5}},
                    1,
-                   Layout::kNChw16c})),
+                   Layout::kNChw16c},
+        ConcatCase{"channels_last",
+                   {Shape{2, 3, 3, 5}, Shape{2, 20, 3, 5}, Shape{2, 5, 3, 5}},
+                   1,
+                   Layout::kNhwc})),
     CaseOnTarget());
 
 struct SplitCase {
@@ -219,6 +224,7 @@ INSTANTIATE_TEST_SUITE_P(
         SplitCase{"last_axis_qkv", Shape{2, 3, 12}, -1, {4, 4, 4}},
         SplitCase{"batch1_one_piece", Shape{1, 7}, 1, {7}},
         SplitCase{"blocked_channels", Shape{2, 48, 3, 4}, 1, {16, 32}, Layout::kNChw16c},
+        SplitCase{"channels_last", Shape{2, 9, 3, 4}, 1, {2, 7}, Layout::kNhwc},
         SplitCase{"last_axis_2_3", Shape{3, 5}, -1, {2, 3}},
         SplitCase{"axis0_three_parts", Shape{6, 5}, 0, {2, 2, 2}, Layout::kRowMajor, 3})),
     CaseOnTarget());
