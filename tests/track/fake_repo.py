@@ -2,7 +2,8 @@
 
 Each commit's speed.txt sets how slow its benchmark is; a commit can be made not to build. The
 script understands the Google Benchmark flags tbd_track passes and writes Google Benchmark
-JSON with a tbd-like context (git_commit of its source tree), with 1 % log-normal noise.
+JSON with a tbd-like context (git_commit of its source tree), with log-normal noise: 1 % unless
+FAKE_NOISE says otherwise.
 """
 
 import os
@@ -28,6 +29,7 @@ args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and 
 out = args["benchmark_out"]
 reps = int(args.get("benchmark_repetitions", "1"))
 speed = float("@SPEED@")
+noise = float(os.environ.get("FAKE_NOISE", "0.01"))
 rng = random.Random(zlib.crc32(out.encode()) ^ (int(os.environ.get("FAKE_SEED", "0"))))
 rows = []
 for name, base in (("Fake/train/batch:1", 10.0), ("Fake/layer/fwd/batch:8", 2.0)):
@@ -35,7 +37,7 @@ for name, base in (("Fake/train/batch:1", 10.0), ("Fake/layer/fwd/batch:8", 2.0)
     if filt and filt not in name and not __import__("re").search(filt, name):
         continue
     for i in range(reps):
-        t = base * speed * math.exp(rng.gauss(0, 0.01))
+        t = base * speed * math.exp(rng.gauss(0, noise))
         rows.append({"name": name, "run_name": name, "run_type": "iteration",
                      "repetitions": reps, "repetition_index": i, "threads": 1,
                      "iterations": 10, "real_time": t, "cpu_time": t, "time_unit": "ms",
