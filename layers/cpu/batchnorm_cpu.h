@@ -68,15 +68,21 @@ class BatchNormOneDnn : public BatchNormLayer {
     auto& eng = cpu_.engine();
     using fwd = dnnl::batch_normalization_forward;
     using bwd = dnnl::batch_normalization_backward;
+    // Channels-last (N, C, H, W): training runs our own passes (batchnorm_nhwc.h), which keep
+    // no ReLU mask (the backward reads y); oneDNN's training primitives are not made.
+    own_nhwc_ = layout_ == Layout::kNhwc && in[0].shape == spec.nchw;
     try {
-      fwd_train_pd_ = fwd::primitive_desc(
-          fwd::desc(dnnl::prop_kind::forward_training, x_md, feps, flags), attr, eng);
+      if (!own_nhwc_) {
+        fwd_train_pd_ = fwd::primitive_desc(
+            fwd::desc(dnnl::prop_kind::forward_training, x_md, feps, flags), attr, eng);
+        bwd_train_pd_ =
+            bwd::primitive_desc(bwd::desc(dnnl::prop_kind::backward, x_md, x_md, feps, flags), attr,
+                                eng, fwd_train_pd_);
+      }
       fwd_eval_pd_ =
           fwd::primitive_desc(fwd::desc(dnnl::prop_kind::forward_inference, x_md, feps,
                                         spec.relu ? global | nf::fuse_norm_relu : global),
                               attr, eng);
-      bwd_train_pd_ = bwd::primitive_desc(
-          bwd::desc(dnnl::prop_kind::backward, x_md, x_md, feps, flags), attr, eng, fwd_train_pd_);
       // The hint must have the same flags, so it is a training-kind twin of the eval forward.
       fwd::primitive_desc global_hint(
           fwd::desc(dnnl::prop_kind::forward_training, x_md, feps, global), attr, eng);
@@ -88,23 +94,23 @@ class BatchNormOneDnn : public BatchNormLayer {
                             in[0].to_string() + ": " + e.what());
     }
     if (spec.frozen) freeze();
-    // Channels-last (N, C, H, W): training runs our own passes (batchnorm_nhwc.h), which keep
-    // no ReLU mask (the backward reads y).
-    own_nhwc_ = layout_ == Layout::kNhwc && in[0].shape == spec.nchw;
+    std::size_t scratch = std::max(fwd_eval_pd_.scratchpad_desc().get_size(),
+                                   bwd_eval_pd_.scratchpad_desc().get_size());
     if (own_nhwc_) {
       threads_ = cpu_.num_threads();
       transient(nhwc_work_, bn_nhwc_work_bytes(C, threads_));
-    } else if (spec.relu) {
-      const std::size_t ws = fwd_train_pd_.workspace_desc().get_size();
-      saved(ws_, TensorDesc{Shape{static_cast<int64_t>((ws + 3) / 4)}});
+    } else {
+      if (spec.relu) {
+        const std::size_t ws = fwd_train_pd_.workspace_desc().get_size();
+        saved(ws_, TensorDesc{Shape{static_cast<int64_t>((ws + 3) / 4)}});
+      }
+      fwd_train_ = fwd(fwd_train_pd_);
+      bwd_train_ = bwd(bwd_train_pd_);
+      scratch = std::max({scratch, fwd_train_pd_.scratchpad_desc().get_size(),
+                          bwd_train_pd_.scratchpad_desc().get_size()});
     }
-    fwd_train_ = fwd(fwd_train_pd_);
     fwd_eval_ = fwd(fwd_eval_pd_);
-    bwd_train_ = bwd(bwd_train_pd_);
     bwd_eval_ = bwd(bwd_eval_pd_);
-    std::size_t scratch = std::max(
-        {fwd_train_pd_.scratchpad_desc().get_size(), fwd_eval_pd_.scratchpad_desc().get_size(),
-         bwd_train_pd_.scratchpad_desc().get_size(), bwd_eval_pd_.scratchpad_desc().get_size()});
     if (scratch) {
       transient(scratch_, scratch);
     }

@@ -140,7 +140,10 @@ TBD_SIMD_CLONES void dx_rows(const uint16_t* dy, const uint16_t* x, const uint16
   dx_rows_impl(dy, x, y, dx, rows, C, mean, a, b, d);
 }
 
-// Per-thread layout of the work buffer: two f32 block sums, then two f64 totals, of C each.
+std::size_t round_up_64(std::size_t n) { return (n + 63) / 64 * 64; }
+
+// Per-thread layout of the work buffer: two f32 block sums, then two f64 totals, of C each,
+// each group starting on a cache line.
 struct ThreadSums {
   float* b1;
   float* b2;
@@ -150,7 +153,7 @@ struct ThreadSums {
 ThreadSums thread_sums(void* work, int64_t C, int t) {
   char* base = static_cast<char*>(work) + static_cast<std::size_t>(t) * bn_nhwc_work_bytes(C, 1);
   float* f = reinterpret_cast<float*>(base);
-  double* d = reinterpret_cast<double*>(base + 2 * C * sizeof(float) + 64);
+  double* d = reinterpret_cast<double*>(base + round_up_64(2 * C * sizeof(float)));
   return {f, f + C, d, d + C};
 }
 
@@ -253,11 +256,12 @@ void backward_impl(const T* dy, const T* x, const T* y, T* dx, int64_t M, int64_
 }  // namespace
 
 std::size_t bn_nhwc_work_bytes(int64_t C, int threads) {
-  // Per thread: 2 C floats, 64 bytes of alignment slack, 2 C doubles and C floats (d).
-  const std::size_t per = static_cast<std::size_t>(2 * C * sizeof(float) + 64 +
-                                                   2 * C * sizeof(double) + C * sizeof(float));
-  const std::size_t aligned = (per + 63) / 64 * 64;
-  return aligned * static_cast<std::size_t>(std::max(threads, 1));
+  // Per thread, a whole number of cache lines: 2 C floats (from a line), 2 C doubles and
+  // C floats (the backward's d).
+  const auto c = static_cast<std::size_t>(C);
+  const std::size_t per =
+      round_up_64(round_up_64(2 * c * sizeof(float)) + 2 * c * sizeof(double) + c * sizeof(float));
+  return per * static_cast<std::size_t>(std::max(threads, 1));
 }
 
 void bn_nhwc_forward(const float* x, float* y, int64_t M, int64_t C, const float* gamma,
