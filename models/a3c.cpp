@@ -248,6 +248,7 @@ void A3c::build() {
   const int updates = static_cast<int>(K_ * kUpdatesPerWorker);
   StepPart rollout =
       passes(rollout_graph, kForwardOnly, updates * static_cast<int>(T + 1), "rollout");
+  rollout.same_params_group = static_cast<int>(T + 1);  // each update's forwards share copies
   StepPart train = passes(0, 0, updates, "update");
   train.prepare = [this](int) {
     std::shared_lock<std::shared_mutex> lock(weights_);
@@ -282,6 +283,7 @@ void A3c::update(Worker& w) {
     uint8_t* s = w.states.data() + t * state_bytes;
     write_state(w, s);
     be.copy_from_host(r.tensor(w.r_frames), s);
+    if (t > 0) r.reuse_param_copies();  // the weights pulled in 1. are still the weights
     r.forward();
     if (t == T) {
       be.copy_to_host(&bootstrap, r.tensor(w.r_net.value));

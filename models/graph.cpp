@@ -493,7 +493,10 @@ void Graph::set_training(bool training) {
 }
 
 void Graph::forward_node(std::size_t i) {
-  if (i == 0) *pass_ = new_forward_pass();
+  if (i == 0) {
+    if (!reuse_copies_ || *pass_ == 0) *pass_ = new_forward_pass();
+    reuse_copies_ = false;
+  }
   NodePlan& p = plans_[i];
   nodes_[i].layer->forward(p.yw, p.x);
 }

@@ -215,6 +215,11 @@ class Graph {
 
   void set_training(bool training);
   void forward();
+  // The next forward pass reads the same parameter values as this graph's last one (nothing
+  // wrote them in between: the caller's promise), so the compute copies that pass made
+  // (Layer::param_copy) are read again instead of made again. A3C's rollout: t_max + 1
+  // batch-1 forwards on weights pulled once.
+  void reuse_param_copies() { reuse_copies_ = true; }
   void backward();        // needs forward() first; parameter gradients accumulate
   void seed_loss_grad();  // d loss / d loss = 1: what backward() starts from
   void zero_grad();       // one fill of the gradient arena
@@ -318,6 +323,7 @@ class Graph {
   // The current forward pass (new_forward_pass at node 0): the layers' parameter copies are
   // made once per pass (Layer::param_copy).
   std::shared_ptr<uint64_t> pass_ = std::make_shared<uint64_t>(0);
+  bool reuse_copies_ = false;  // reuse_param_copies: node 0 keeps the pass number once
   TensorId loss_ = -1;
   bool bound_ = false;
   bool finalized_ = false;
