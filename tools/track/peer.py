@@ -151,10 +151,15 @@ def peer_python(spec: str, torchvision: str | None, modes: list[str]) -> tuple[s
     py = os.path.join(venv, "bin", "python")
     marker = os.path.join(venv, ".tbd-peer.json")
     want = {"torch": spec, "torchvision": tv}
+    # torch.compile's kernel cache lives with the environment, not in the /tmp folder every
+    # PyTorch of the user shares (a stale shared entry failed to load here: "undefined symbol
+    # Sleef_tanhf16_u10"); a TORCHINDUCTOR_CACHE_DIR the user set wins.
+    env = {} if os.environ.get("TORCHINDUCTOR_CACHE_DIR") else \
+        {"TORCHINDUCTOR_CACHE_DIR": os.path.join(venv, "inductor-cache")}
     try:
         with open(marker, encoding="utf-8") as f:
             if json.load(f) == want and os.access(py, os.X_OK):
-                return py, {}, f"PyPI torch {spec}, torchvision {tv} in {venv}"
+                return py, env, f"PyPI torch {spec}, torchvision {tv} in {venv}"
     except (OSError, ValueError):
         pass
     debs = ["python3-venv"] + (["python3-dev", "g++"] if "compile" in modes else [])
@@ -176,7 +181,7 @@ def peer_python(spec: str, torchvision: str | None, modes: list[str]) -> tuple[s
         raise InputError(f"{venv}: torch does not import: {r.stderr.strip()[-400:]}")
     with open(marker, "w", encoding="utf-8") as f:
         json.dump(want, f)
-    return py, {}, f"PyPI torch {spec}, torchvision {tv} in {venv}"
+    return py, env, f"PyPI torch {spec}, torchvision {tv} in {venv}"
 
 
 def tbd_row_args(name: str) -> list[str]:
