@@ -31,7 +31,7 @@ void walk_step(
     for (int k = 0; k < part.times; ++k) {
       if (part.prepare) around(Phase::kPrepare, 0, [&] { part.prepare(k); });
       if (!fwd_only) around(Phase::kZeroGrad, 0, [&] { g.zero_grad(); });
-      if (part.same_params_group > 0 && k % part.same_params_group != 0) g.reuse_param_copies();
+      if (part.reuses_params(k)) g.reuse_param_copies();
       for (std::size_t i = 0; i < n; ++i)
         around(Phase::kForward, row0 + i, [&] { g.forward_node(i); });
       if (fwd_only) continue;

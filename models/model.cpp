@@ -150,7 +150,7 @@ void Model::run_pass(const StepPart& p, int k, StepObserver* observer) {
   };
   if (p.prepare) phase(Phase::kPrepare, [&] { p.prepare(k); });
   Graph& g = graph(p.graph);
-  if (p.same_params_group > 0 && k % p.same_params_group != 0) g.reuse_param_copies();
+  if (p.reuses_params(k)) g.reuse_param_copies();
   if (p.optimizer == kForwardOnly) {
     phase(Phase::kForward, [&] { g.forward(); });
     return;

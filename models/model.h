@@ -129,6 +129,7 @@ class Model {
     // Runs k with k % same_params_group != 0 read the parameter values of run k - 1 and reuse
     // its compute copies (Graph::reuse_param_copies); 0: every run makes its own.
     int same_params_group = 0;
+    bool reuses_params(int k) const { return same_params_group > 0 && k % same_params_group != 0; }
   };
   // A part with no prepare: `times` passes of graph `graph` with optimizer `optimizer`.
   static StepPart passes(std::size_t graph, int optimizer, int times, std::string label) {
